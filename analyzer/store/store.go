@@ -1,0 +1,190 @@
+// Package store is gpuwatch's embedded state: one SQLite file (pure Go,
+// modernc.org/sqlite, WAL) shared by the analyzer (allocation state, usage
+// intervals, findings), the actions (audit log) and the reports (what was
+// sent). Each package owns its own tables and creates them through Migrate.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+// Store is an open state database.
+type Store struct {
+	db *sql.DB
+	mu sync.Mutex
+}
+
+// Open opens (creating if needed) the database at path. ":memory:" gives a
+// private in-memory database, for tests.
+func Open(path string) (*Store, error) {
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	if path == ":memory:" {
+		dsn = "file::memory:?_pragma=busy_timeout(5000)"
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	// SQLite has one writer; one connection keeps in-memory databases whole
+	// and avoids SQLITE_BUSY between our own goroutines.
+	db.SetMaxOpenConns(1)
+	s := &Store{db: db}
+	if err := s.Migrate(context.Background(), baseSchema...); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// DB exposes the database to the packages that own further tables.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Migrate runs idempotent schema statements (CREATE TABLE IF NOT EXISTS ...).
+func (s *Store) Migrate(ctx context.Context, stmts ...string) error {
+	for _, q := range stmts {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	return nil
+}
+
+var baseSchema = []string{
+	`CREATE TABLE IF NOT EXISTS usage (
+		start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL,
+		hostname TEXT NOT NULL, job TEXT NOT NULL, user TEXT NOT NULL, team TEXT NOT NULL,
+		kind TEXT NOT NULL, model TEXT NOT NULL, gpus INTEGER NOT NULL,
+		allocated_gpu_hours REAL NOT NULL, active_gpu_hours REAL NOT NULL,
+		PRIMARY KEY (hostname, job, start_ms))`,
+	`CREATE INDEX IF NOT EXISTS usage_time ON usage (start_ms)`,
+	`CREATE TABLE IF NOT EXISTS findings (
+		cycle_ms INTEGER NOT NULL, fkey TEXT NOT NULL, pattern TEXT NOT NULL, team TEXT NOT NULL,
+		start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL, wasted_gpu_hours REAL NOT NULL,
+		body TEXT NOT NULL, PRIMARY KEY (cycle_ms, fkey))`,
+	`CREATE INDEX IF NOT EXISTS findings_time ON findings (end_ms)`,
+}
+
+// Usage is one allocation's use of its GPUs over one analyzer interval.
+// A week's report is the sum of these, not a re-read of raw samples.
+type Usage struct {
+	Start, End time.Time
+	Hostname   string
+	Job        string
+	User       string
+	Team       string
+	Kind       string
+	Model      string
+	GPUs       int
+	// AllocatedGPUHours = GPUs × interval hours; ActiveGPUHours is the part
+	// of it with GPU activity.
+	AllocatedGPUHours float64
+	ActiveGPUHours    float64
+}
+
+// AddUsage records usage intervals; re-recording the same interval
+// (host, job, start) replaces it, so a repeated cycle never double counts.
+func (s *Store) AddUsage(ctx context.Context, us []Usage) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("add usage: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	st, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("add usage: %w", err)
+	}
+	defer st.Close()
+	for _, u := range us {
+		if _, err := st.ExecContext(ctx, u.Start.UnixMilli(), u.End.UnixMilli(), u.Hostname, u.Job, u.User, u.Team,
+			u.Kind, u.Model, u.GPUs, u.AllocatedGPUHours, u.ActiveGPUHours); err != nil {
+			return fmt.Errorf("add usage %s/%s: %w", u.Hostname, u.Job, err)
+		}
+	}
+	return tx.Commit()
+}
+
+// UsageBetween returns the intervals that start in [from, to).
+func (s *Store) UsageBetween(ctx context.Context, from, to time.Time) ([]Usage, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT start_ms, end_ms, hostname, job, user, team, kind, model, gpus,
+		allocated_gpu_hours, active_gpu_hours FROM usage WHERE start_ms >= ? AND start_ms < ? ORDER BY start_ms, hostname, job`,
+		from.UnixMilli(), to.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("read usage: %w", err)
+	}
+	defer rows.Close()
+	var out []Usage
+	for rows.Next() {
+		var u Usage
+		var s0, e0 int64
+		if err := rows.Scan(&s0, &e0, &u.Hostname, &u.Job, &u.User, &u.Team, &u.Kind, &u.Model, &u.GPUs,
+			&u.AllocatedGPUHours, &u.ActiveGPUHours); err != nil {
+			return nil, fmt.Errorf("read usage: %w", err)
+		}
+		u.Start, u.End = time.UnixMilli(s0).UTC(), time.UnixMilli(e0).UTC()
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+// SaveFindings records the findings of one cycle. Findings of the same key
+// in later cycles supersede earlier ones in FindingsBetween.
+func (s *Store) SaveFindings(ctx context.Context, cycle time.Time, fs []finding.Finding) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("save findings: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	for i := range fs {
+		f := &fs[i]
+		body, err := json.Marshal(f)
+		if err != nil {
+			return fmt.Errorf("save finding %s: %w", f.Key(), err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO findings VALUES (?,?,?,?,?,?,?,?)`,
+			cycle.UnixMilli(), f.Key(), string(f.Pattern), f.Team, f.Start.UnixMilli(), f.End.UnixMilli(), f.WastedGPUHours, string(body)); err != nil {
+			return fmt.Errorf("save finding %s: %w", f.Key(), err)
+		}
+	}
+	return tx.Commit()
+}
+
+// FindingsBetween returns, for each finding key, the newest finding recorded
+// by a cycle in [from, to).
+func (s *Store) FindingsBetween(ctx context.Context, from, to time.Time) ([]finding.Finding, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT body FROM findings f WHERE cycle_ms >= ? AND cycle_ms < ?
+		AND cycle_ms = (SELECT MAX(cycle_ms) FROM findings g WHERE g.fkey = f.fkey AND g.cycle_ms >= ? AND g.cycle_ms < ?)
+		ORDER BY wasted_gpu_hours DESC, fkey`, from.UnixMilli(), to.UnixMilli(), from.UnixMilli(), to.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("read findings: %w", err)
+	}
+	defer rows.Close()
+	var out []finding.Finding
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, fmt.Errorf("read findings: %w", err)
+		}
+		var f finding.Finding
+		if err := json.Unmarshal([]byte(body), &f); err != nil {
+			return nil, fmt.Errorf("decode finding: %w", err)
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,45 @@
+// Command gpuwatch-exporter is the lean node agent: the same exporter as
+// `gpuwatch exporter`, without the analyzer's dependencies, for DaemonSets
+// and systemd units.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
+)
+
+var version = "dev"
+
+func main() {
+	app := kingpin.New("gpuwatch-exporter", "Export per-GPU telemetry for Prometheus under dcgm-exporter's metric names, with who holds each GPU.")
+	app.Version(version)
+	app.HelpFlag.Short('h')
+	cfg := cli.Register(app)
+	level := app.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error")
+	if _, err := app.Parse(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "gpuwatch-exporter: %v (see --help)\n", err)
+		os.Exit(2)
+	}
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(*level))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cli.Run(ctx, cfg, logger, version); err != nil {
+		fmt.Fprintf(os.Stderr, "gpuwatch-exporter: %v\n", err)
+		var ue *cli.UsageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,65 @@
+// Command gpuwatch finds and reclaims wasted GPU time: it exports GPU
+// telemetry for Prometheus, analyzes it per job, acts under a policy and
+// reports to teams. Each subcommand lives in its own file; this one only
+// wires them together.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// command is one subcommand: register adds its flags and returns the
+// function that runs it.
+type command func(app *kingpin.Application) (name string, run func(ctx context.Context) error)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	app := kingpin.New("gpuwatch", "Find and reclaim wasted GPU time: export GPU telemetry, classify waste per job, act under a policy, report to teams.")
+	app.Version(version)
+	app.HelpFlag.Short('h')
+	logs := registerLogFlags(app)
+	runs := map[string]func(ctx context.Context) error{}
+	for _, c := range []command{
+		exporterCommand,
+	} {
+		name, fn := c(app)
+		runs[name] = fn
+	}
+	selected, err := app.Parse(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gpuwatch: %v (see gpuwatch --help)\n", err)
+		return 2
+	}
+	logger, err := logs.logger()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gpuwatch: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx = withLogger(ctx, logger)
+	if err := runs[selected](ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "gpuwatch %s: %v\n", selected, err)
+		var ue *cli.UsageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}

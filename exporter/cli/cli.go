@@ -1,0 +1,137 @@
+// Package cli holds the exporter's flags and its run loop, shared by
+// `gpuwatch exporter` and the lean `gpuwatch-exporter` binary, so the two
+// can never drift apart.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/gpuwatch/gpuwatch/exporter/collector"
+	nvmlsource "github.com/gpuwatch/gpuwatch/exporter/nvml"
+	"github.com/gpuwatch/gpuwatch/exporter/server"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/exporter/source"
+)
+
+// DefaultListenAddress is dcgm-exporter's port, so scrape configs carry over.
+const DefaultListenAddress = ":9400"
+
+// FlagGroup is a kingpin Application or CmdClause.
+type FlagGroup interface {
+	Flag(name, help string) *kingpin.FlagClause
+}
+
+// Config holds the exporter's flag values.
+type Config struct {
+	Web             *web.FlagConfig
+	CollectInterval time.Duration
+	Source          string
+	SimScenario     string
+	SimSeed         int64
+	SimNode         string
+	Hostname        string
+}
+
+// Register adds the exporter's flags to app or a subcommand.
+func Register(g FlagGroup) *Config {
+	c := &Config{Web: kingpinflag.AddFlags(g, DefaultListenAddress)}
+	g.Flag("collect-interval", "How often to read the GPUs in the background; a scrape serves the latest reading and never waits on the driver.").
+		Default("1s").DurationVar(&c.CollectInterval)
+	g.Flag("source", "Telemetry source: nvml (the NVIDIA driver), sim (a simulated fleet) or auto (nvml, failing with advice when no driver is present).").
+		Default("auto").EnumVar(&c.Source, "auto", "nvml", "sim")
+	g.Flag("sim.scenario", "Scenario file (YAML) for --source=sim; the built-in scenario when empty. See exporter/sim/scenarios/.").
+		Default("").StringVar(&c.SimScenario)
+	g.Flag("sim.seed", "Seed of the simulated fleet; the same seed gives the same telemetry.").Default("1").Int64Var(&c.SimSeed)
+	g.Flag("sim.node", "Simulate only this node of the scenario's fleet (default: the first node).").Default("").StringVar(&c.SimNode)
+	g.Flag("hostname", "Value of the hostname label; defaults to $NODE_NAME, then the machine's host name.").
+		Envar("NODE_NAME").Default("").StringVar(&c.Hostname)
+	return c
+}
+
+// UsageError is a problem with flags or configuration files: the command
+// exits 2 with its message.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Validate checks the flags and files before anything starts.
+func (c *Config) Validate() error {
+	if c.CollectInterval < 10*time.Millisecond {
+		return &UsageError{fmt.Errorf("--collect-interval must be at least 10ms, got %s", c.CollectInterval)}
+	}
+	if c.Web.WebConfigFile != nil && *c.Web.WebConfigFile != "" {
+		if err := web.Validate(*c.Web.WebConfigFile); err != nil {
+			return &UsageError{fmt.Errorf("--web.config.file %s: %w", *c.Web.WebConfigFile, err)}
+		}
+	}
+	if c.Source != "sim" && c.SimScenario != "" {
+		return &UsageError{errors.New("--sim.scenario needs --source=sim")}
+	}
+	return nil
+}
+
+// OpenSource opens the configured telemetry source.
+func (c *Config) OpenSource(logger *slog.Logger, clock source.Clock) (source.Source, error) {
+	hostname := c.hostname()
+	switch c.Source {
+	case "sim":
+		sc := sim.DefaultScenario()
+		if c.SimScenario != "" {
+			var err error
+			if sc, err = sim.LoadScenario(c.SimScenario); err != nil {
+				return nil, &UsageError{fmt.Errorf("--sim.scenario: %w", err)}
+			}
+		}
+		return sim.New(sc, sim.Options{Seed: c.SimSeed, Clock: clock, Node: c.SimNode})
+	default: // auto, nvml
+		s, err := nvmlsource.Open(nvmlsource.Options{Hostname: hostname, Logger: logger, Clock: clock})
+		if errors.Is(err, nvmlsource.ErrNoDriver) {
+			return nil, &UsageError{fmt.Errorf("%w: install the NVIDIA driver on this node, or run with --source=sim to use a simulated fleet", err)}
+		}
+		return s, err
+	}
+}
+
+func (c *Config) hostname() string {
+	if c.Hostname != "" {
+		return c.Hostname
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// Run starts collection and the HTTP server and blocks until ctx ends.
+func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, attributors ...source.Attributor) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	src, err := c.OpenSource(logger, source.SystemClock{})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	col, err := collector.New(collector.Options{
+		Source: src, Attributors: attributors, Interval: c.CollectInterval,
+		Hostname: c.Hostname, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	// The first collection happens before we listen, so the first scrape has data.
+	if _, err := col.CollectOnce(ctx); err != nil {
+		logger.Warn("first collection failed", "err", err)
+	}
+	go col.Run(ctx)
+	logger.Info("gpuwatch exporter started", "source", src.Name(), "collect_interval", c.CollectInterval, "listen", *c.Web.WebListenAddresses)
+	return server.Serve(ctx, server.Handler(col, version), c.Web, logger)
+}
