@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,13 +26,16 @@ var version = "dev"
 type command func(app *kingpin.Application) (name string, run func(ctx context.Context) error)
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-func run(args []string) int {
+func run(args []string, stderr io.Writer) int {
 	app := kingpin.New("gpuwatch", "Find and reclaim wasted GPU time: export GPU telemetry, classify waste per job, act under a policy, report to teams.")
 	app.Version(version)
 	app.HelpFlag.Short('h')
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	app.Terminate(nil) // report parse errors through the return value, not os.Exit
 	logs := registerLogFlags(app)
 	runs := map[string]func(ctx context.Context) error{}
 	for _, c := range []command{
@@ -42,19 +46,19 @@ func run(args []string) int {
 	}
 	selected, err := app.Parse(args)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "gpuwatch: %v (see gpuwatch --help)\n", err)
+		fmt.Fprintf(stderr, "gpuwatch: %v (see gpuwatch --help)\n", err)
 		return 2
 	}
 	logger, err := logs.logger()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "gpuwatch: %v\n", err)
+		fmt.Fprintf(stderr, "gpuwatch: %v\n", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = withLogger(ctx, logger)
 	if err := runs[selected](ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "gpuwatch %s: %v\n", selected, err)
+		fmt.Fprintf(stderr, "gpuwatch %s: %v\n", selected, err)
 		var ue *cli.UsageError
 		if errors.As(err, &ue) {
 			return 2

@@ -96,6 +96,20 @@ func deviceLabels(hostname string, d *source.Device, alloc []source.Allocation) 
 	return l
 }
 
+// withoutLabel drops one label. gpuwatch_* series leave out dcgm-exporter's
+// camelCase modelName so that they follow Prometheus naming without exception
+// (promtool check metrics flags camelCase label names); join on gpu and
+// hostname to get the model.
+func withoutLabel(l []*dto.LabelPair, name string) []*dto.LabelPair {
+	out := make([]*dto.LabelPair, 0, len(l))
+	for _, p := range l {
+		if p.GetName() != name {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func appendUnique(s []string, v string) []string {
 	if v == "" {
 		return s
@@ -133,7 +147,8 @@ func (r *renderer) render(snap *source.Snapshot) {
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
 		key := d.Key()
-		labels := deviceLabels(snap.Hostname, d, allocs[key])
+		dcgmLabels := deviceLabels(snap.Hostname, d, allocs[key])
+		labels := withoutLabel(dcgmLabels, catalogue.LabelModelName)
 		base[key] = labels
 		up := 0.0
 		if d.Up {
@@ -147,10 +162,14 @@ func (r *renderer) render(snap *source.Snapshot) {
 			continue
 		}
 		for _, s := range d.Samples {
+			l := labels
+			if s.Metric.DCGM {
+				l = dcgmLabels
+			}
 			if len(s.Metric.Labels) == 0 {
-				r.add(s.Metric, labels, s.Value)
+				r.add(s.Metric, l, s.Value)
 			} else {
-				r.add(s.Metric, with(labels, s.Metric.Labels, s.LabelValues...), s.Value)
+				r.add(s.Metric, with(l, s.Metric.Labels, s.LabelValues...), s.Value)
 			}
 		}
 		for _, a := range allocs[key] {

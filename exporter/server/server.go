@@ -10,6 +10,7 @@ import (
 	"errors"
 	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -93,9 +94,19 @@ func landing(w http.ResponseWriter, c *collector.Collector, version string) {
 // Serve runs the HTTP server with exporter-toolkit's flags (listen addresses,
 // web config for TLS and basic auth) until ctx ends.
 func Serve(ctx context.Context, h http.Handler, flags *web.FlagConfig, logger *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return serve(ctx, h, logger, func(srv *http.Server) error { return web.ListenAndServe(srv, flags, logger) })
+}
+
+// ServeListener is Serve on a listener the caller opened (tests, socket
+// activation): TLS and basic auth still come from the web config in flags.
+func ServeListener(ctx context.Context, l net.Listener, h http.Handler, flags *web.FlagConfig, logger *slog.Logger) error {
+	return serve(ctx, h, logger, func(srv *http.Server) error { return web.Serve(l, srv, flags, logger) })
+}
+
+func serve(ctx context.Context, h http.Handler, logger *slog.Logger, run func(*http.Server) error) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
-	go func() { errc <- web.ListenAndServe(srv, flags, logger) }()
+	go func() { errc <- run(srv) }()
 	select {
 	case err := <-errc:
 		return err

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian machine (the README's test command;
+# CI runs it through .ci/run). It installs what the tests need, starts the
+# real services the integration tests use (munge + Slurm; the tests start
+# their own Prometheus, Alertmanager and mailpit on loopback ports), then
+# runs lint, unit, integration and end-to-end tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$(pwd)"
+export CI="${CI:-true}"                                      # tests fail, not skip, when a tool is missing
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}" # go-nvml's deprecated C declarations
+export PATH="$PATH:$(go env GOPATH)/bin:/usr/local/bin"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "install test dependencies"
+need_apt=()
+command -v promtool >/dev/null || need_apt+=(prometheus)
+command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
+command -v slurmctld >/dev/null || need_apt+=(slurm-wlm)
+command -v munged >/dev/null || need_apt+=(munge)
+command -v chromium >/dev/null || need_apt+=(chromium)
+if ((${#need_apt[@]})); then
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+command -v mailpit >/dev/null || GOBIN=/usr/local/bin go install github.com/axllent/mailpit@v1.33.1
+command -v staticcheck >/dev/null || GOBIN=/usr/local/bin go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+step "start a single-node Slurm (munge, slurmctld, slurmd)"
+slurm_env="$(mktemp)"
+bash test/slurm/start.sh "$slurm_env"
+# shellcheck disable=SC1090
+source "$slurm_env"
+trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true' EXIT
+
+step "gofmt, go vet, staticcheck"
+unformatted="$(gofmt -l $(git ls-files '*.go'))"
+if [[ -n "$unformatted" ]]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
+go vet ./...
+staticcheck ./...
+
+step "go test"
+go test -count=1 -timeout 45m ./...
+
+step "end to end: alerts through a real Prometheus and Alertmanager"
+bash test/e2e-alerts/run.sh
+
+step "benchmark: scrape cost against a prepared buffer"
+bash scripts/bench-scrape.sh
