@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -29,7 +30,8 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+// newApp builds the command line: every subcommand with its flags.
+func newApp(stderr io.Writer) (*kingpin.Application, *logFlags, map[string]func(ctx context.Context) error) {
 	app := kingpin.New("gpuwatch", "Find and reclaim wasted GPU time: export GPU telemetry, classify waste per job, act under a policy, report to teams.")
 	app.Version(version)
 	app.HelpFlag.Short('h')
@@ -40,13 +42,25 @@ func run(args []string, stderr io.Writer) int {
 	runs := map[string]func(ctx context.Context) error{}
 	for _, c := range []command{
 		exporterCommand,
+		dashboardsCommand,
+		reportCommand,
+		analyzerCommand,
+		checkConfigCommand,
+		auditCommand,
+		analyzeCommand,
+		agentCommand,
 	} {
 		name, fn := c(app)
 		runs[name] = fn
 	}
+	return app, logs, runs
+}
+
+func run(args []string, stderr io.Writer) int {
+	app, logs, runs := newApp(stderr)
 	selected, err := app.Parse(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "gpuwatch: %v (see gpuwatch --help)\n", err)
+		fmt.Fprintf(stderr, "gpuwatch: %v (see gpuwatch --help)\n", explainParseError(err, args))
 		return 2
 	}
 	logger, err := logs.logger()
@@ -57,7 +71,11 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = withLogger(ctx, logger)
-	if err := runs[selected](ctx); err != nil {
+	fn, ok := runs[selected]
+	if !ok { // --help, --version, or `help COMMAND`
+		return 0
+	}
+	if err := fn(ctx); err != nil {
 		fmt.Fprintf(stderr, "gpuwatch %s: %v\n", selected, err)
 		var ue *cli.UsageError
 		if errors.As(err, &ue) {
@@ -66,4 +84,24 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// explainParseError names the flag whose value kingpin refused: its value
+// errors ("time: invalid duration \"soon\"") do not say which flag they
+// are about.
+func explainParseError(err error, args []string) error {
+	msg := err.Error()
+	for i, a := range args {
+		if !strings.HasPrefix(a, "--") {
+			continue
+		}
+		name, value, ok := strings.Cut(a, "=")
+		if !ok && i+1 < len(args) {
+			value = args[i+1]
+		}
+		if value != "" && (strings.Contains(msg, "'"+value+"'") || strings.Contains(msg, `"`+value+`"`)) {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return err
 }

@@ -15,7 +15,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	badScenario := filepath.Join(dir, "scenario.yaml")
-	if err := os.WriteFile(badScenario, []byte("fleet:\n  nodes: 1\n  not_a_key: 3\n"), 0o600); err != nil {
+	if err := os.WriteFile(badScenario, []byte("name: bad\nfleet:\n  - {hostnames: [n1], model: A100-SXM4-80GB, gpus: 8, not_a_key: 3}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -57,4 +57,23 @@ func TestHelpTeaches(t *testing.T) {
 			t.Errorf("help lacks %s", f)
 		}
 	}
+}
+
+// TestCLIDocCurrent keeps docs/cli.md in step with the flags.
+func TestCLIDocCurrent(t *testing.T) {
+	app, _, _ := newApp(&bytes.Buffer{})
+	var b bytes.Buffer
+	writeCLIDoc(&b, app)
+	const path = "../../docs/cli.md"
+	got, _ := os.ReadFile(path)
+	if string(got) == b.String() {
+		return
+	}
+	if os.Getenv("UPDATE_DOCS") != "" {
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s is out of date; run UPDATE_DOCS=1 go test ./cmd/gpuwatch", path)
 }

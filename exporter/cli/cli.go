@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/gpuwatch/gpuwatch/exporter/attribution"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	nvmlsource "github.com/gpuwatch/gpuwatch/exporter/nvml"
 	"github.com/gpuwatch/gpuwatch/exporter/server"
@@ -39,6 +40,10 @@ type Config struct {
 	SimSeed         int64
 	SimNode         string
 	Hostname        string
+	GPM             bool // --collector.gpm
+	XID             bool // --collector.xid
+	// Attribution holds the flags of who holds each GPU (kubelet, job map, /proc, cgroups, teams).
+	Attribution *attribution.Flags
 }
 
 // Register adds the exporter's flags to app or a subcommand.
@@ -50,10 +55,15 @@ func Register(g FlagGroup) *Config {
 		Default("auto").EnumVar(&c.Source, "auto", "nvml", "sim")
 	g.Flag("sim.scenario", "Scenario file (YAML) for --source=sim; the built-in scenario when empty. See exporter/sim/scenarios/.").
 		Default("").StringVar(&c.SimScenario)
+	g.Flag("collector.gpm", "Read profiling metrics (DCGM_FI_PROF_*) from NVML GPM on GPUs that support it (Hopper and newer), per GPU and per MIG instance. --no-collector.gpm turns it off.").
+		Default("true").BoolVar(&c.GPM)
+	g.Flag("collector.xid", "Listen for XID errors through an NVML event set (DCGM_FI_DEV_XID_ERRORS, gpuwatch_xid_errors_total). --no-collector.xid turns it off.").
+		Default("true").BoolVar(&c.XID)
 	g.Flag("sim.seed", "Seed of the simulated fleet; the same seed gives the same telemetry.").Default("1").Int64Var(&c.SimSeed)
 	g.Flag("sim.node", "Simulate only this node of the scenario's fleet (default: the first node).").Default("").StringVar(&c.SimNode)
 	g.Flag("hostname", "Value of the hostname label; defaults to $NODE_NAME, then the machine's host name.").
 		Envar("NODE_NAME").Default("").StringVar(&c.Hostname)
+	c.Attribution = attribution.RegisterFlags(g)
 	return c
 }
 
@@ -77,6 +87,11 @@ func (c *Config) Validate() error {
 	if c.Source != "sim" && c.SimScenario != "" {
 		return &UsageError{errors.New("--sim.scenario needs --source=sim")}
 	}
+	if c.Attribution != nil {
+		if err := c.Attribution.Validate(); err != nil {
+			return &UsageError{err}
+		}
+	}
 	return nil
 }
 
@@ -94,7 +109,7 @@ func (c *Config) OpenSource(logger *slog.Logger, clock source.Clock) (source.Sou
 		}
 		return sim.New(sc, sim.Options{Seed: c.SimSeed, Clock: clock, Node: c.SimNode})
 	default: // auto, nvml
-		s, err := nvmlsource.Open(nvmlsource.Options{Hostname: hostname, Logger: logger, Clock: clock})
+		s, err := nvmlsource.Open(nvmlsource.Options{Hostname: hostname, Logger: logger, Clock: clock, DisableGPM: !c.GPM, DisableXID: !c.XID})
 		if errors.Is(err, nvmlsource.ErrNoDriver) {
 			return nil, &UsageError{fmt.Errorf("%w: install the NVIDIA driver on this node, or run with --source=sim to use a simulated fleet", err)}
 		}
@@ -120,12 +135,28 @@ func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, at
 		return err
 	}
 	defer src.Close()
+	var chain *attribution.Chain
+	if c.Attribution != nil {
+		// The chain goes first, so later attributors see its allocations.
+		if chain, err = attribution.New(c.Attribution.Options(logger, source.SystemClock{}, src, nil)); err != nil {
+			return err
+		}
+		defer chain.Close()
+		chain.Start(ctx)
+		attributors = append([]source.Attributor{chain}, attributors...)
+	}
 	col, err := collector.New(collector.Options{
 		Source: src, Attributors: attributors, Interval: c.CollectInterval,
 		Hostname: c.Hostname, Logger: logger,
 	})
 	if err != nil {
 		return err
+	}
+	if chain != nil {
+		// Its health metrics join the collector's registry, which exists only now.
+		if err := chain.Register(col.Registry()); err != nil {
+			return err
+		}
 	}
 	// The first collection happens before we listen, so the first scrape has data.
 	if _, err := col.CollectOnce(ctx); err != nil {

@@ -1,0 +1,172 @@
+// Package agent is gpuwatch's single-node mode: the exporter, an embedded
+// telemetry store fed by it, and analyzer cycles over that store, in one
+// process. The exporter still serves /metrics, so a fleet Prometheus can
+// scrape an agent like any exporter.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/engine"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/exporter/attribution"
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/exporter/collector"
+	"github.com/gpuwatch/gpuwatch/exporter/server"
+	"github.com/gpuwatch/gpuwatch/exporter/source"
+)
+
+// Options of the agent.
+type Options struct {
+	Exporter *cli.Config
+	// Dir holds the embedded TSDB (Dir/tsdb) and the state (Dir/gpuwatch.db).
+	Dir string
+	// StoreInterval is the resolution kept in the TSDB (default 30s): the
+	// exporter may collect every second for its scrapes, the analyzer needs
+	// far less.
+	StoreInterval time.Duration
+	// Retention of raw telemetry (default 15 days).
+	Retention time.Duration
+	Config    config.Config
+	Logger    *slog.Logger
+	Version   string
+}
+
+// Ingest is the collector hook: it appends one collection in every
+// StoreInterval to the embedded TSDB.
+type Ingest struct {
+	app      *embedded.Appender
+	interval time.Duration
+	logger   *slog.Logger
+	mu       sync.Mutex
+	last     time.Time
+}
+
+// NewIngest returns the hook for db.
+func NewIngest(db *embedded.DB, interval time.Duration, logger *slog.Logger) *Ingest {
+	return &Ingest{app: db.Appender(), interval: interval, logger: logger}
+}
+
+// OnCollect implements collector.Options.OnCollect.
+func (in *Ingest) OnCollect(snap *source.Snapshot, fams []*dto.MetricFamily) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.last.IsZero() && snap.Time.Sub(in.last) < in.interval {
+		return
+	}
+	if err := in.app.AppendFamilies(context.Background(), snap.Time, fams); err != nil {
+		in.logger.Warn("embedded store: append failed", "err", err)
+		return
+	}
+	in.last = snap.Time
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.StoreInterval <= 0 {
+		o.StoreInterval = 30 * time.Second
+	}
+	if o.Config.Step == 0 {
+		o.Config = config.Default()
+	}
+	c := o.Exporter
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return fmt.Errorf("agent storage %s: %w", o.Dir, err)
+	}
+	db, err := embedded.Open(filepath.Join(o.Dir, "tsdb"), embedded.Options{Retention: o.Retention, Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	st, err := store.Open(filepath.Join(o.Dir, "gpuwatch.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	eng, err := engine.New(engine.Options{Querier: db, Store: st, Config: o.Config, Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	src, err := c.OpenSource(o.Logger, source.SystemClock{})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	var attributors []source.Attributor
+	var chain *attribution.Chain
+	if c.Attribution != nil {
+		if chain, err = attribution.New(c.Attribution.Options(o.Logger, source.SystemClock{}, src, nil)); err != nil {
+			return err
+		}
+		defer chain.Close()
+		chain.Start(ctx)
+		attributors = append(attributors, chain)
+	}
+	in := NewIngest(db, o.StoreInterval, o.Logger)
+	col, err := collector.New(collector.Options{Source: src, Attributors: attributors, Interval: c.CollectInterval,
+		Hostname: c.Hostname, Logger: o.Logger, OnCollect: in.OnCollect})
+	if err != nil {
+		return err
+	}
+	if chain != nil {
+		if err := chain.Register(col.Registry()); err != nil {
+			return err
+		}
+	}
+	if _, err := col.CollectOnce(ctx); err != nil {
+		o.Logger.Warn("first collection failed", "err", err)
+	}
+	go col.Run(ctx)
+	go Cycles(ctx, eng, source.SystemClock{}, o.Logger)
+	o.Logger.Info("gpuwatch agent started", "source", src.Name(), "storage", o.Dir, "step", o.Config.Step,
+		"listen", *c.Web.WebListenAddresses)
+	return server.Serve(ctx, server.Handler(col, o.Version), c.Web, o.Logger)
+}
+
+// Cycles runs an analyzer cycle after each step boundary until ctx ends.
+func Cycles(ctx context.Context, eng *engine.Engine, clock source.Clock, logger *slog.Logger) {
+	step := eng.Step()
+	for {
+		now := clock.Now()
+		// A few seconds past the boundary, so the step's last samples are in.
+		next := now.Truncate(step).Add(step + 5*time.Second)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(next.Sub(now)):
+		}
+		start := time.Now()
+		res, err := eng.Cycle(ctx, clock.Now())
+		switch {
+		case errors.Is(err, context.Canceled):
+			return
+		case err != nil:
+			logger.Error("analyzer cycle failed", "err", err)
+			continue
+		}
+		logger.Info("analyzer cycle", "to", res.To, "steps", res.Steps, "queries", res.Queries,
+			"allocations", res.Allocations, "unknown", len(res.Unknown), "findings", len(res.Findings),
+			"duration", time.Since(start).Round(time.Millisecond))
+		for _, f := range res.Findings {
+			logger.Info("finding", "pattern", f.Pattern, "job", f.Job, "host", f.Hostname, "user", f.User,
+				"wasted_gpu_hours", f.WastedGPUHours, "action", f.Action)
+		}
+	}
+}

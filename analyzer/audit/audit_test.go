@@ -1,0 +1,147 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+)
+
+func open(t *testing.T, path string) *Log {
+	t.Helper()
+	st, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	l, err := Open(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestIntendFinishIdempotent(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/s.db"
+	l := open(t, path)
+	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	key := Key("n1|5|cpu_only", t0, "reclaim")
+	rec := Record{Key: key, FindingKey: "n1|5|cpu_only", Episode: t0, Step: "reclaim", Actuator: "slurm", Hostname: "n1", Job: "5"}
+	if _, ok, err := l.Intend(ctx, rec, t0); err != nil || !ok {
+		t.Fatalf("first intend: %v %v", ok, err)
+	}
+	// Intended but unsettled: nobody may run it again.
+	if got, ok, err := l.Intend(ctx, rec, t0.Add(time.Minute)); err != nil || ok || got.State != Intended {
+		t.Fatalf("second intend ran: %v %+v %v", ok, got, err)
+	}
+	// The same key survives a reopen (a crash) as pending.
+	l2 := open(t, path)
+	pending, err := l2.Pending(ctx)
+	if err != nil || len(pending) != 1 || pending[0].Key != key {
+		t.Fatalf("pending = %+v %v", pending, err)
+	}
+	if err := l2.Finish(ctx, key, Failed, "refused", t0.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Finish(ctx, key, Done, "twice", t0.Add(2*time.Minute)); err == nil {
+		t.Fatal("finished a step that was not intended")
+	}
+	// Failed may be retried, under the same key, attempt 2.
+	got, ok, err := l2.Intend(ctx, rec, t0.Add(3*time.Minute))
+	if err != nil || !ok || got.Attempts != 2 {
+		t.Fatalf("retry: %v %+v %v", ok, got, err)
+	}
+	if err := l2.Finish(ctx, key, Done, "cancelled", t0.Add(4*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := l2.Intend(ctx, rec, t0.Add(5*time.Minute)); ok {
+		t.Fatal("done step ran again")
+	}
+	n, err := l2.RealAttemptsSince(ctx, "reclaim", t0)
+	if err != nil || n != 2 {
+		t.Fatalf("attempts = %d %v", n, err)
+	}
+	evs, err := l2.Events(ctx, Filter{Job: "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, e := range evs {
+		states = append(states, string(e.State))
+	}
+	if strings.Join(states, ",") != "intended,failed,intended,done" {
+		t.Fatalf("events = %v", states)
+	}
+	last, _ := l2.Events(ctx, Filter{Limit: 1})
+	if len(last) != 1 || last[0].State != Done {
+		t.Fatalf("limit 1 = %+v", last)
+	}
+	var tb, jb bytes.Buffer
+	if err := WriteTable(&tb, evs); err != nil || !strings.Contains(tb.String(), "cancelled") {
+		t.Fatalf("table: %v\n%s", err, tb.String())
+	}
+	if err := WriteJSON(&jb, evs); err != nil {
+		t.Fatal(err)
+	}
+	var back []Event
+	if err := json.Unmarshal(jb.Bytes(), &back); err != nil || len(back) != 4 {
+		t.Fatalf("json: %v %d", err, len(back))
+	}
+}
+
+func TestEpisodes(t *testing.T) {
+	ctx := context.Background()
+	l := open(t, ":memory:")
+	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	for i, want := range []time.Time{t0, t0, t0} {
+		got, err := l.Observe(ctx, "k", t0.Add(time.Duration(i)*time.Minute))
+		if err != nil || !got.Equal(want) {
+			t.Fatalf("observe %d = %v %v", i, got, err)
+		}
+		if _, err := l.EndEpisodes(ctx, t0.Add(time.Duration(i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Not seen at +5m: the episode ends; seen again it starts afresh.
+	if n, _ := l.EndEpisodes(ctx, t0.Add(5*time.Minute)); n != 1 {
+		t.Fatalf("ended %d", n)
+	}
+	if got, _ := l.Observe(ctx, "k", t0.Add(6*time.Minute)); !got.Equal(t0.Add(6 * time.Minute)) {
+		t.Fatalf("new episode starts %v", got)
+	}
+}
+
+// The reports read the audit view without importing this package.
+func TestReportView(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l, err := Open(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	r := Record{Key: "k", Step: "reclaim", Actuator: "slurm", Job: "5", Team: "vision", Pattern: "cpu_only", DryRun: true}
+	if _, _, err := l.Intend(ctx, r, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(ctx, "k", DryRun, "would cancel", t0); err != nil {
+		t.Fatal(err)
+	}
+	var action, outcome, team string
+	var dry int
+	if err := st.DB().QueryRowContext(ctx, `SELECT action, outcome, team, dry_run FROM audit`).Scan(&action, &outcome, &team, &dry); err != nil {
+		t.Fatal(err)
+	}
+	if action != "reclaim" || outcome != "dry_run" || team != "vision" || dry != 1 {
+		t.Fatalf("view row = %s %s %s %d", action, outcome, team, dry)
+	}
+}

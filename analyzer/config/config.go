@@ -1,0 +1,296 @@
+// Package config holds the analyzer's thresholds: what counts as idle, and
+// when each waste pattern fires. Every default is documented with the
+// practice it comes from; a YAML file (--config) overrides any of them,
+// pattern by pattern. Parsing is strict: unknown keys and out-of-range values
+// are errors that name the file and line.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the analyzer configuration.
+type Config struct {
+	// Step is the analysis interval: features are aggregated per GPU over
+	// each step, and the daemon's cycle reads one step. Default 5m.
+	Step Duration `yaml:"step"`
+	// MinCoverage is the fraction of a step's expected samples a GPU must
+	// have for the step to count as known. Below it the step is unknown:
+	// missing data is never idleness. Default 0.5. The expected count is the
+	// best-covered GPU of the same step, so no scrape interval needs setting.
+	MinCoverage Ratio `yaml:"min_coverage"`
+	Idle        Idle  `yaml:"idle"`
+	// Patterns holds one section per finding pattern.
+	Patterns Patterns `yaml:"patterns"`
+}
+
+// Idle says when a GPU does nothing during one step.
+type Idle struct {
+	// UtilPercent: the step is idle only if every GPU util sample is at most
+	// this. Default 1 (%): Jobstats/Job Defense Shield take "every sample 0%"
+	// and gpu-pruner notes idle readings are not exactly zero, so 1% absorbs
+	// the driver's own blips while any real kernel shows up higher.
+	UtilPercent Percent `yaml:"util_percent"`
+	// SMActive: with DCGM_FI_PROF_SM_ACTIVE present, the step is idle only if
+	// its peak SM activity is below this. Default 0.01, gpu-pruner's engine
+	// activity threshold.
+	SMActive Ratio `yaml:"sm_active"`
+	// PowerVetoRatio: a GPU drawing more than this fraction of its power limit
+	// on average is never idle, whatever util says (gpu-pruner's power veto).
+	// Default 0.4. Ignored when power is not exported.
+	PowerVetoRatio Ratio `yaml:"power_veto_ratio"`
+	// MemoryHeldMiB: framebuffer use above this means a process holds the
+	// GPU (a CUDA context alone takes a few hundred MiB). Default 1024.
+	MemoryHeldMiB float64 `yaml:"memory_held_mib"`
+}
+
+// Patterns configures each detector.
+type Patterns struct {
+	CPUOnly         CPUOnly         `yaml:"cpu_only"`
+	OverRequested   OverRequested   `yaml:"over_requested"`
+	Stuck           Stuck           `yaml:"stuck"`
+	StartupOverhead StartupOverhead `yaml:"startup_overhead"`
+	IdleSession     IdleSession     `yaml:"idle_session"`
+	LowUtilization  LowUtilization  `yaml:"low_utilization"`
+	Overlong        Overlong        `yaml:"overlong"`
+	OrphanProcess   OrphanProcess   `yaml:"orphan_process"`
+}
+
+// Switch turns a detector off; detectors are on unless disabled.
+type Switch struct {
+	Disabled bool `yaml:"disabled"`
+}
+
+// CPUOnly: a non-interactive job whose GPUs have been idle since it started.
+type CPUOnly struct {
+	Switch `yaml:",inline"`
+	// MinDuration of idleness since the start. Default 2h: Princeton's Job
+	// Defense Shield cancels jobs whose GPUs stayed at 0% for 120 minutes.
+	MinDuration Duration `yaml:"min_duration"`
+}
+
+// OverRequested: a multi-GPU job leaving some of its GPUs idle.
+type OverRequested struct {
+	Switch `yaml:",inline"`
+	// MinDuration the job must have run with at least one GPU idle all along
+	// and at least one working. Default 1h.
+	MinDuration Duration `yaml:"min_duration"`
+	// MaxActiveRatio: a GPU counts as unused when it was active in at most
+	// this fraction of the job's known steps. Default 0.05.
+	MaxActiveRatio Ratio `yaml:"max_active_ratio"`
+}
+
+// Stuck: a job that worked, then stopped making progress while holding its GPUs.
+type Stuck struct {
+	Switch `yaml:",inline"`
+	// IdleDuration: every GPU idle with memory held, after activity. Default
+	// 1h, NVIDIA's internal reaper's continuous-inactivity limit; bursty
+	// training stalls (data loading, checkpoints, evaluation) last minutes.
+	IdleDuration Duration `yaml:"idle_duration"`
+	// SpinDuration: the spin-waiting collective signature held continuously.
+	// Default 30m; a healthy all-reduce waits seconds, not half an hour.
+	SpinDuration Duration `yaml:"spin_duration"`
+	// SpinUtilPercent: minimum GPU util of every sample (a resident kernel
+	// that never finishes reads ~100%). Default 90.
+	SpinUtilPercent Percent `yaml:"spin_util_percent"`
+	// SpinPowerRatio: mean power at most this fraction of the limit
+	// ("near-idle power"). Default 0.35; real work at 100% util draws well
+	// above half the limit.
+	SpinPowerRatio Ratio `yaml:"spin_power_ratio"`
+	// SpinSMActive and SpinDRAMActive: with DCGM_FI_PROF_* present the
+	// signature needs SM and DRAM activity at most these. Defaults 0.05, 0.05.
+	SpinSMActive   Ratio `yaml:"spin_sm_active"`
+	SpinDRAMActive Ratio `yaml:"spin_dram_active"`
+}
+
+// StartupOverhead: a job that held its GPUs long before first using them.
+type StartupOverhead struct {
+	Switch `yaml:",inline"`
+	// MinDelay from allocation to first GPU activity. Default 15m: image
+	// pulls and data staging of a few minutes are normal.
+	MinDelay Duration `yaml:"min_delay"`
+}
+
+// IdleSession: an interactive session left idle.
+type IdleSession struct {
+	Switch `yaml:",inline"`
+	// MinDuration of continuous idleness. Default 1h (NVIDIA's reaper).
+	MinDuration Duration `yaml:"min_duration"`
+}
+
+// LowUtilization: a whole GPU used lightly all along.
+type LowUtilization struct {
+	Switch `yaml:",inline"`
+	// MinDuration of known data. Default 2h, so short jobs are left alone.
+	MinDuration Duration `yaml:"min_duration"`
+	// MaxMeanUtilPercent: mean GPU util below this (used without profiling
+	// metrics). Default 20.
+	MaxMeanUtilPercent Percent `yaml:"max_mean_util_percent"`
+	// MaxMeanSMActive: mean SM activity below this (preferred when
+	// DCGM_FI_PROF_SM_ACTIVE exists: util counts a GPU busy if any kernel is
+	// resident, SM activity counts the SMs doing it). Default 0.15.
+	MaxMeanSMActive Ratio `yaml:"max_mean_sm_active"`
+	// MaxPeakRatio: no step may average more than this ratio (util/100 or
+	// SM activity): a daily-cycle inference service that peaks high needs
+	// the whole GPU at its peak. Default 0.4.
+	MaxPeakRatio Ratio `yaml:"max_peak_ratio"`
+	// MaxMemoryRatio: peak framebuffer use at most this fraction of the
+	// GPU's memory, so the job fits a MIG slice or a smaller GPU. Default 0.5.
+	MaxMemoryRatio Ratio `yaml:"max_memory_ratio"`
+}
+
+// Overlong: a job running past its kind's maximum run time.
+type Overlong struct {
+	Switch `yaml:",inline"`
+	// MaxRuntime per kind (batch, interactive, service). Defaults: batch 48h
+	// (the usual training-partition limit), interactive 24h (Open OnDemand
+	// and JupyterHub culling defaults are a day or less); services have none.
+	MaxRuntime map[string]Duration `yaml:"max_runtime"`
+}
+
+// OrphanProcess: GPU memory held by a process of no live job.
+type OrphanProcess struct {
+	Switch `yaml:",inline"`
+	// MinDuration the process must stay orphaned. Default 10m, longer than
+	// an epilog's cleanup.
+	MinDuration Duration `yaml:"min_duration"`
+}
+
+// Default returns the documented defaults.
+func Default() Config {
+	return Config{
+		Step:        Duration(5 * time.Minute),
+		MinCoverage: 0.5,
+		Idle: Idle{
+			UtilPercent:    1,
+			SMActive:       0.01,
+			PowerVetoRatio: 0.4,
+			MemoryHeldMiB:  1024,
+		},
+		Patterns: Patterns{
+			CPUOnly:       CPUOnly{MinDuration: Duration(2 * time.Hour)},
+			OverRequested: OverRequested{MinDuration: Duration(time.Hour), MaxActiveRatio: 0.05},
+			Stuck: Stuck{IdleDuration: Duration(time.Hour), SpinDuration: Duration(30 * time.Minute),
+				SpinUtilPercent: 90, SpinPowerRatio: 0.35, SpinSMActive: 0.05, SpinDRAMActive: 0.05},
+			StartupOverhead: StartupOverhead{MinDelay: Duration(15 * time.Minute)},
+			IdleSession:     IdleSession{MinDuration: Duration(time.Hour)},
+			LowUtilization: LowUtilization{MinDuration: Duration(2 * time.Hour), MaxMeanUtilPercent: 20,
+				MaxMeanSMActive: 0.15, MaxPeakRatio: 0.4, MaxMemoryRatio: 0.5},
+			Overlong: Overlong{MaxRuntime: map[string]Duration{
+				"batch":       Duration(48 * time.Hour),
+				"interactive": Duration(24 * time.Hour),
+			}},
+			OrphanProcess: OrphanProcess{MinDuration: Duration(10 * time.Minute)},
+		},
+	}
+}
+
+// Load reads a config file over the defaults.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses YAML over the defaults; name labels errors. Keys left out keep
+// their defaults; max_runtime entries are merged per kind.
+func Parse(name string, data []byte) (Config, error) {
+	c := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	}
+	if c.Patterns.Overlong.MaxRuntime == nil {
+		c.Patterns.Overlong.MaxRuntime = map[string]Duration{}
+	}
+	if err := c.check(); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// check holds the cross-field rules that a single value cannot.
+func (c *Config) check() error {
+	if c.Step.D() < 30*time.Second {
+		return fmt.Errorf("step %s: must be at least 30s", c.Step)
+	}
+	if c.MinCoverage == 0 {
+		return fmt.Errorf("min_coverage must be above 0: a step without data is unknown, never idle")
+	}
+	if c.Idle.MemoryHeldMiB < 0 {
+		return fmt.Errorf("idle.memory_held_mib must not be negative")
+	}
+	return nil
+}
+
+// Duration is a Prometheus-style duration ("90s", "2h", "1d") that must be
+// positive.
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return model.Duration(d).String() }
+
+// UnmarshalYAML parses and checks a duration, naming its line on error.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := model.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: duration %q: %w", n.Line, s, err)
+	}
+	if v <= 0 {
+		return fmt.Errorf("line %d: duration %q must be positive", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the Prometheus form.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// Ratio is a number in [0, 1].
+type Ratio float64
+
+// UnmarshalYAML checks the range, naming the line on error.
+func (r *Ratio) UnmarshalYAML(n *yaml.Node) error {
+	var v float64
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	if v < 0 || v > 1 {
+		return fmt.Errorf("line %d: %v is not a ratio between 0 and 1", n.Line, v)
+	}
+	*r = Ratio(v)
+	return nil
+}
+
+// Percent is a number in [0, 100].
+type Percent float64
+
+// UnmarshalYAML checks the range, naming the line on error.
+func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
+	var v float64
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	if v < 0 || v > 100 {
+		return fmt.Errorf("line %d: %v is not a percentage between 0 and 100", n.Line, v)
+	}
+	*p = Percent(v)
+	return nil
+}

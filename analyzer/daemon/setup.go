@@ -1,0 +1,283 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/engine"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/mail"
+	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
+	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/exporter/server"
+)
+
+// Options are the `gpuwatch analyzer` flags.
+type Options struct {
+	PolicyFile  string
+	StoragePath string
+	Schedule    string
+	Once        bool
+	// Findings come from the engine over a Prometheus-compatible API, or
+	// are replayed from a JSON file (re-read every cycle).
+	PrometheusURL  string
+	AnalyzerConfig string
+	FindingsFile   string
+	// Slurm commands.
+	Scancel, Squeue, Scontrol string
+	CommandTimeout            time.Duration
+	// Kubernetes: a kubeconfig file, or the in-cluster service account.
+	Kubeconfig string
+	InCluster  bool
+	// ProcessLocal kills orphaned processes on this host (Hostname).
+	ProcessLocal bool
+	Hostname     string
+	// ReportConfig adds the weekly report (and daily digest) jobs; its
+	// smtp section also sends the email channel's warnings.
+	ReportConfig string
+	Web          *web.FlagConfig
+}
+
+// Run runs `gpuwatch analyzer`. Problems with flags or files are
+// *cli.UsageError (exit 2).
+func Run(ctx context.Context, o Options, logger *slog.Logger, version string) error {
+	pol, err := policy.LoadFile(o.PolicyFile)
+	if err != nil {
+		return &cli.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
+	}
+	if err := ValidateSpec(o.Schedule); err != nil {
+		return &cli.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
+	}
+	if o.Web != nil && o.Web.WebConfigFile != nil && *o.Web.WebConfigFile != "" {
+		if err := web.Validate(*o.Web.WebConfigFile); err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--web.config.file %s: %w", *o.Web.WebConfigFile, err)}
+		}
+	}
+	st, err := store.Open(o.StoragePath)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	lg, err := audit.Open(ctx, st)
+	if err != nil {
+		return err
+	}
+	src, err := o.source(st, logger)
+	if err != nil {
+		return err
+	}
+	var sender mail.Sender
+	var rcfg *report.Config
+	if o.ReportConfig != "" {
+		if rcfg, err = report.LoadConfig(o.ReportConfig); err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+		}
+		if rcfg.SMTP.Host != "" {
+			if sender, err = mail.NewSMTP(rcfg.SMTP, logger); err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--report.config smtp: %w", err)}
+			}
+		}
+	}
+	acts, err := o.actuators(pol, sender, logger)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	esc := &Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: NewMetrics(reg)}
+	d := &Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger}
+	if o.Once {
+		res, err := d.RunOnce(ctx)
+		if err != nil {
+			return err
+		}
+		logger.Info("escalation cycle", "findings", res.Findings, "unknown", res.Unknown, "exempt", res.Exempt,
+			"steps", res.Steps, "rate_limited", res.RateLimited)
+		return nil
+	}
+	if rcfg != nil {
+		deps := report.Deps{Store: st, Config: rcfg, Sender: sender, Logger: logger}
+		if sender == nil {
+			return &cli.UsageError{Err: errors.New("--report.config: the smtp section is needed to send reports")}
+		}
+		wj, err := report.WeeklyJob(ctx, deps)
+		if err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+		}
+		d.Jobs = append(d.Jobs, Job(wj))
+		if dj, ok, err := report.DailyDigestJob(ctx, deps); err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+		} else if ok {
+			d.Jobs = append(d.Jobs, Job(dj))
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, "<html><body><h1>gpuwatch analyzer</h1><p>Version %s. <a href=\"/metrics\">Metrics</a>. Audit log: <code>gpuwatch audit</code>.</p></body></html>\n", version)
+	})
+	errc := make(chan error, 2)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { errc <- server.Serve(sctx, mux, o.Web, logger) }()
+	go func() { errc <- d.Run(sctx) }()
+	logger.Info("analyzer started", "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
+	err = <-errc
+	cancel()
+	if err2 := <-errc; err == nil {
+		err = err2
+	}
+	return err
+}
+
+func (o *Options) source(st *store.Store, logger *slog.Logger) (Source, error) {
+	switch {
+	case o.FindingsFile != "" && o.PrometheusURL != "":
+		return nil, &cli.UsageError{Err: errors.New("--findings.file and --prometheus.url exclude each other")}
+	case o.FindingsFile != "":
+		if _, err := os.Stat(o.FindingsFile); err != nil {
+			return nil, &cli.UsageError{Err: fmt.Errorf("--findings.file: %w", err)}
+		}
+		return FileSource(o.FindingsFile), nil
+	case o.PrometheusURL != "":
+		cfg := config.Default()
+		if o.AnalyzerConfig != "" {
+			var err error
+			if cfg, err = config.Load(o.AnalyzerConfig); err != nil {
+				return nil, &cli.UsageError{Err: fmt.Errorf("--analyzer.config: %w", err)}
+			}
+		}
+		q, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger})
+		if err != nil {
+			return nil, &cli.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
+		}
+		e, err := engine.New(engine.Options{Querier: q, Store: st, Config: cfg, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		return EngineSource{Engine: e}, nil
+	}
+	return nil, &cli.UsageError{Err: errors.New("findings need --prometheus.url (or --findings.file to replay findings)")}
+}
+
+func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, logger *slog.Logger) (map[string]action.Actuator, error) {
+	acts := map[string]action.Actuator{}
+	if _, err := exec.LookPath(orDefault(o.Scancel, "scancel")); err == nil {
+		acts["slurm"] = &action.Slurm{Runner: action.ExecRunner{Timeout: o.CommandTimeout},
+			Scancel: o.Scancel, Squeue: o.Squeue, Scontrol: o.Scontrol}
+	} else {
+		logger.Info("no Slurm actuator: scancel not found", "scancel", orDefault(o.Scancel, "scancel"))
+	}
+	if o.Kubeconfig != "" || o.InCluster {
+		var rc *rest.Config
+		var err error
+		if o.InCluster {
+			rc, err = rest.InClusterConfig()
+		} else {
+			rc, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		}
+		if err != nil {
+			return nil, &cli.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, &cli.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
+		}
+		acts["kubernetes"] = &action.Kubernetes{Client: cs, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
+	}
+	if o.ProcessLocal {
+		host := o.Hostname
+		if host == "" {
+			host, _ = os.Hostname()
+		}
+		acts["process"] = &action.Processes{Hostname: host, Grace: pol.ProcessGrace}
+	}
+	if pol.Channels.WebhookURL != "" {
+		acts[policy.ChannelWebhook] = &action.Webhook{URL: pol.Channels.WebhookURL}
+	}
+	if pol.Channels.AlertmanagerURL != "" {
+		acts[policy.ChannelAlertmanager] = &action.Alertmanager{URL: pol.Channels.AlertmanagerURL, Duration: pol.Channels.AlertDuration}
+	}
+	if pol.Channels.Configured(policy.ChannelEmail) {
+		if sender == nil {
+			logger.Warn("the policy configures email but no SMTP server is set (--report.config smtp section): email warnings are skipped")
+		} else {
+			acts[policy.ChannelEmail] = &action.Email{Mailer: sender, Domain: pol.Channels.EmailDomain, To: pol.Channels.EmailTo}
+		}
+	}
+	return acts, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// FileSource replays findings from a JSON file holding an array of findings,
+// read afresh each cycle. A missing or unreadable file is an error: unknown
+// data, no action.
+type FileSource string
+
+// Findings implements Source.
+func (f FileSource) Findings(context.Context, time.Time) ([]finding.Finding, error) {
+	data, err := os.ReadFile(string(f))
+	if err != nil {
+		return nil, fmt.Errorf("read findings: %w", err)
+	}
+	var fs []finding.Finding
+	if err := json.Unmarshal(data, &fs); err != nil {
+		return nil, fmt.Errorf("decode findings %s: %w", f, err)
+	}
+	return fs, nil
+}
+
+// EngineSource runs an engine cycle and drops findings on allocations whose
+// data was unknown in the newest step.
+type EngineSource struct{ Engine *engine.Engine }
+
+// Findings implements Source.
+func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Finding, error) {
+	res, err := s.Engine.Cycle(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	unknown := map[string]bool{}
+	for _, u := range res.Unknown {
+		unknown[u] = true
+	}
+	out := res.Findings[:0:0]
+	for _, f := range res.Findings {
+		if !unknown[f.Hostname+"|"+f.Job] {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,271 @@
+package detect
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/features"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+var t0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+
+const step = 5 * time.Minute
+
+// gpuFn gives one GPU's features at step i (nil: the device has no data).
+type gpuFn func(i int) *features.GPU
+
+func busy(i int) *features.GPU {
+	return &features.GPU{Samples: 10, HasUtil: true, UtilAvg: 90, UtilMax: 97, UtilMin: 80, HasFB: true,
+		FBMaxMiB: 40000, FBTotalMiB: 81920, HasPower: true, PowerRatio: 0.8, HasSM: true, SMAvg: 0.75, SMMax: 0.8, HasDRAM: true, DRAMAvg: 0.4}
+}
+
+func idle(fb float64) gpuFn {
+	return func(int) *features.GPU {
+		return &features.GPU{Samples: 10, HasUtil: true, HasFB: true, FBMaxMiB: fb, FBTotalMiB: 81920,
+			HasPower: true, PowerRatio: 0.12, HasSM: true, HasDRAM: true}
+	}
+}
+
+func spin(i int) *features.GPU {
+	return &features.GPU{Samples: 10, HasUtil: true, UtilAvg: 99.5, UtilMax: 100, UtilMin: 98.5, HasFB: true,
+		FBMaxMiB: 40000, FBTotalMiB: 81920, HasPower: true, PowerRatio: 0.16, HasSM: true, SMAvg: 0.017, SMMax: 0.02, HasDRAM: true, DRAMAvg: 0.003}
+}
+
+// phases switches behaviour at step boundaries: phases(a, 10, b) is a for
+// steps 0-9, then b.
+func phases(a gpuFn, at int, b gpuFn) gpuFn {
+	return func(i int) *features.GPU {
+		if i < at {
+			return a(i)
+		}
+		return b(i)
+	}
+}
+
+func strip(f gpuFn, noPower, noProf bool) gpuFn {
+	return func(i int) *features.GPU {
+		g := f(i)
+		if g == nil {
+			return nil
+		}
+		if noPower {
+			g.HasPower, g.PowerRatio = false, 0
+		}
+		if noProf {
+			g.HasSM, g.SMAvg, g.SMMax, g.HasDRAM, g.DRAMAvg = false, 0, 0, false, 0
+		}
+		return g
+	}
+}
+
+func gap(f gpuFn, from, to int) gpuFn {
+	return func(i int) *features.GPU {
+		if i >= from && i < to {
+			return nil
+		}
+		return f(i)
+	}
+}
+
+type job struct {
+	id, pod, kind string
+	start, end    int // steps
+	gpus          []gpuFn
+}
+
+// run feeds n steps of one node (plus an always-busy reference GPU, so that
+// Expected is set even when the job's data is missing) and returns the
+// state's findings and every step's results.
+func feed(t *testing.T, cfg config.Config, n int, jobs ...job) ([]finding.Finding, []Result) {
+	t.Helper()
+	d := New(cfg)
+	st := NewState()
+	var results []Result
+	for i := 0; i < n; i++ {
+		s := features.Step{Start: t0.Add(time.Duration(i) * step), End: t0.Add(time.Duration(i+1) * step),
+			DeviceSamples: map[string]float64{}, Info: map[string]features.Info{}}
+		ref := busy(i)
+		ref.Host, ref.Device, ref.UUID = "n1", "GPU-ref", "GPU-ref"
+		s.GPUs = append(s.GPUs, *ref)
+		for ji, j := range jobs {
+			for gi, f := range j.gpus {
+				dev := "GPU-" + string(rune('a'+ji)) + string(rune('0'+gi))
+				if i < j.start || i >= j.end {
+					g := idle(0)(i) // the device reports, unallocated
+					g.Host, g.Device, g.UUID = "n1", dev, dev
+					s.GPUs = append(s.GPUs, *g)
+					continue
+				}
+				g := f(i - j.start)
+				if g == nil {
+					continue
+				}
+				g.Host, g.Device, g.UUID = "n1", dev, dev
+				if j.pod != "" {
+					g.Pod, g.NS, g.Job = j.pod, "ns", "ns/"+j.pod
+				} else {
+					g.HPCJob, g.Job = j.id, j.id
+				}
+				s.GPUs = append(s.GPUs, *g)
+				if j.kind != "" {
+					s.Info[features.DeviceID("n1", dev)+"|"+g.Job] = features.Info{Kind: j.kind, User: "u", Team: "t"}
+				}
+			}
+		}
+		for _, g := range s.GPUs {
+			s.DeviceSamples[features.DeviceID(g.Host, g.Device)] += g.Samples
+		}
+		for _, c := range s.DeviceSamples {
+			s.Expected = max(s.Expected, c)
+		}
+		results = append(results, d.Step(st, s))
+	}
+	return st.Findings(nil), results
+}
+
+func patterns(fs []finding.Finding) map[string][]finding.Pattern {
+	out := map[string][]finding.Pattern{}
+	for _, f := range fs {
+		out[f.Job] = append(out[f.Job], f.Pattern)
+	}
+	return out
+}
+
+func TestDetectors(t *testing.T) {
+	h := 12 // steps per hour
+	def := config.Default()
+	cases := []struct {
+		name  string
+		steps int
+		job   job
+		want  []finding.Pattern // nil: no finding
+	}{
+		{"steady training", 10 * h, job{id: "1", start: 2, end: 9 * h, gpus: []gpuFn{busy, busy}}, nil},
+		{"short job", 2 * h, job{id: "1", start: 2, end: 4, gpus: []gpuFn{busy}}, nil},
+		{"cpu only", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{idle(0), idle(0)}}, []finding.Pattern{finding.CPUOnly}},
+		{"cpu only under threshold", 5 * h, job{id: "1", start: 2, end: 2 + 2*h - 2, gpus: []gpuFn{idle(0)}}, nil},
+		{"over requested", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{busy, idle(0)}}, []finding.Pattern{finding.OverRequested}},
+		{"stuck idle after work", 6 * h, job{id: "1", start: 2, end: 5 * h, gpus: []gpuFn{phases(busy, h, idle(40000))}}, []finding.Pattern{finding.Stuck}},
+		{"stall of 50 minutes is not stuck", 6 * h, job{id: "1", start: 2, end: 5 * h, gpus: []gpuFn{phases(busy, h, phases(idle(40000), h+10, busy))}}, nil},
+		{"hung collective", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, h, spin), phases(busy, h, spin)}}, []finding.Pattern{finding.Stuck}},
+		{"hung collective without profiling (power decides)", 5 * h, job{id: "1", start: 2, end: 4 * h,
+			gpus: []gpuFn{strip(phases(busy, h, spin), false, true)}}, []finding.Pattern{finding.Stuck}},
+		{"hung collective without power (SM/DRAM decide)", 5 * h, job{id: "1", start: 2, end: 4 * h,
+			gpus: []gpuFn{strip(phases(busy, h, spin), true, false)}}, []finding.Pattern{finding.Stuck}},
+		{"spin without power or profiling is not judged", 5 * h, job{id: "1", start: 2, end: 4 * h,
+			gpus: []gpuFn{strip(phases(busy, h, spin), true, true)}}, nil},
+		{"startup overhead", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(idle(0), 6, busy)}}, []finding.Pattern{finding.StartupOverhead}},
+		{"idle notebook", 5 * h, job{pod: "jupyter-ann", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, 3, idle(3000))}}, []finding.Pattern{finding.IdleSession}},
+		{"interactive by allocation_info", 5 * h, job{id: "7", kind: "interactive", start: 2, end: 4 * h, gpus: []gpuFn{idle(3000)}}, []finding.Pattern{finding.IdleSession}},
+		{"overlong", 52 * h, job{id: "1", start: 2, end: 51 * h, gpus: []gpuFn{busy}}, []finding.Pattern{finding.Overlong}},
+		{"service is never overlong", 52 * h, job{id: "1", kind: "service", start: 2, end: 51 * h, gpus: []gpuFn{busy}}, nil},
+		// 40 idle minutes, 5 without data, 40 idle minutes: never an hour of known idleness.
+		{"missing data is not idleness", 6 * h, job{id: "1", start: 2, end: 2 + h + 17, gpus: []gpuFn{gap(phases(busy, h, idle(40000)), h+8, h+9)}}, nil},
+		{"cpu only broken by missing data", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{gap(idle(0), h, h+1)}}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs, _ := feed(t, def, c.steps, c.job)
+			got := patterns(fs)
+			jobID := c.job.id
+			if c.job.pod != "" {
+				jobID = "ns/" + c.job.pod
+			}
+			if len(got[jobID]) != len(c.want) {
+				t.Fatalf("findings %v, want %v (%+v)", got, c.want, fs)
+			}
+			for i, p := range c.want {
+				if got[jobID][i] != p {
+					t.Fatalf("findings %v, want %v", got, c.want)
+				}
+			}
+			for _, f := range fs {
+				if f.Job == jobID && f.WastedGPUHours <= 0 && f.Pattern != finding.LowUtilization {
+					t.Errorf("%s: wasted %v GPU-hours", f.Pattern, f.WastedGPUHours)
+				}
+			}
+		})
+	}
+}
+
+// A step with missing data yields no finding for the allocation, even
+// one already open, and lists it as unknown.
+func TestUnknownSuppressesFindings(t *testing.T) {
+	h := 12
+	j := job{id: "9", start: 0, end: 6 * h, gpus: []gpuFn{gap(idle(0), 3*h, 3*h+1)}}
+	_, res := feed(t, config.Default(), 4*h, j)
+	r := res[3*h]
+	if len(r.Unknown) != 1 || r.Unknown[0] != AllocKey("n1", "9") {
+		t.Fatalf("unknown = %v", r.Unknown)
+	}
+	for _, f := range r.Open {
+		if f.Job == "9" {
+			t.Fatalf("finding on unknown data: %+v", f)
+		}
+	}
+	// Before the gap the job (started at the first step, so its start is
+	// unknown, and holding no memory) was flagged cpu_only.
+	found := false
+	for _, f := range res[3*h-1].Open {
+		found = found || (f.Job == "9" && f.Pattern == finding.CPUOnly)
+	}
+	if !found {
+		t.Fatalf("cpu_only not open before the gap: %+v", res[3*h-1].Open)
+	}
+}
+
+func TestThresholdOverride(t *testing.T) {
+	cfg := config.Default()
+	cfg.Patterns.CPUOnly.MinDuration = config.Duration(30 * time.Minute)
+	fs, _ := feed(t, cfg, 2*12, job{id: "1", start: 2, end: 14, gpus: []gpuFn{idle(0)}})
+	if p := patterns(fs)["1"]; len(p) != 1 || p[0] != finding.CPUOnly {
+		t.Fatalf("with a 30m threshold a 1h idle job is cpu_only, got %v", p)
+	}
+	cfg.Patterns.CPUOnly.Disabled = true
+	fs, _ = feed(t, cfg, 2*12, job{id: "1", start: 2, end: 14, gpus: []gpuFn{idle(0)}})
+	if len(fs) != 0 {
+		t.Fatalf("disabled detector still fires: %+v", fs)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	_, res := feed(t, config.Default(), 4, job{id: "1", start: 0, end: 4, gpus: []gpuFn{busy, idle(0)}})
+	for i, r := range res {
+		var u *struct{ a, b float64 }
+		for _, x := range r.Usage {
+			if x.Job == "1" {
+				u = &struct{ a, b float64 }{x.AllocatedGPUHours, x.ActiveGPUHours}
+			}
+		}
+		if u == nil {
+			t.Fatalf("step %d: no usage", i)
+		}
+		if want := 2 * step.Hours(); abs(u.a-want) > 1e-9 || abs(u.b-want/2) > 1e-9 {
+			t.Errorf("step %d: allocated %v active %v, want %v and %v", i, u.a, u.b, want, want/2)
+		}
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestGuessKind(t *testing.T) {
+	for _, c := range []struct{ pod, name, kind, user string }{
+		{"jupyter-ann", "", KindInteractive, "ann"},
+		{"", "interactive-bash", KindInteractive, ""},
+		{"", "sys/dashboard/sys/jupyter", KindInteractive, ""},
+		{"trainer-0", "", KindBatch, ""},
+		{"", "", KindBatch, ""},
+	} {
+		k, u := GuessKind(c.pod, c.name)
+		if k != c.kind || u != c.user {
+			t.Errorf("GuessKind(%q, %q) = %q, %q; want %q, %q", c.pod, c.name, k, u, c.kind, c.user)
+		}
+	}
+}

@@ -1,0 +1,312 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/detect"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+)
+
+const corpusPath = "../../exporter/sim/scenarios/corpus.yaml"
+
+// corpusOrigin is used when the corpus file sets none: a fixed instant keeps
+// the replay, and so the test, deterministic.
+var corpusOrigin = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+const corpusSeed = 42
+
+type corpus struct {
+	sc     *sim.Scenario
+	origin time.Time
+	span   time.Duration
+}
+
+func loadCorpus(t testing.TB) corpus {
+	t.Helper()
+	sc, err := sim.LoadScenario(corpusPath)
+	if err != nil {
+		t.Fatalf("load corpus: %v", err)
+	}
+	origin := sc.Origin
+	if origin.IsZero() {
+		origin = corpusOrigin
+	}
+	return corpus{sc: sc, origin: origin, span: 168 * time.Hour}
+}
+
+// fixture is one replay of the corpus, shared by every test of the
+// package: the gpuwatch-format store, the stock dcgm-exporter-format store
+// (Hostname, no gpuwatch_* series, no profiling fields) and, when a real
+// Prometheus is to be tested, the same data as OpenMetrics text.
+type fixture struct {
+	c           corpus
+	native      *embedded.DB
+	stock       *embedded.DB
+	openMetrics string // path, "" when not written
+	err         error
+}
+
+var (
+	fixOnce sync.Once
+	fix     fixture
+	fixDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fix.native != nil {
+		fix.native.Close()
+		fix.stock.Close()
+	}
+	if fixDir != "" {
+		os.RemoveAll(fixDir)
+	}
+	os.Exit(code)
+}
+
+func promAvailable() bool {
+	_, e1 := exec.LookPath("promtool")
+	_, e2 := exec.LookPath("prometheus")
+	return e1 == nil && e2 == nil
+}
+
+func getFixture(t testing.TB) *fixture {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("replays a simulated week of the corpus")
+	}
+	fixOnce.Do(func() {
+		fix.c = loadCorpus(t)
+		dir, err := os.MkdirTemp("", "gpuwatch-corpus-")
+		if err != nil {
+			fix.err = err
+			return
+		}
+		fixDir = dir
+		if fix.native, fix.err = embedded.Open(filepath.Join(dir, "native"), embedded.Options{}); fix.err != nil {
+			return
+		}
+		if fix.stock, fix.err = embedded.Open(filepath.Join(dir, "stock"), embedded.Options{}); fix.err != nil {
+			return
+		}
+		ctx := context.Background()
+		na, sa := fix.native.Appender(), fix.stock.Appender()
+		sinks := []simload.Sink{
+			func(ts time.Time, f []*dto.MetricFamily) error { return na.AppendFamilies(ctx, ts, f) },
+			simload.Format{Stock: true, NoProf: true}.Sink(func(ts time.Time, f []*dto.MetricFamily) error {
+				return sa.AppendFamilies(ctx, ts, f)
+			}),
+		}
+		var om *simload.OpenMetrics
+		if promAvailable() || os.Getenv("CI") != "" {
+			om = simload.NewOpenMetrics(dir)
+			sinks = append(sinks, om.Sink)
+		}
+		start := time.Now()
+		_, fix.err = simload.Replay(ctx, fix.c.sc, simload.Options{Seed: corpusSeed, Origin: fix.c.origin, From: 0,
+			To: fix.c.span, Resolution: 30 * time.Second}, func(ts time.Time, f []*dto.MetricFamily) error {
+			for _, s := range sinks {
+				if err := s(ts, f); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if fix.err != nil {
+			return
+		}
+		if om != nil {
+			fix.openMetrics = filepath.Join(dir, "corpus.om")
+			fix.err = om.Close(fix.openMetrics)
+		}
+		t.Logf("replayed %s (%s at 30s) in %s", fix.c.sc.Name, fix.c.span, time.Since(start).Round(time.Millisecond))
+	})
+	if fix.err != nil {
+		t.Fatalf("corpus fixture: %v", fix.err)
+	}
+	return &fix
+}
+
+// score is precision and recall per pattern against the corpus' ground truth.
+type score struct{ tp, fp, fn int }
+
+func (s score) precision() float64 {
+	if s.tp+s.fp == 0 {
+		return 1
+	}
+	return float64(s.tp) / float64(s.tp+s.fp)
+}
+
+func (s score) recall() float64 {
+	if s.tp+s.fn == 0 {
+		return 1
+	}
+	return float64(s.tp) / float64(s.tp+s.fn)
+}
+
+// evaluate scores findings against expectations. skip says which expected
+// (host|job, pattern) pairs the data format cannot support; they count
+// neither way.
+func evaluate(t *testing.T, exps []sim.Expectation, fs []finding.Finding, skip func(e sim.Expectation) bool) map[finding.Pattern]*score {
+	t.Helper()
+	got := map[string]map[finding.Pattern]bool{}
+	for _, f := range fs {
+		k := f.Hostname + "|" + f.Job
+		if got[k] == nil {
+			got[k] = map[finding.Pattern]bool{}
+		}
+		got[k][f.Pattern] = true
+	}
+	sc := map[finding.Pattern]*score{}
+	for _, p := range finding.Patterns {
+		sc[p] = &score{}
+	}
+	known := map[string]bool{}
+	var misses []string
+	for _, e := range exps {
+		k := e.Hostname + "|" + e.Job
+		known[k] = true
+		if skip != nil && skip(e) {
+			continue
+		}
+		want := map[finding.Pattern]bool{}
+		for _, p := range e.Patterns {
+			want[finding.Pattern(p)] = true
+		}
+		for _, p := range finding.Patterns {
+			switch {
+			case want[p] && got[k][p]:
+				sc[p].tp++
+			case want[p]:
+				sc[p].fn++
+				misses = append(misses, fmt.Sprintf("missed %s on %s (%s)", p, k, e.Behaviour))
+			case got[k][p]:
+				sc[p].fp++
+				misses = append(misses, fmt.Sprintf("false %s on %s (%s)", p, k, e.Behaviour))
+			}
+		}
+	}
+	for _, f := range fs {
+		if !known[f.Hostname+"|"+f.Job] {
+			misses = append(misses, fmt.Sprintf("finding on an allocation outside the corpus: %s", f.Key()))
+		}
+	}
+	sort.Strings(misses)
+	for _, m := range misses {
+		t.Log(m)
+	}
+	return sc
+}
+
+func table(sc map[finding.Pattern]*score) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%-18s %4s %4s %4s %9s %6s\n", "pattern", "tp", "fp", "fn", "precision", "recall")
+	for _, p := range finding.Patterns {
+		s := sc[p]
+		fmt.Fprintf(&b, "%-18s %4d %4d %4d %9.3f %6.3f\n", p, s.tp, s.fp, s.fn, s.precision(), s.recall())
+	}
+	return b.String()
+}
+
+// check applies the acceptance thresholds: precision 1.0 for patterns whose
+// default action reclaims (or kills), 0.95 elsewhere; recall 0.95.
+func check(t *testing.T, sc map[finding.Pattern]*score) {
+	t.Helper()
+	for _, p := range finding.Patterns {
+		s := sc[p]
+		minP := 0.95
+		if a := detect.DefaultAction(p); a == finding.ActionReclaim || a == finding.ActionKill {
+			minP = 1
+		}
+		if s.precision() < minP {
+			t.Errorf("%s: precision %.3f below %.2f", p, s.precision(), minP)
+		}
+		if s.recall() < 0.95 {
+			t.Errorf("%s: recall %.3f below 0.95", p, s.recall())
+		}
+	}
+}
+
+func analyze(t testing.TB, q query.Querier, c corpus) []finding.Finding {
+	t.Helper()
+	e, err := New(Options{Querier: q, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	fs, err := e.Analyze(context.Background(), c.origin, c.origin.Add(c.span))
+	if err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	t.Logf("analyzed %s in %s: %d findings", c.span, time.Since(start).Round(time.Millisecond), len(fs))
+	return fs
+}
+
+func TestCorpusPrecisionRecall(t *testing.T) {
+	f := getFixture(t)
+	exps := f.c.sc.ExpectationsAt(f.c.origin)
+	if len(exps) < 60 {
+		t.Fatalf("corpus has %d allocations, want at least 60", len(exps))
+	}
+	fs := analyze(t, f.native, f.c)
+	sc := evaluate(t, exps, fs, nil)
+	t.Log(table(sc))
+	check(t, sc)
+}
+
+// TestCorpusStockDCGM analyzes the corpus as a stock dcgm-exporter without
+// the profiling module publishes it: no gpuwatch_* series (so no
+// allocation_info and no orphan detection), Hostname instead of hostname,
+// no DCGM_FI_PROF_*. Kinds come from name patterns, so an interactive Slurm
+// job whose name says nothing can not be told from batch: those and the
+// orphans are left out of the score, and said so in the log.
+func TestCorpusStockDCGM(t *testing.T) {
+	f := getFixture(t)
+	exps := f.c.sc.ExpectationsAt(f.c.origin)
+	fs := analyze(t, f.stock, f.c)
+	for _, x := range fs {
+		if x.Hostname == "" {
+			t.Fatalf("finding without hostname from Hostname-labelled data: %+v", x)
+		}
+	}
+	skipped := 0
+	sc := evaluate(t, exps, fs, func(e sim.Expectation) bool {
+		guess, _ := detect.GuessKind(podOf(e), "")
+		if e.Behaviour == string(sim.Orphan) || guess != e.Kind && e.Kind == detect.KindInteractive {
+			skipped++
+			return true
+		}
+		return false
+	})
+	t.Logf("stock format: %d allocations out of scope (orphans need gpuwatch_process_orphaned; kind not derivable from names)", skipped)
+	if skipped > 8 {
+		t.Errorf("%d allocations skipped, the stock check covers too little", skipped)
+	}
+	t.Log(table(sc))
+	check(t, sc)
+}
+
+func podOf(e sim.Expectation) string {
+	if e.Scheduler == "kubernetes" {
+		if _, pod, ok := strings.Cut(e.Job, "/"); ok {
+			return pod
+		}
+	}
+	return ""
+}

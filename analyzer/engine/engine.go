@@ -1,0 +1,290 @@
+// Package engine runs the analyzer: it reads step features through a
+// query.Querier, advances the detectors' state, and yields findings and
+// usage intervals. Analyze is the one-shot over a window (gpuwatch analyze);
+// Cycle is the incremental step the daemon, the agent and the demo call,
+// which reads only the steps since the previous cycle with a fixed number
+// of queries and keeps the detectors' state in the store.
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/detect"
+	"github.com/gpuwatch/gpuwatch/analyzer/features"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+)
+
+// Options configure an Engine.
+type Options struct {
+	Querier query.Querier
+	// Store keeps state between cycles; Cycle needs it, Analyze does not.
+	Store  *store.Store
+	Config config.Config
+	Logger *slog.Logger
+	// MaxCatchUp bounds the steps one cycle reads after a pause (default 12:
+	// an hour at 5m steps); older missed steps are skipped, which the
+	// detectors see as unknown, never as idle.
+	MaxCatchUp int
+	// ChunkSteps bounds the steps one fetch of Analyze reads, which bounds
+	// its memory (default 288: a day at 5m steps).
+	ChunkSteps int
+	// Retain is how long an allocation's state is kept after its last step
+	// (default 24h), so a job that comes back after a gap keeps its history.
+	Retain time.Duration
+}
+
+// Engine is the analyzer.
+type Engine struct {
+	o   Options
+	det *detect.Detector
+}
+
+// New validates the options.
+func New(o Options) (*Engine, error) {
+	if o.Querier == nil {
+		return nil, errors.New("engine: no querier")
+	}
+	if o.Config.Step == 0 {
+		o.Config = config.Default()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxCatchUp <= 0 {
+		o.MaxCatchUp = 12
+	}
+	if o.ChunkSteps <= 0 {
+		o.ChunkSteps = 288
+	}
+	if o.Retain <= 0 {
+		o.Retain = 24 * time.Hour
+	}
+	if o.Store != nil {
+		if err := o.Store.Migrate(context.Background(), schema...); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+	}
+	return &Engine{o: o, det: detect.New(o.Config)}, nil
+}
+
+// Step returns the analysis step.
+func (e *Engine) Step() time.Duration { return e.o.Config.Step.D() }
+
+// Analyze reads [from, to) step by step and returns every finding made
+// over it, merged per allocation and pattern, sorted by GPU-hours wasted.
+// It touches no store.
+func (e *Engine) Analyze(ctx context.Context, from, to time.Time) ([]finding.Finding, error) {
+	step := e.Step()
+	n := int(to.Sub(from) / step)
+	if n < 1 {
+		return nil, fmt.Errorf("analyze %s to %s: window shorter than one step (%s)", from.Format(time.RFC3339), to.Format(time.RFC3339), step)
+	}
+	st := detect.NewState()
+	// Orphans are tracked per process, not per allocation: keep the newest
+	// finding of each key, which spans its whole episode.
+	orphans := map[string]finding.Finding{}
+	for done := 0; done < n; {
+		k := min(e.o.ChunkSteps, n-done)
+		end := from.Add(time.Duration(done+k) * step)
+		steps, err := features.Fetch(ctx, e.o.Querier, end, k, step)
+		if err != nil {
+			return nil, fmt.Errorf("analyze: %w", err)
+		}
+		for _, s := range steps {
+			res := e.det.Step(st, s)
+			for _, f := range res.Open {
+				if f.Pattern == finding.OrphanProcess {
+					orphans[f.Key()] = f
+				}
+			}
+		}
+		done += k
+	}
+	extra := make([]finding.Finding, 0, len(orphans))
+	for _, f := range orphans {
+		extra = append(extra, f)
+	}
+	return st.Findings(extra), nil
+}
+
+// CycleResult is what one cycle did.
+type CycleResult struct {
+	// From and To bound the steps read; zero when the cycle had nothing new.
+	From, To time.Time
+	Steps    int
+	// Queries issued (features.Queries per fetch, whatever the fleet).
+	Queries int
+	// Allocations tracked after the cycle.
+	Allocations int
+	// Unknown lists allocations (host|job) whose data was missing in the
+	// last step: no finding was made on them.
+	Unknown []string
+	// Findings open at the end of the cycle, plus one-off findings made in
+	// it; they are also saved to the store.
+	Findings []finding.Finding
+	// Usage intervals written.
+	Usage int
+}
+
+// Cycle reads the steps completed since the previous cycle (at most
+// MaxCatchUp; the first cycle reads one), advances the state kept in the
+// store, records usage and findings, and returns the findings.
+func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) {
+	var res CycleResult
+	if e.o.Store == nil {
+		return res, errors.New("cycle: no store")
+	}
+	step := e.Step()
+	end := now.Truncate(step)
+	st, cursor, err := e.load(ctx)
+	if err != nil {
+		return res, fmt.Errorf("cycle: %w", err)
+	}
+	n := 1
+	if !cursor.IsZero() {
+		n = int(end.Sub(cursor) / step)
+	}
+	if n < 1 {
+		res.Allocations = len(st.Allocs)
+		return res, nil
+	}
+	if n > e.o.MaxCatchUp {
+		e.o.Logger.Warn("analyzer fell behind; skipping steps", "missed_steps", n-e.o.MaxCatchUp, "since", cursor)
+		n = e.o.MaxCatchUp
+	}
+	steps, err := features.Fetch(ctx, e.o.Querier, end, n, step)
+	res.Queries = features.Queries
+	if err != nil {
+		return res, fmt.Errorf("cycle: %w", err)
+	}
+	res.From, res.To, res.Steps = end.Add(-time.Duration(n)*step), end, n
+	var usage []store.Usage
+	var oneOffs, open []finding.Finding
+	for i, s := range steps {
+		r := e.det.Step(st, s)
+		usage = append(usage, r.Usage...)
+		if i == len(steps)-1 {
+			open = r.Open
+			res.Unknown = r.Unknown
+			continue
+		}
+		for _, f := range r.Open {
+			if f.Pattern == finding.StartupOverhead {
+				oneOffs = append(oneOffs, f)
+			}
+		}
+	}
+	res.Findings = append(oneOffs, open...)
+	detect.Sort(res.Findings)
+	st.Prune(end.Add(-e.o.Retain))
+	for _, a := range st.Allocs {
+		// Closed episodes were returned and saved by the cycle that closed
+		// them; the daemon's state need not grow with history.
+		a.Closed = nil
+	}
+	if err := e.o.Store.AddUsage(ctx, usage); err != nil {
+		return res, fmt.Errorf("cycle: %w", err)
+	}
+	res.Usage = len(usage)
+	if err := e.o.Store.SaveFindings(ctx, end, res.Findings); err != nil {
+		return res, fmt.Errorf("cycle: %w", err)
+	}
+	if err := e.save(ctx, st, end); err != nil {
+		return res, fmt.Errorf("cycle: %w", err)
+	}
+	res.Allocations = len(st.Allocs)
+	return res, nil
+}
+
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS analyzer_allocations (
+		akey TEXT PRIMARY KEY, last_step_ms INTEGER NOT NULL, body TEXT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS analyzer_meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)`,
+}
+
+type meta struct {
+	Cursor  time.Time                      `json:"cursor"`
+	Origin  time.Time                      `json:"origin"`
+	Orphans map[string]*detect.OrphanState `json:"orphans"`
+}
+
+func (e *Engine) load(ctx context.Context) (*detect.State, time.Time, error) {
+	db := e.o.Store.DB()
+	st := detect.NewState()
+	var raw string
+	err := db.QueryRowContext(ctx, `SELECT v FROM analyzer_meta WHERE k = 'state'`).Scan(&raw)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return st, time.Time{}, nil
+	case err != nil:
+		return nil, time.Time{}, fmt.Errorf("load analyzer state: %w", err)
+	}
+	var m meta
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return nil, time.Time{}, fmt.Errorf("decode analyzer state: %w", err)
+	}
+	st.Origin = m.Origin
+	if m.Orphans != nil {
+		st.Orphans = m.Orphans
+	}
+	rows, err := db.QueryContext(ctx, `SELECT akey, body FROM analyzer_allocations`)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("load allocations: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, body string
+		if err := rows.Scan(&k, &body); err != nil {
+			return nil, time.Time{}, fmt.Errorf("load allocations: %w", err)
+		}
+		a := &detect.Alloc{}
+		if err := json.Unmarshal([]byte(body), a); err != nil {
+			return nil, time.Time{}, fmt.Errorf("decode allocation %s: %w", k, err)
+		}
+		st.Allocs[k] = a
+	}
+	return st, m.Cursor, rows.Err()
+}
+
+func (e *Engine) save(ctx context.Context, st *detect.State, cursor time.Time) error {
+	tx, err := e.o.Store.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("save analyzer state: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	// The whole live state is rewritten: pruned allocations disappear.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM analyzer_allocations`); err != nil {
+		return fmt.Errorf("save analyzer state: %w", err)
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO analyzer_allocations VALUES (?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("save analyzer state: %w", err)
+	}
+	defer ins.Close()
+	for k, a := range st.Allocs {
+		body, err := json.Marshal(a)
+		if err != nil {
+			return fmt.Errorf("encode allocation %s: %w", k, err)
+		}
+		if _, err := ins.ExecContext(ctx, k, a.LastStep.UnixMilli(), string(body)); err != nil {
+			return fmt.Errorf("save allocation %s: %w", k, err)
+		}
+	}
+	m, err := json.Marshal(meta{Cursor: cursor, Origin: st.Origin, Orphans: st.Orphans})
+	if err != nil {
+		return fmt.Errorf("encode analyzer state: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO analyzer_meta VALUES ('state', ?)`, string(m)); err != nil {
+		return fmt.Errorf("save analyzer state: %w", err)
+	}
+	return tx.Commit()
+}

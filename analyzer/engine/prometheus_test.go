@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
+)
+
+// needProm skips (or, under CI, fails) when Prometheus is not installed.
+func needProm(t testing.TB) {
+	t.Helper()
+	if promAvailable() {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("prometheus/promtool not installed")
+	}
+	t.Skip("prometheus not installed; .ci/run installs it")
+}
+
+// startPrometheus backfills the OpenMetrics file with promtool and serves
+// the blocks with a real Prometheus on a free local port.
+func startPrometheus(t testing.TB, openMetrics string) string {
+	t.Helper()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	start := time.Now()
+	out, err := exec.Command("promtool", "tsdb", "create-blocks-from", "openmetrics",
+		// Without it 2.42 rereads the whole file for every 2h block.
+		"--max-block-duration=256h", openMetrics, data).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool create-blocks-from: %v\n%s", err, tail(out))
+	}
+	t.Logf("promtool backfill in %s", time.Since(start).Round(time.Millisecond))
+	cfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 30s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+data,
+		"--storage.tsdb.retention.time=100y", "--web.listen-address="+addr, "--query.max-samples=500000000")
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start prometheus: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	url := "http://" + addr
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(url + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("prometheus not ready at %s: %v\n%s", url, err, tail(b))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return url
+}
+
+func tail(b []byte) string {
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+// TestCorpusPrometheusMatchesEmbedded analyzes the corpus through a real
+// Prometheus' HTTP API and requires the findings of the embedded path.
+func TestCorpusPrometheusMatchesEmbedded(t *testing.T) {
+	needProm(t)
+	f := getFixture(t)
+	if f.openMetrics == "" {
+		t.Fatal("fixture wrote no OpenMetrics")
+	}
+	url := startPrometheus(t, f.openMetrics)
+	c, err := promapi.New(url, promapi.Options{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaProm := analyze(t, c, f.c)
+	viaEmb := analyze(t, f.native, f.c)
+	if d := diffFindings(viaEmb, viaProm); d != "" {
+		t.Errorf("Prometheus and embedded findings differ:\n%s", d)
+	}
+	sc := evaluate(t, f.c.sc.ExpectationsAt(f.c.origin), viaProm, nil)
+	t.Log(table(sc))
+	check(t, sc)
+	_ = context.Background
+}
+
+// diffFindings compares two finding lists: same keys, spans, severities and
+// actions; numbers equal to within rounding (Prometheus 2.x and 3.x sum
+// floats in different orders).
+func diffFindings(a, b []finding.Finding) string {
+	idx := func(fs []finding.Finding) map[string]finding.Finding {
+		m := map[string]finding.Finding{}
+		for _, f := range fs {
+			m[f.Key()] = f
+		}
+		return m
+	}
+	ma, mb := idx(a), idx(b)
+	var out string
+	for k, x := range ma {
+		y, ok := mb[k]
+		if !ok {
+			out += fmt.Sprintf("only embedded: %s\n", k)
+			continue
+		}
+		if !x.Start.Equal(y.Start) || !x.End.Equal(y.End) || x.Severity != y.Severity || x.Action != y.Action ||
+			len(x.GPUs) != len(y.GPUs) || !near(x.WastedGPUHours, y.WastedGPUHours) {
+			out += fmt.Sprintf("%s: embedded %s..%s %.3f GPUh, prometheus %s..%s %.3f GPUh\n", k,
+				x.Start.Format(time.RFC3339), x.End.Format(time.RFC3339), x.WastedGPUHours,
+				y.Start.Format(time.RFC3339), y.End.Format(time.RFC3339), y.WastedGPUHours)
+		}
+		for ek, ev := range x.Evidence {
+			if !near(ev, y.Evidence[ek]) {
+				out += fmt.Sprintf("%s: evidence %s embedded %v prometheus %v\n", k, ek, ev, y.Evidence[ek])
+			}
+		}
+	}
+	for k := range mb {
+		if _, ok := ma[k]; !ok {
+			out += fmt.Sprintf("only prometheus: %s\n", k)
+		}
+	}
+	return out
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 0.01*math.Max(1, math.Abs(a)) }

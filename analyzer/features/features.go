@@ -1,0 +1,296 @@
+// Package features reads what the detectors need from PromQL: for every GPU
+// (and MIG instance) and every analysis step, the sample count, GPU util
+// mean/max/min, framebuffer peak and size, power as a fraction of the limit,
+// SM and DRAM activity where DCGM_FI_PROF_* exist, plus allocation info and
+// orphaned processes.
+//
+// Every feature is one aggregate range query over the whole fleet, so the
+// number of queries per call is fixed (Queries) whatever the fleet size and
+// however many steps are read. The same expressions run on the Prometheus
+// HTTP API and on the embedded TSDB.
+package features
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+)
+
+// GPU is one device's features in one step, for one holder (Job) or for
+// none (Job == "": the device was not allocated).
+type GPU struct {
+	Host   string
+	Device string // UUID, or UUID/GI for a MIG instance
+	UUID   string
+	Model  string
+	Job    string // hpc_job, or namespace/pod
+	HPCJob string
+	Pod    string
+	NS     string
+	// Samples is the number of framebuffer samples carrying this holder:
+	// every GPU and MIG instance reports memory, in dcgm-exporter too.
+	Samples float64
+	// HasUtil is false on MIG instances (DCGM has no per-instance util).
+	HasUtil                   bool
+	UtilAvg, UtilMax, UtilMin float64
+	HasFB                     bool
+	FBMaxMiB, FBTotalMiB      float64
+	HasPower                  bool
+	PowerRatio                float64 // mean power / power limit
+	HasSM                     bool
+	SMAvg, SMMax              float64
+	HasDRAM                   bool
+	DRAMAvg                   float64
+}
+
+// Info is gpuwatch_allocation_info for one holder of one device.
+type Info struct {
+	User, Team, Kind, Account, JobName, Scheduler string
+}
+
+// Orphan is a process holding GPU memory with no live allocation.
+type Orphan struct {
+	Host, Device, UUID, Model string
+	PID, Command, User, Job   string
+}
+
+// Step is the features of every device over (End-Step, End].
+type Step struct {
+	Start, End time.Time
+	// Expected is the sample count of the best-covered device: the scrape
+	// interval need not be configured, and a device far below it is
+	// missing data (unknown), not idle.
+	Expected float64
+	// DeviceSamples counts samples per host|device over all holders: a job
+	// that ends mid-step shares its device's samples with the next holder.
+	DeviceSamples map[string]float64
+	GPUs          []GPU
+	// Info is keyed by host|device|job.
+	Info    map[string]Info
+	Orphans []Orphan
+}
+
+// DeviceID is the key of Step.DeviceSamples.
+func DeviceID(host, device string) string { return host + "|" + device }
+
+// Queries is the number of queries Fetch issues, whatever the fleet size and
+// the number of steps.
+const Queries = 12
+
+type feature int
+
+const (
+	fCount feature = iota
+	fUtilAvg
+	fUtilMax
+	fUtilMin
+	fFBMax
+	fFBTotal
+	fPower
+	fSMAvg
+	fSMMax
+	fDRAMAvg
+	fInfo
+	fOrphan
+)
+
+// Exprs returns the PromQL expressions for a step, in feature order. The
+// range is one millisecond short of the step: Prometheus 2.x includes a
+// sample sitting exactly on the window's left edge and 3.x does not, and
+// the same answer from both is part of the contract.
+func Exprs(step time.Duration) []string {
+	w := fmt.Sprintf("[%dms]", step.Milliseconds()-1)
+	o := func(fn string, m *catalogue.Metric) string { return fn + "_over_time(" + m.Name + w + ")" }
+	return []string{
+		fCount:   o("count", catalogue.FBUsed),
+		fUtilAvg: o("avg", catalogue.GPUUtil),
+		fUtilMax: o("max", catalogue.GPUUtil),
+		fUtilMin: o("min", catalogue.GPUUtil),
+		fFBMax:   o("max", catalogue.FBUsed),
+		fFBTotal: o("avg", catalogue.FBUsed) + " + " + o("avg", catalogue.FBFree),
+		fPower:   o("avg", catalogue.PowerUsage) + " / " + o("max", catalogue.PowerLimit),
+		fSMAvg:   o("avg", catalogue.ProfSMActive),
+		fSMMax:   o("max", catalogue.ProfSMActive),
+		fDRAMAvg: o("avg", catalogue.ProfDRAMActive),
+		fInfo:    o("max", catalogue.AllocationInfo),
+		fOrphan:  o("max", catalogue.OrphanProcess),
+	}
+}
+
+// Fetch reads n steps ending at end (the last step is (end-step, end]).
+func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time.Duration) ([]Step, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("fetch features: %d steps", n)
+	}
+	if step < time.Second {
+		return nil, fmt.Errorf("fetch features: step %s too short", step)
+	}
+	end = end.Truncate(time.Millisecond)
+	start := end.Add(-time.Duration(n-1) * step)
+	r := query.Range{Start: start, End: end, Step: step}
+	steps := make([]Step, n)
+	for i := range steps {
+		e := start.Add(time.Duration(i) * step)
+		steps[i] = Step{Start: e.Add(-step), End: e, DeviceSamples: map[string]float64{}, Info: map[string]Info{}}
+	}
+	// rows[step][series identity] accumulates the features of one holder.
+	rows := make([]map[string]*GPU, n)
+	for i := range rows {
+		rows[i] = map[string]*GPU{}
+	}
+	for f, expr := range Exprs(step) {
+		v, err := q.QueryRange(ctx, expr, r)
+		if err != nil {
+			return nil, fmt.Errorf("fetch features: %w", err)
+		}
+		m, ok := v.(model.Matrix)
+		if !ok {
+			return nil, fmt.Errorf("fetch features: %q returned %s, want a matrix", expr, v.Type())
+		}
+		for _, ss := range m {
+			id, ok := identify(ss.Metric)
+			if !ok {
+				continue // not a GPU series (no UUID): nothing to attribute
+			}
+			for _, p := range ss.Values {
+				i := int(p.Timestamp.Time().Sub(start) / step)
+				if i < 0 || i >= n || !p.Timestamp.Time().Equal(steps[i].End) {
+					continue
+				}
+				val := float64(p.Value)
+				switch feature(f) {
+				case fInfo:
+					if val > 0 {
+						steps[i].Info[DeviceID(id.Host, id.Device)+"|"+infoJob(ss.Metric, id)] = info(ss.Metric)
+					}
+					continue
+				case fOrphan:
+					if val > 0 {
+						steps[i].Orphans = append(steps[i].Orphans, Orphan{Host: id.Host, Device: id.Device, UUID: id.UUID,
+							Model: id.Model, PID: lv(ss.Metric, catalogue.LabelPID), Command: lv(ss.Metric, catalogue.LabelCommand),
+							User: lv(ss.Metric, catalogue.LabelUser), Job: lv(ss.Metric, catalogue.LabelJob)})
+					}
+					continue
+				}
+				key := DeviceID(id.Host, id.Device) + "|" + id.Job
+				g := rows[i][key]
+				if g == nil {
+					c := id
+					g = &c
+					rows[i][key] = g
+				}
+				set(g, feature(f), val)
+			}
+		}
+	}
+	for i := range steps {
+		s := &steps[i]
+		for _, g := range rows[i] {
+			if g.Samples <= 0 {
+				continue // a holder with no util sample this step is not there
+			}
+			s.GPUs = append(s.GPUs, *g)
+			d := DeviceID(g.Host, g.Device)
+			s.DeviceSamples[d] += g.Samples
+		}
+		for _, c := range s.DeviceSamples {
+			s.Expected = max(s.Expected, c)
+		}
+		sort.Slice(s.GPUs, func(a, b int) bool {
+			x, y := &s.GPUs[a], &s.GPUs[b]
+			if x.Host != y.Host {
+				return x.Host < y.Host
+			}
+			if x.Device != y.Device {
+				return x.Device < y.Device
+			}
+			return x.Job < y.Job
+		})
+		sort.Slice(s.Orphans, func(a, b int) bool {
+			x, y := &s.Orphans[a], &s.Orphans[b]
+			return x.Host+x.Device+x.PID < y.Host+y.Device+y.PID
+		})
+	}
+	return steps, nil
+}
+
+func set(g *GPU, f feature, v float64) {
+	switch f {
+	case fCount:
+		g.Samples = v
+	case fUtilAvg:
+		g.UtilAvg, g.HasUtil = v, true
+	case fUtilMax:
+		g.UtilMax = v
+	case fUtilMin:
+		g.UtilMin = v
+	case fFBMax:
+		g.FBMaxMiB, g.HasFB = v, true
+	case fFBTotal:
+		g.FBTotalMiB = v
+	case fPower:
+		g.PowerRatio, g.HasPower = v, true
+	case fSMAvg:
+		g.SMAvg, g.HasSM = v, true
+	case fSMMax:
+		g.SMMax = v
+	case fDRAMAvg:
+		g.DRAMAvg, g.HasDRAM = v, true
+	}
+}
+
+func lv(m model.Metric, name string) string { return string(m[model.LabelName(name)]) }
+
+// Host returns the node name of a series: dcgm-exporter's hostname label, the
+// older Hostname, or Prometheus' instance when neither is set.
+func Host(m model.Metric) string {
+	if h := lv(m, catalogue.LabelHostname); h != "" {
+		return h
+	}
+	if h := lv(m, catalogue.LabelOldHost); h != "" {
+		return h
+	}
+	return lv(m, "instance")
+}
+
+// identify extracts host, device and holder from a GPU series.
+func identify(m model.Metric) (GPU, bool) {
+	uuid := lv(m, catalogue.LabelUUID)
+	if uuid == "" {
+		return GPU{}, false
+	}
+	dev := uuid
+	if gi := lv(m, catalogue.LabelGIID); gi != "" {
+		dev = uuid + "/" + gi
+	}
+	g := GPU{Host: Host(m), Device: dev, UUID: uuid, Model: lv(m, catalogue.LabelModelName),
+		HPCJob: lv(m, catalogue.LabelHPCJob), Pod: lv(m, catalogue.LabelPod), NS: lv(m, catalogue.LabelNamespace)}
+	switch {
+	case g.HPCJob != "":
+		g.Job = g.HPCJob
+	case g.Pod != "":
+		g.Job = g.NS + "/" + g.Pod
+	}
+	return g, true
+}
+
+// infoJob is the holder an allocation_info series describes: its job_id,
+// else the allocation labels it carries like any GPU series.
+func infoJob(m model.Metric, id GPU) string {
+	if j := lv(m, catalogue.LabelJob); j != "" {
+		return j
+	}
+	return id.Job
+}
+
+func info(m model.Metric) Info {
+	return Info{User: lv(m, catalogue.LabelUser), Team: lv(m, catalogue.LabelTeam), Kind: strings.ToLower(lv(m, catalogue.LabelKind)),
+		Account: lv(m, catalogue.LabelAccount), JobName: lv(m, catalogue.LabelJobName), Scheduler: lv(m, catalogue.LabelScheduler)}
+}

@@ -1,0 +1,273 @@
+// Package simload replays a simulator scenario into metric families, as the
+// exporter would publish them, for the analyzer's tests and benchmarks: into
+// the embedded TSDB, into OpenMetrics text for promtool's backfill, and in
+// the stock dcgm-exporter form (no gpuwatch_* series, the older Hostname
+// label, optionally without profiling or power fields).
+package simload
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/exporter/collector"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/exporter/source"
+)
+
+// Clock is a settable clock for the simulator.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// Now implements source.Clock.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+// Set moves the clock.
+func (c *Clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+// Format of the replayed series.
+type Format struct {
+	// Stock drops gpuwatch_* series and labels hosts Hostname, as older
+	// dcgm-exporter releases do.
+	Stock bool
+	// NoProf drops DCGM_FI_PROF_*; NoPower drops power usage and limit.
+	NoProf, NoPower bool
+}
+
+// Sink wraps next so that it receives the families in this format.
+func (f Format) Sink(next Sink) Sink {
+	return func(t time.Time, fams []*dto.MetricFamily) error {
+		out := make([]*dto.MetricFamily, 0, len(fams))
+		for _, mf := range fams {
+			if mf = f.apply(mf); mf != nil {
+				out = append(out, mf)
+			}
+		}
+		return next(t, out)
+	}
+}
+
+// Read are the families the analyzer queries.
+var Read = []*catalogue.Metric{catalogue.GPUUtil, catalogue.FBUsed, catalogue.FBFree, catalogue.PowerUsage,
+	catalogue.PowerLimit, catalogue.ProfSMActive, catalogue.ProfDRAMActive, catalogue.AllocationInfo, catalogue.OrphanProcess}
+
+// Options of a replay.
+type Options struct {
+	Seed int64
+	// Origin of the scenario (required when the scenario has none).
+	Origin time.Time
+	// From and To are offsets from the origin; Resolution the scrape interval.
+	From, To   time.Duration
+	Resolution time.Duration
+	// All keeps every family; by default only those the analyzer reads are
+	// rendered, which keeps replays of a simulated week fast.
+	All bool
+}
+
+// Sink receives each collection of the whole fleet.
+type Sink func(t time.Time, fams []*dto.MetricFamily) error
+
+// Replay runs the scenario and hands every collection to sink. It returns
+// the source's origin.
+func Replay(ctx context.Context, sc *sim.Scenario, o Options, sink Sink) (time.Time, error) {
+	clock := &Clock{}
+	clock.Set(o.Origin)
+	src, err := sim.New(sc, sim.Options{Seed: o.Seed, Clock: clock, Origin: o.Origin})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("replay %s: %w", sc.Name, err)
+	}
+	defer src.Close()
+	origin := src.Origin()
+	keep := map[string]bool{}
+	for _, m := range Read {
+		keep[m.Name] = true
+	}
+	for off := o.From; off <= o.To; off += o.Resolution {
+		if err := ctx.Err(); err != nil {
+			return origin, err
+		}
+		t := origin.Add(off)
+		clock.Set(t)
+		snaps, err := src.CollectAll(ctx)
+		if err != nil {
+			return origin, fmt.Errorf("replay %s at %s: %w", sc.Name, off, err)
+		}
+		var fams []*dto.MetricFamily
+		for _, s := range snaps {
+			if !o.All {
+				trim(s, keep)
+			}
+			for _, f := range collector.Render(s) {
+				if o.All || keep[f.GetName()] {
+					fams = append(fams, f)
+				}
+			}
+		}
+		if err := sink(t, fams); err != nil {
+			return origin, err
+		}
+	}
+	return origin, nil
+}
+
+// trim drops what the analyzer does not read before rendering, which is
+// most of a snapshot's samples.
+func trim(s *source.Snapshot, keep map[string]bool) {
+	for i := range s.Devices {
+		d := &s.Devices[i]
+		kept := d.Samples[:0]
+		for _, x := range d.Samples {
+			if keep[x.Metric.Name] {
+				kept = append(kept, x)
+			}
+		}
+		d.Samples = kept
+		d.Capabilities = nil
+	}
+	procs := s.Processes[:0]
+	for _, p := range s.Processes {
+		if p.Orphan {
+			procs = append(procs, p)
+		}
+	}
+	s.Processes = procs
+	s.JobCPU = nil
+}
+
+func (f Format) apply(mf *dto.MetricFamily) *dto.MetricFamily {
+	name := mf.GetName()
+	switch {
+	case f.Stock && strings.HasPrefix(name, "gpuwatch_"):
+		return nil
+	case f.NoProf && strings.HasPrefix(name, "DCGM_FI_PROF_"):
+		return nil
+	case f.NoPower && (name == catalogue.PowerUsage.Name || name == catalogue.PowerLimit.Name):
+		return nil
+	}
+	if !f.Stock {
+		return mf
+	}
+	out := proto.Clone(mf).(*dto.MetricFamily)
+	for _, m := range out.Metric {
+		for _, l := range m.Label {
+			if l.GetName() == catalogue.LabelHostname {
+				l.Name = proto.String(catalogue.LabelOldHost)
+			}
+		}
+	}
+	return out
+}
+
+// OpenMetrics writes replayed collections as one OpenMetrics file, which
+// `promtool tsdb create-blocks-from openmetrics` backfills into a real
+// Prometheus. OpenMetrics wants each family's samples together, so each
+// family is spooled to its own file and they are joined at Close.
+type OpenMetrics struct {
+	dir   string
+	files map[string]*bufio.Writer
+	raw   map[string]*os.File
+	order []string
+}
+
+// NewOpenMetrics spools into dir.
+func NewOpenMetrics(dir string) *OpenMetrics {
+	return &OpenMetrics{dir: dir, files: map[string]*bufio.Writer{}, raw: map[string]*os.File{}}
+}
+
+// Sink writes one collection.
+func (w *OpenMetrics) Sink(t time.Time, fams []*dto.MetricFamily) error {
+	ts := strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64)
+	for _, f := range fams {
+		name := f.GetName()
+		bw, ok := w.files[name]
+		if !ok {
+			fh, err := os.Create(filepath.Join(w.dir, "family-"+name+".om"))
+			if err != nil {
+				return fmt.Errorf("spool %s: %w", name, err)
+			}
+			bw = bufio.NewWriterSize(fh, 1<<16)
+			w.files[name], w.raw[name] = bw, fh
+			w.order = append(w.order, name)
+			// Everything is written as a gauge: counters would need the
+			// _total suffix OpenMetrics demands, and the analyzer reads none.
+			fmt.Fprintf(bw, "# TYPE %s gauge\n", name)
+		}
+		for _, m := range f.Metric {
+			bw.WriteString(name)
+			ls := m.GetLabel()
+			if len(ls) > 0 {
+				bw.WriteByte('{')
+				for i, l := range ls {
+					if i > 0 {
+						bw.WriteByte(',')
+					}
+					bw.WriteString(l.GetName())
+					bw.WriteString(`="`)
+					bw.WriteString(escape(l.GetValue()))
+					bw.WriteByte('"')
+				}
+				bw.WriteByte('}')
+			}
+			v := m.GetGauge().GetValue()
+			if m.Counter != nil {
+				v = m.GetCounter().GetValue()
+			}
+			bw.WriteByte(' ')
+			bw.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+			bw.WriteByte(' ')
+			bw.WriteString(ts)
+			bw.WriteByte('\n')
+		}
+	}
+	return nil
+}
+
+// Close joins the spooled families into path, ending with # EOF.
+func (w *OpenMetrics) Close(path string) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write openmetrics: %w", err)
+	}
+	defer out.Close()
+	sort.Strings(w.order)
+	for _, name := range w.order {
+		if err := w.files[name].Flush(); err != nil {
+			return fmt.Errorf("spool %s: %w", name, err)
+		}
+		fh := w.raw[name]
+		if _, err := fh.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("spool %s: %w", name, err)
+		}
+		if _, err := io.Copy(out, fh); err != nil {
+			return fmt.Errorf("spool %s: %w", name, err)
+		}
+		fh.Close()
+		os.Remove(fh.Name())
+	}
+	if _, err := io.WriteString(out, "# EOF\n"); err != nil {
+		return fmt.Errorf("write openmetrics: %w", err)
+	}
+	return out.Close()
+}
+
+func escape(s string) string {
+	if !strings.ContainsAny(s, "\\\"\n") {
+		return s
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return r.Replace(s)
+}

@@ -1,0 +1,39 @@
+package policy
+
+import "time"
+
+// Every default of the policy file lives here, so the documented example,
+// the validator and the escalation agree on one set of values.
+const (
+	// DefaultDryRun is true: a policy acts only where it says dry_run: false.
+	DefaultDryRun = true
+	// DefaultMinWarning is the least time between the first delivered warning
+	// and any disruptive step (checkpoint signal or reclaim).
+	DefaultMinWarning = 30 * time.Minute
+	// DefaultStaleAfter is how old a finding's newest evidence may be before
+	// the finding counts as unknown data, on which nothing is ever done.
+	DefaultStaleAfter = 15 * time.Minute
+	// DefaultReclaimsPerCycle and DefaultReclaimsPerHour bound the damage a
+	// bad detector or a bad policy can do.
+	DefaultReclaimsPerCycle = 5
+	DefaultReclaimsPerHour  = 20
+	// DefaultCheckpointSignal is sent to Slurm jobs for checkpointing.
+	DefaultCheckpointSignal = "USR1"
+	// DefaultKubernetesReclaim is the Eviction API, which honours PodDisruptionBudgets.
+	DefaultKubernetesReclaim = KubeEvict
+	// DefaultProcessGrace is the time between SIGTERM and SIGKILL for orphans.
+	DefaultProcessGrace = 30 * time.Second
+	// DefaultAlertDuration is how long an Alertmanager alert stays firing
+	// unless the next warning renews it.
+	DefaultAlertDuration = time.Hour
+	// ExemptKey is the pod label or annotation that exempts an allocation;
+	// its value is "true" or an RFC 3339 time until which it holds.
+	ExemptKey = "gpuwatch.io/exempt"
+)
+
+// DefaultChannels are where notify and warn steps go when a step names none
+// (when none of them is configured, every configured channel is used).
+var DefaultChannels = map[StepAction][]string{
+	StepNotify: {ChannelWebhook},
+	StepWarn:   {ChannelAlertmanager, ChannelEmail},
+}

@@ -1,0 +1,536 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+// The raw structs mirror the file; strings stand for durations and times so
+// that a bad value is reported by key and line rather than by Go type.
+type rawPolicy struct {
+	DryRun           *bool          `yaml:"dry_run"`
+	MinWarning       string         `yaml:"min_warning"`
+	StaleAfter       string         `yaml:"stale_after"`
+	CheckpointSignal string         `yaml:"checkpoint_signal"`
+	RateLimits       *rawRate       `yaml:"rate_limits"`
+	Kubernetes       *rawKube       `yaml:"kubernetes"`
+	Process          *rawProcess    `yaml:"process"`
+	Channels         *rawChannels   `yaml:"channels"`
+	Tiers            []rawTier      `yaml:"tiers"`
+	Exemptions       []rawExemption `yaml:"exemptions"`
+}
+
+type rawRate struct {
+	ReclaimsPerCycle *int `yaml:"reclaims_per_cycle"`
+	ReclaimsPerHour  *int `yaml:"reclaims_per_hour"`
+}
+
+type rawKube struct {
+	Reclaim             string `yaml:"reclaim"`
+	DeleteAfterRefusals *int   `yaml:"delete_after_refusals"`
+}
+
+type rawProcess struct {
+	Grace string `yaml:"grace"`
+}
+
+type rawChannels struct {
+	Webhook *struct {
+		URL string `yaml:"url"`
+	} `yaml:"webhook"`
+	Alertmanager *struct {
+		URL           string `yaml:"url"`
+		AlertDuration string `yaml:"alert_duration"`
+	} `yaml:"alertmanager"`
+	Email *struct {
+		Domain string   `yaml:"domain"`
+		To     []string `yaml:"to"`
+	} `yaml:"email"`
+}
+
+type rawTier struct {
+	Name       string    `yaml:"name"`
+	Match      rawMatch  `yaml:"match"`
+	Reclaim    *bool     `yaml:"reclaim"`
+	DryRun     *bool     `yaml:"dry_run"`
+	MaxRunTime string    `yaml:"max_run_time"`
+	Rules      []rawRule `yaml:"rules"`
+}
+
+type rawMatch struct {
+	Partitions []string          `yaml:"partitions"`
+	QoS        []string          `yaml:"qos"`
+	Accounts   []string          `yaml:"accounts"`
+	Namespaces []string          `yaml:"namespaces"`
+	Labels     map[string]string `yaml:"labels"`
+}
+
+type rawRule struct {
+	Pattern           string    `yaml:"pattern"`
+	DryRun            *bool     `yaml:"dry_run"`
+	Reclaim           *bool     `yaml:"reclaim"`
+	MinWastedGPUHours *float64  `yaml:"min_wasted_gpu_hours"`
+	MinDuration       string    `yaml:"min_duration"`
+	Steps             []rawStep `yaml:"steps"`
+}
+
+type rawStep struct {
+	Action   string   `yaml:"action"`
+	After    string   `yaml:"after"`
+	Signal   string   `yaml:"signal"`
+	Channels []string `yaml:"channels"`
+}
+
+type rawExemption struct {
+	User   string `yaml:"user"`
+	Team   string `yaml:"team"`
+	Job    string `yaml:"job"`
+	Until  string `yaml:"until"`
+	Reason string `yaml:"reason"`
+}
+
+// LoadFile reads and validates a policy file.
+func LoadFile(name string) (*Policy, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("read policy: %w", err)
+	}
+	p, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// Parse validates a policy document. Unknown keys, wrong types and bad values
+// are errors that name the key and its line.
+func Parse(data []byte) (*Policy, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return nil, errors.New("empty policy: at least one tier is required")
+	}
+	idx := newIndex(&root)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var raw rawPolicy
+	if err := dec.Decode(&raw); err != nil {
+		return nil, idx.explain(err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("policy must be a single YAML document")
+	}
+	v := &validator{idx: idx}
+	p := v.policy(&raw)
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	return p, nil
+}
+
+// index maps key paths ("tiers[0].rules[1].after") to lines, and lines back
+// to paths for the decoder's type errors.
+type index struct {
+	lines  map[string]int
+	byLine map[int][]string
+}
+
+func newIndex(root *yaml.Node) *index {
+	ix := &index{lines: map[string]int{}, byLine: map[int][]string{}}
+	var walk func(n *yaml.Node, p string)
+	walk = func(n *yaml.Node, p string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, p)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, val := n.Content[i], n.Content[i+1]
+				kp := k.Value
+				if p != "" {
+					kp = p + "." + k.Value
+				}
+				ix.lines[kp] = k.Line
+				ix.note(val.Line, kp)
+				walk(val, kp)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				ip := fmt.Sprintf("%s[%d]", p, i)
+				ix.lines[ip] = c.Line
+				ix.note(c.Line, ip)
+				walk(c, ip)
+			}
+		}
+	}
+	walk(root, "")
+	return ix
+}
+
+func (ix *index) note(line int, p string) { ix.byLine[line] = append(ix.byLine[line], p) }
+
+// at names the key of an error on line: the path ending in name when given,
+// else the deepest path on that line (the most specific key).
+func (ix *index) at(line int, name string) string {
+	best := ""
+	for _, p := range ix.byLine[line] {
+		if name != "" && (p == name || strings.HasSuffix(p, "."+name)) {
+			return p
+		}
+		if len(p) > len(best) {
+			best = p
+		}
+	}
+	if name != "" {
+		if best == "" {
+			return name
+		}
+		return best[:strings.LastIndexAny(best, ".[")+1] + name
+	}
+	return best
+}
+
+// line returns the line of the key path, or of its nearest parent present.
+func (ix *index) line(p string) int {
+	for p != "" {
+		if l, ok := ix.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 1
+}
+
+var (
+	lineMsg    = regexp.MustCompile(`^line (\d+): (.*)$`)
+	unknownKey = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+)
+
+// explain rewrites the decoder's errors so each names its key.
+func (ix *index) explain(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("parse: %w", err)
+	}
+	var out []error
+	for _, msg := range te.Errors {
+		m := lineMsg.FindStringSubmatch(msg)
+		if m == nil {
+			out = append(out, errors.New(msg))
+			continue
+		}
+		line, _ := strconv.Atoi(m[1])
+		if u := unknownKey.FindStringSubmatch(m[2]); u != nil {
+			out = append(out, fmt.Errorf("line %d: %s: unknown key %q", line, ix.at(line, u[1]), u[1]))
+			continue
+		}
+		out = append(out, fmt.Errorf("line %d: %s: %s", line, ix.at(line, ""), m[2]))
+	}
+	return errors.Join(out...)
+}
+
+type validator struct {
+	idx  *index
+	errs []error
+}
+
+func (v *validator) fail(key, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("line %d: %s: %s", v.idx.line(key), key, fmt.Sprintf(format, args...)))
+}
+
+func (v *validator) duration(key, s string, def time.Duration) time.Duration {
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		v.fail(key, "invalid duration %q (use e.g. 30m, 2h, 90s)", s)
+		return def
+	}
+	if d < 0 {
+		v.fail(key, "duration %q must not be negative", s)
+		return def
+	}
+	return d
+}
+
+func (v *validator) count(key string, n *int, def int) int {
+	if n == nil {
+		return def
+	}
+	if *n < 0 {
+		v.fail(key, "must be zero or more, got %d", *n)
+		return def
+	}
+	return *n
+}
+
+func (v *validator) url(key, s string) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.fail(key, "must be an absolute http(s) URL, got %q", s)
+	}
+}
+
+func (v *validator) globs(key string, ps []string) {
+	for i, p := range ps {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			v.fail(fmt.Sprintf("%s[%d]", key, i), "invalid pattern %q", p)
+		}
+	}
+}
+
+var (
+	tierName  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	signalRe  = regexp.MustCompile(`^(SIG)?(USR1|USR2|TERM|INT|HUP|QUIT|CONT|STOP|ALRM|KILL|URG|XCPU)$`)
+	emailAddr = regexp.MustCompile(`^[^@\s,<>]+@[^@\s,<>]+$`)
+	domainRe  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
+)
+
+// ValidSignal reports whether s names a signal a checkpoint may send.
+func ValidSignal(s string) bool { return signalRe.MatchString(s) }
+
+func (v *validator) policy(r *rawPolicy) *Policy {
+	p := &Policy{
+		DryRun:           DefaultDryRun,
+		MinWarning:       v.duration("min_warning", r.MinWarning, DefaultMinWarning),
+		StaleAfter:       v.duration("stale_after", r.StaleAfter, DefaultStaleAfter),
+		CheckpointSignal: DefaultCheckpointSignal,
+		RateLimits:       RateLimits{ReclaimsPerCycle: DefaultReclaimsPerCycle, ReclaimsPerHour: DefaultReclaimsPerHour},
+		Kubernetes:       Kubernetes{Reclaim: DefaultKubernetesReclaim},
+		ProcessGrace:     DefaultProcessGrace,
+		Channels:         Channels{AlertDuration: DefaultAlertDuration},
+	}
+	if r.DryRun != nil {
+		p.DryRun = *r.DryRun
+	}
+	if p.StaleAfter == 0 {
+		v.fail("stale_after", "must be greater than zero")
+	}
+	if r.CheckpointSignal != "" {
+		if !ValidSignal(r.CheckpointSignal) {
+			v.fail("checkpoint_signal", "unsupported signal %q", r.CheckpointSignal)
+		}
+		p.CheckpointSignal = strings.TrimPrefix(r.CheckpointSignal, "SIG")
+	}
+	if r.RateLimits != nil {
+		p.RateLimits.ReclaimsPerCycle = v.count("rate_limits.reclaims_per_cycle", r.RateLimits.ReclaimsPerCycle, DefaultReclaimsPerCycle)
+		p.RateLimits.ReclaimsPerHour = v.count("rate_limits.reclaims_per_hour", r.RateLimits.ReclaimsPerHour, DefaultReclaimsPerHour)
+	}
+	if r.Kubernetes != nil {
+		switch r.Kubernetes.Reclaim {
+		case "":
+		case KubeEvict, KubeScaleOwner, KubeDelete:
+			p.Kubernetes.Reclaim = r.Kubernetes.Reclaim
+		default:
+			v.fail("kubernetes.reclaim", "must be one of %s, %s, %s; got %q", KubeEvict, KubeScaleOwner, KubeDelete, r.Kubernetes.Reclaim)
+		}
+		p.Kubernetes.DeleteAfterRefusals = v.count("kubernetes.delete_after_refusals", r.Kubernetes.DeleteAfterRefusals, 0)
+	}
+	if r.Process != nil {
+		p.ProcessGrace = v.duration("process.grace", r.Process.Grace, DefaultProcessGrace)
+	}
+	v.channels(r.Channels, &p.Channels)
+	if len(r.Tiers) == 0 {
+		v.fail("tiers", "at least one tier is required")
+	}
+	names := map[string]bool{}
+	for i := range r.Tiers {
+		t := v.tier(fmt.Sprintf("tiers[%d]", i), &r.Tiers[i], p)
+		if names[t.Name] {
+			v.fail(fmt.Sprintf("tiers[%d].name", i), "duplicate tier %q", t.Name)
+		}
+		names[t.Name] = true
+		p.Tiers = append(p.Tiers, t)
+	}
+	for i, e := range r.Exemptions {
+		key := fmt.Sprintf("exemptions[%d]", i)
+		x := Exemption{User: e.User, Team: e.Team, Job: e.Job, Reason: e.Reason}
+		if e.User == "" && e.Team == "" && e.Job == "" {
+			v.fail(key, "an exemption needs a user, team or job")
+		}
+		v.globs(key+".user", nonEmpty(e.User))
+		v.globs(key+".team", nonEmpty(e.Team))
+		v.globs(key+".job", nonEmpty(e.Job))
+		if e.Until != "" {
+			t, err := time.Parse(time.RFC3339, e.Until)
+			if err != nil {
+				v.fail(key+".until", "invalid time %q (use RFC 3339, e.g. 2026-12-31T00:00:00Z)", e.Until)
+			}
+			x.Until = t
+		}
+		p.Exemptions = append(p.Exemptions, x)
+	}
+	return p
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+func (v *validator) channels(r *rawChannels, c *Channels) {
+	if r == nil {
+		return
+	}
+	if r.Webhook != nil {
+		v.url("channels.webhook.url", r.Webhook.URL)
+		c.WebhookURL = r.Webhook.URL
+	}
+	if r.Alertmanager != nil {
+		v.url("channels.alertmanager.url", r.Alertmanager.URL)
+		c.AlertmanagerURL = strings.TrimSuffix(r.Alertmanager.URL, "/")
+		c.AlertDuration = v.duration("channels.alertmanager.alert_duration", r.Alertmanager.AlertDuration, DefaultAlertDuration)
+	}
+	if r.Email != nil {
+		if r.Email.Domain == "" && len(r.Email.To) == 0 {
+			v.fail("channels.email", "needs a domain or recipients (to)")
+		}
+		if r.Email.Domain != "" && !domainRe.MatchString(r.Email.Domain) {
+			v.fail("channels.email.domain", "invalid domain %q", r.Email.Domain)
+		}
+		for i, a := range r.Email.To {
+			if !emailAddr.MatchString(a) {
+				v.fail(fmt.Sprintf("channels.email.to[%d]", i), "invalid address %q", a)
+			}
+		}
+		c.EmailDomain, c.EmailTo = r.Email.Domain, r.Email.To
+	}
+}
+
+func (v *validator) tier(key string, r *rawTier, p *Policy) Tier {
+	t := Tier{
+		Name:       r.Name,
+		Reclaim:    r.Reclaim != nil && *r.Reclaim,
+		DryRun:     r.DryRun,
+		MaxRunTime: v.duration(key+".max_run_time", r.MaxRunTime, 0),
+		Match: Match{Partitions: r.Match.Partitions, QoS: r.Match.QoS, Accounts: r.Match.Accounts,
+			Namespaces: r.Match.Namespaces, Labels: r.Match.Labels},
+	}
+	if !tierName.MatchString(r.Name) {
+		v.fail(key+".name", "a tier needs a name of letters, digits, '.', '_' or '-', got %q", r.Name)
+	}
+	v.globs(key+".match.partitions", r.Match.Partitions)
+	v.globs(key+".match.qos", r.Match.QoS)
+	v.globs(key+".match.accounts", r.Match.Accounts)
+	v.globs(key+".match.namespaces", r.Match.Namespaces)
+	lk := make([]string, 0, len(r.Match.Labels))
+	for k := range r.Match.Labels {
+		lk = append(lk, k)
+	}
+	sort.Strings(lk)
+	for _, k := range lk {
+		if k == "" {
+			v.fail(key+".match.labels", "empty label name")
+		}
+		v.globs(key+".match.labels."+k, []string{r.Match.Labels[k]})
+	}
+	seen := map[finding.Pattern]bool{}
+	for i := range r.Rules {
+		rk := fmt.Sprintf("%s.rules[%d]", key, i)
+		rule := v.rule(rk, &r.Rules[i], p)
+		if seen[rule.Pattern] {
+			v.fail(rk+".pattern", "duplicate rule for pattern %q in tier %q", rule.Pattern, r.Name)
+		}
+		seen[rule.Pattern] = true
+		t.Rules = append(t.Rules, rule)
+	}
+	return t
+}
+
+func (v *validator) rule(key string, r *rawRule, p *Policy) Rule {
+	rule := Rule{Pattern: finding.Pattern(r.Pattern), DryRun: r.DryRun, Reclaim: r.Reclaim,
+		MinDuration: v.duration(key+".min_duration", r.MinDuration, 0)}
+	if !rule.Pattern.Valid() {
+		names := make([]string, len(finding.Patterns))
+		for i, q := range finding.Patterns {
+			names[i] = string(q)
+		}
+		v.fail(key+".pattern", "unknown pattern %q (one of %s)", r.Pattern, strings.Join(names, ", "))
+	}
+	if r.MinWastedGPUHours != nil {
+		if *r.MinWastedGPUHours < 0 || *r.MinWastedGPUHours != *r.MinWastedGPUHours {
+			v.fail(key+".min_wasted_gpu_hours", "must be zero or more")
+		}
+		rule.MinWastedGPUHours = *r.MinWastedGPUHours
+	}
+	if len(r.Steps) == 0 {
+		v.fail(key+".steps", "a rule needs at least one step")
+	}
+	seen := map[StepAction]bool{}
+	var last time.Duration
+	for i, s := range r.Steps {
+		sk := fmt.Sprintf("%s.steps[%d]", key, i)
+		st := Step{Action: StepAction(s.Action), After: v.duration(sk+".after", s.After, 0), Signal: s.Signal, Channels: s.Channels}
+		known := false
+		for _, a := range StepActions {
+			known = known || a == st.Action
+		}
+		if !known {
+			v.fail(sk+".action", "unknown action %q (one of notify, warn, checkpoint, reclaim)", s.Action)
+		}
+		if seen[st.Action] {
+			v.fail(sk+".action", "action %q appears twice in one rule", s.Action)
+		}
+		seen[st.Action] = true
+		if st.After < last {
+			v.fail(sk+".after", "steps must be in order of their delay (%s is before the previous step's %s)", st.After, last)
+		}
+		last = st.After
+		if s.Signal != "" {
+			if st.Action != StepCheckpoint {
+				v.fail(sk+".signal", "only a checkpoint step sends a signal")
+			} else if !ValidSignal(s.Signal) {
+				v.fail(sk+".signal", "unsupported signal %q", s.Signal)
+			}
+			st.Signal = strings.TrimPrefix(s.Signal, "SIG")
+		}
+		if st.Action == StepCheckpoint && st.Signal == "" {
+			st.Signal = p.CheckpointSignal
+		}
+		if len(s.Channels) > 0 && st.Action != StepNotify && st.Action != StepWarn {
+			v.fail(sk+".channels", "only notify and warn steps have channels")
+		}
+		for j, c := range s.Channels {
+			ck := fmt.Sprintf("%s.channels[%d]", sk, j)
+			switch c {
+			case ChannelWebhook, ChannelAlertmanager, ChannelEmail:
+				if !p.Channels.Configured(c) {
+					v.fail(ck, "channel %q is not configured under channels", c)
+				}
+			default:
+				v.fail(ck, "unknown channel %q (one of webhook, alertmanager, email)", c)
+			}
+		}
+		if st.Action.Disruptive() && !seen[StepWarn] {
+			// The minimum warning time runs from a delivered warning.
+			v.fail(sk+".action", "a %s step needs an earlier warn step in the same rule", st.Action)
+		}
+		rule.Steps = append(rule.Steps, st)
+	}
+	return rule
+}

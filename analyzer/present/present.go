@@ -1,0 +1,103 @@
+// Package present turns findings into what `gpuwatch analyze` prints: one
+// JSON object for machines, an aligned table with totals for people; and
+// parses the window flags (RFC 3339 or relative times).
+package present
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+// ParseTime reads "now", a relative time ("-7d", "-90m", "now-2h") or an
+// RFC 3339 timestamp.
+func ParseTime(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "" || s == "now":
+		return now, nil
+	case strings.HasPrefix(s, "now-"):
+		s = s[len("now"):]
+	}
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		d, err := model.ParseDuration(rest)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("relative time %q: %w", s, err)
+		}
+		return now.Add(-time.Duration(d)), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("time %q: want RFC 3339 (2026-01-02T15:04:05Z), now, or relative like -7d", s)
+	}
+	return t, nil
+}
+
+// JSON writes {"findings": [...]}; an empty result is an empty list, not null.
+func JSON(w io.Writer, fs []finding.Finding) error {
+	if fs == nil {
+		fs = []finding.Finding{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(struct {
+		Findings []finding.Finding `json:"findings"`
+	}{fs}); err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	return nil
+}
+
+// Table writes findings sorted by GPU-hours wasted, aligned, with a total
+// per pattern and overall.
+func Table(w io.Writer, fs []finding.Finding) error {
+	sorted := append([]finding.Finding(nil), fs...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if sorted[i].WastedGPUHours != sorted[j].WastedGPUHours {
+			return sorted[i].WastedGPUHours > sorted[j].WastedGPUHours
+		}
+		return sorted[i].Key() < sorted[j].Key()
+	})
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t") }
+	row("WASTED_GPU_H", "PATTERN", "SEVERITY", "ACTION", "JOB", "USER", "TEAM", "KIND", "HOST", "GPUS", "START", "END")
+	totals := map[finding.Pattern]float64{}
+	counts := map[finding.Pattern]int{}
+	var total float64
+	for _, f := range sorted {
+		row(num(f.WastedGPUHours), string(f.Pattern), string(f.Severity), string(f.Action), f.Job, dash(f.User), dash(f.Team),
+			dash(f.Kind), f.Hostname, strconv.Itoa(len(f.GPUs)), f.Start.UTC().Format(time.RFC3339), f.End.UTC().Format(time.RFC3339))
+		totals[f.Pattern] += f.WastedGPUHours
+		counts[f.Pattern]++
+		total += f.WastedGPUHours
+	}
+	row()
+	for _, p := range finding.Patterns {
+		if counts[p] > 0 {
+			row(num(totals[p]), string(p), fmt.Sprintf("%d findings", counts[p]))
+		}
+	}
+	row(num(total), "TOTAL", fmt.Sprintf("%d findings", len(sorted)))
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,49 @@
+// Package query is the analyzer's one way to read telemetry: PromQL instant
+// and range queries returning Prometheus model values. Two implementations
+// answer it with the same queries: promapi (the Prometheus HTTP API, which
+// Prometheus, Thanos, Mimir and VictoriaMetrics all speak) and embedded (a
+// local TSDB with the PromQL engine, fed by the exporter in the same process).
+package query
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// Range is the time range and resolution of a range query.
+type Range struct {
+	Start, End time.Time
+	Step       time.Duration
+}
+
+// Querier runs PromQL. Instant queries return a model.Vector (or a scalar),
+// range queries a model.Matrix. Errors name the query and the backend.
+type Querier interface {
+	Query(ctx context.Context, expr string, ts time.Time) (model.Value, error)
+	QueryRange(ctx context.Context, expr string, r Range) (model.Value, error)
+}
+
+// Counting wraps a Querier and counts the queries it passes on, so tests and
+// benchmarks can hold the number of queries per cycle to a bound.
+type Counting struct {
+	Q Querier
+	n int64
+}
+
+// Query implements Querier.
+func (c *Counting) Query(ctx context.Context, expr string, ts time.Time) (model.Value, error) {
+	c.n++
+	return c.Q.Query(ctx, expr, ts)
+}
+
+// QueryRange implements Querier.
+func (c *Counting) QueryRange(ctx context.Context, expr string, r Range) (model.Value, error) {
+	c.n++
+	return c.Q.QueryRange(ctx, expr, r)
+}
+
+// Count returns the number of queries so far. Counting is not safe for
+// concurrent use; the engine issues its queries one after another.
+func (c *Counting) Count() int64 { return c.n }

@@ -1,0 +1,257 @@
+package report
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+)
+
+const (
+	a100 = "NVIDIA A100-SXM4-80GB"
+	h100 = "NVIDIA H100 80GB HBM3"
+)
+
+var w47 = time.Date(2026, 11, 16, 0, 0, 0, 0, time.UTC) // Monday of 2026-W47
+
+func hourly(start time.Time, n int, host, job, user, team, model string, gpus int, activeFrac float64) []store.Usage {
+	var out []store.Usage
+	for i := 0; i < n; i++ {
+		s := start.Add(time.Duration(i) * time.Hour)
+		out = append(out, store.Usage{Start: s, End: s.Add(time.Hour), Hostname: host, Job: job, User: user, Team: team,
+			Kind: "batch", Model: model, GPUs: gpus, AllocatedGPUHours: float64(gpus), ActiveGPUHours: float64(gpus) * activeFrac})
+	}
+	return out
+}
+
+// handStore holds a small hand-computed week (numbers in the test).
+func handStore(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var us []store.Usage
+	us = append(us, hourly(w47, 10, "h1", "1", "alice", "ml", a100, 2, 0.5)...)                    // 20 alloc, 10 active
+	us = append(us, hourly(w47.Add(24*time.Hour), 5, "h2", "2", "bob", "ml", h100, 1, 1)...)       // 5, 5
+	us = append(us, hourly(w47.Add(48*time.Hour), 2, "h3", "3", "carol", "cv", a100, 4, 0)...)     // 8, 0
+	us = append(us, hourly(w47.Add(-7*24*time.Hour), 10, "h1", "0", "alice", "ml", a100, 1, 1)...) // W46: 10, 10
+	us = append(us, hourly(w47.Add(7*24*time.Hour), 3, "h1", "9", "alice", "ml", a100, 1, 1)...)   // W48: not counted
+	if err := st.AddUsage(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	low := finding.Finding{Pattern: finding.LowUtilization, Job: "1", User: "alice", Team: "ml", Hostname: "h1", ModelName: a100,
+		GPUs: []string{"g0", "g1"}, Start: w47, End: w47.Add(10 * time.Hour), WastedGPUHours: 3,
+		Evidence: map[string]float64{"gpu_util_mean": 12, "fb_used_max_mib": 7000}}
+	if err := st.SaveFindings(ctx, w47.Add(5*time.Hour), []finding.Finding{low}); err != nil {
+		t.Fatal(err)
+	}
+	low.WastedGPUHours = 8 // a later cycle supersedes the earlier one
+	cpu := finding.Finding{Pattern: finding.CPUOnly, Job: "3", User: "carol", Team: "cv", Hostname: "h3", ModelName: a100,
+		GPUs: []string{"a", "b", "c", "d"}, Start: w47.Add(48 * time.Hour), End: w47.Add(50 * time.Hour), WastedGPUHours: 8}
+	// Overlong from Sunday noon of W46 to Monday noon of W47: half of it
+	// falls in W47. Priced by usage's model when the finding lacks one.
+	long := finding.Finding{Pattern: finding.Overlong, Job: "5", User: "bob", Team: "ml", Hostname: "h4", GPUs: []string{"x"},
+		Start: w47.Add(-12 * time.Hour), End: w47.Add(12 * time.Hour), WastedGPUHours: 24}
+	if err := st.AddUsage(ctx, []store.Usage{{Start: w47.Add(-14 * 24 * time.Hour), End: w47.Add(-14*24*time.Hour + time.Hour),
+		Hostname: "h4", Job: "5", User: "bob", Team: "ml", Model: h100, GPUs: 1, AllocatedGPUHours: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		at time.Time
+		f  finding.Finding
+	}{{w47.Add(10 * time.Hour), low}, {w47.Add(50 * time.Hour), cpu}, {w47.Add(12 * time.Hour), long}} {
+		if err := st.SaveFindings(ctx, c.at, []finding.Finding{c.f}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+func handConfig(t *testing.T) *Config {
+	t.Helper()
+	c, err := ParseConfig("test", []byte(`timezone: UTC
+currency: EUR
+prices: {A100: 2, H100: 4}
+grafana: {url: "https://grafana.example.org/"}
+trend_weeks: 2
+teams:
+  ml: {recipients: [ml@example.org]}
+  cv: {recipients: [cv@example.org]}
+  idle: {recipients: [idle@example.org]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestBuildTeam(t *testing.T) {
+	st := handStore(t)
+	b := &Builder{Data: st, Config: handConfig(t), Now: func() time.Time { return w47.Add(8 * 24 * time.Hour) }}
+	p := WeekOf(w47, time.UTC)
+	// The overlong finding has no model: priced from the usage of job 5
+	// only when that usage is in the period, else the default (0).
+	r, err := b.Build(context.Background(), p, "ml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want float64
+	}{
+		{"allocated", r.Totals.AllocatedGPUHours, 25},
+		{"active", r.Totals.ActiveGPUHours, 15},
+		{"idle", r.Totals.IdleGPUHours, 10},
+		{"wasted (8 low-util + half of 24 overlong)", r.Totals.WastedGPUHours, 20},
+		{"wasted share", r.Totals.WastedShare, 0.8},
+		{"cost 20×2 + 5×4", r.Totals.Cost, 60},
+		{"wasted cost 8×2 + 12×0", r.Totals.WastedCost, 16},
+		{"fleet share 25/33", r.FleetShare, 25.0 / 33},
+		{"fleet waste share 20/28", r.FleetWasteShare, 20.0 / 28},
+		{"monday allocated", r.Daily[0].AllocatedGPUHours, 20},
+		{"monday wasted", r.Daily[0].WastedGPUHours, 20},
+		{"tuesday active", r.Daily[1].ActiveGPUHours, 5},
+		{"sunday", r.Daily[6].AllocatedGPUHours, 0},
+	}
+	for _, c := range checks {
+		if !near(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if r.Totals.Jobs != 2 || r.Totals.Users != 2 {
+		t.Errorf("jobs %d users %d, want 2 2", r.Totals.Jobs, r.Totals.Users)
+	}
+	if len(r.ByPattern) != 2 || r.ByPattern[0].Pattern != finding.Overlong || !near(r.ByPattern[0].WastedGPUHours, 12) ||
+		r.ByPattern[1].Pattern != finding.LowUtilization || !near(r.ByPattern[1].Share, 0.4) {
+		t.Errorf("by pattern = %+v", r.ByPattern)
+	}
+	if len(r.TopJobs) != 2 || r.TopJobs[0].Job != "5" || r.TopJobs[1].Job != "1" || r.TopJobs[1].GPUs != 2 {
+		t.Errorf("top jobs = %+v", r.TopJobs)
+	}
+	if !strings.HasPrefix(r.TopJobs[1].Link, "https://grafana.example.org/d/gpuwatch-job/gpuwatch-job?") ||
+		!strings.Contains(r.TopJobs[1].Link, "var-job=1") || !strings.Contains(r.TopJobs[1].Link, "var-hostname=h1") ||
+		!strings.Contains(r.TopJobs[1].Link, "from=1794787200000") {
+		t.Errorf("job link %q", r.TopJobs[1].Link)
+	}
+	if len(r.TopUsers) != 2 || r.TopUsers[0].User != "bob" || !near(r.TopUsers[1].AllocatedGPUHours, 20) {
+		t.Errorf("top users = %+v", r.TopUsers)
+	}
+	if len(r.Advice) != 2 || !strings.Contains(r.Advice[1].Advice, "MIG 1g.10gb") {
+		t.Errorf("advice = %+v", r.Advice)
+	}
+	if len(r.Trend) != 3 || r.Trend[0].Label != "2026-W45" || r.Trend[1].Label != "2026-W46" ||
+		!near(r.Trend[1].AllocatedGPUHours, 10) || r.Trend[2].Label != "2026-W47" || !near(r.Trend[2].WastedGPUHours, 20) {
+		t.Errorf("trend = %+v", r.Trend)
+	}
+	if r.Teams != nil || r.Actions != nil {
+		t.Errorf("team report carries fleet sections")
+	}
+}
+
+func TestBuildFleetAndActions(t *testing.T) {
+	ctx := context.Background()
+	p := WeekOf(w47, time.UTC)
+	cases := []struct {
+		name        string
+		audit       []string // statements run before building
+		wantActions int
+		wantNote    string
+	}{
+		{name: "no audit table", wantNote: "has not written an audit log"},
+		{name: "audit table", audit: []string{
+			`CREATE TABLE audit (at_ms INTEGER, action TEXT, pattern TEXT, team TEXT, job TEXT, outcome TEXT, dry_run INTEGER, extra TEXT)`,
+			`INSERT INTO audit VALUES (1795330800000, 'warn', 'cpu_only', 'cv', '3', 'done', 1, 'x')`,
+			`INSERT INTO audit VALUES (1700000000000, 'reclaim', 'idle_session', 'ml', '7', 'done', 0, 'x')`,
+		}, wantActions: 1},
+		{name: "audit table without actions this week", audit: []string{
+			`CREATE TABLE audit_log (time_ms INTEGER, step TEXT)`,
+		}, wantNote: "No actions were taken"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := handStore(t)
+			if err := st.Migrate(ctx, tc.audit...); err != nil {
+				t.Fatal(err)
+			}
+			b := &Builder{Data: st, Config: handConfig(t), Actions: SQLActionLog{DB: st.DB()}}
+			r, err := b.Build(ctx, p, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !near(r.Totals.AllocatedGPUHours, 33) || !near(r.Totals.WastedGPUHours, 28) || r.FleetShare != 1 {
+				t.Errorf("fleet totals = %+v share %v", r.Totals, r.FleetShare)
+			}
+			var names []string
+			for _, tr := range r.Teams {
+				names = append(names, tr.Team)
+			}
+			if strings.Join(names, ",") != "ml,cv,idle" {
+				t.Errorf("teams = %v, want ml,cv,idle (by waste, configured idle team last)", names)
+			}
+			if len(r.Actions) != tc.wantActions || !strings.Contains(r.ActionsNote, tc.wantNote) {
+				t.Errorf("actions = %+v note %q", r.Actions, r.ActionsNote)
+			}
+			if tc.wantActions > 0 && (r.Actions[0].Action != "warn" || !r.Actions[0].DryRun || r.Actions[0].Team != "cv") {
+				t.Errorf("action = %+v", r.Actions[0])
+			}
+		})
+	}
+}
+
+func TestClippedWaste(t *testing.T) {
+	from, to := w47, w47.Add(7*24*time.Hour)
+	cases := []struct {
+		name       string
+		start, end time.Time
+		want       float64
+	}{
+		{"inside", from.Add(time.Hour), from.Add(3 * time.Hour), 10},
+		{"half before", from.Add(-time.Hour), from.Add(time.Hour), 5},
+		{"after", to, to.Add(time.Hour), 0},
+		{"instant inside", from.Add(time.Hour), from.Add(time.Hour), 10},
+		{"instant at end", to, to, 0},
+	}
+	for _, tc := range cases {
+		f := finding.Finding{Start: tc.start, End: tc.end, WastedGPUHours: 10}
+		if got := clippedWaste(&f, from, to); !near(got, tc.want) {
+			t.Errorf("%s: clippedWaste = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestTrendPathsAgree: summing in SQL (StoreData) gives the same trend as
+// summing the intervals in Go.
+func TestTrendPathsAgree(t *testing.T) {
+	st := handStore(t)
+	cfg := handConfig(t)
+	cfg.TrendWeeks = 3
+	p := WeekOf(w47.AddDate(0, 0, 7), time.UTC) // W48: trend W45..W47
+	var got [2][]TrendRow
+	for i, d := range []Data{st, StoreData{st}} {
+		rs, fleet, err := (&Builder{Data: d, Config: cfg}).BuildAll(context.Background(), p, []string{"ml", "cv"}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = append(append(append([]TrendRow{}, rs["ml"].Trend...), rs["cv"].Trend...), fleet.Trend...)
+	}
+	if len(got[0]) != 12 {
+		t.Fatalf("%d trend rows", len(got[0]))
+	}
+	for i := range got[0] {
+		if got[0][i] != got[1][i] {
+			t.Errorf("row %d: Go %+v, SQL %+v", i, got[0][i], got[1][i])
+		}
+	}
+	if !near(got[1][2].AllocatedGPUHours, 25) || !near(got[1][1].AllocatedGPUHours, 10) || !near(got[1][6].AllocatedGPUHours, 8) {
+		t.Errorf("trend = %+v", got[1])
+	}
+}

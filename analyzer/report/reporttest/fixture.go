@@ -1,0 +1,258 @@
+// Package reporttest fills a store with a deterministic, seeded fleet's
+// usage intervals and findings, as the analyzer would have written them,
+// for report tests, benchmarks and the docs example.
+package reporttest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+)
+
+// Fleet describes the fleet to simulate.
+type Fleet struct {
+	Seed     uint64
+	GPUs     int // rounded up to whole 8-GPU hosts
+	Teams    []string
+	Start    time.Time     // first interval; jobs end by End
+	End      time.Time     // exclusive
+	Interval time.Duration // the analyzer's interval (default 1h)
+	// Keep returns the written rows (tests compare reports with them).
+	Keep bool
+}
+
+// Written is what Fill stored, when Keep is set.
+type Written struct {
+	Usage    []store.Usage
+	Findings []finding.Finding
+	Cycles   []time.Time // cycle of each finding
+}
+
+// Models cycles through these GPU models per host.
+var Models = []string{"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "NVIDIA L40S"}
+
+// Teams returns n team names team-001, team-002, ...
+func Teams(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("team-%03d", i+1)
+	}
+	return out
+}
+
+type profile struct {
+	pattern finding.Pattern // "" is a healthy job
+	weight  int
+}
+
+var profiles = []profile{{"", 58}, {finding.CPUOnly, 7}, {finding.LowUtilization, 11}, {finding.OverRequested, 6},
+	{finding.StartupOverhead, 6}, {finding.Stuck, 4}, {finding.IdleSession, 5}, {finding.Overlong, 3}}
+
+// Fill writes the fleet's usage and findings into st.
+func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
+	if f.Interval == 0 {
+		f.Interval = time.Hour
+	}
+	if len(f.Teams) == 0 {
+		return nil, fmt.Errorf("fill: no teams")
+	}
+	rng := rand.New(rand.NewPCG(f.Seed, f.Seed^0x9e3779b97f4a7c15))
+	users := map[string][]string{}
+	for i, t := range f.Teams {
+		n := 2 + rng.IntN(5)
+		for k := 0; k < n; k++ {
+			users[t] = append(users[t], fmt.Sprintf("u%03d%c", i+1, 'a'+k))
+		}
+	}
+	w := &Written{}
+	var batch []store.Usage
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := st.AddUsage(ctx, batch); err != nil {
+			return err
+		}
+		if f.Keep {
+			w.Usage = append(w.Usage, batch...)
+		}
+		batch = batch[:0]
+		return nil
+	}
+	var findings []finding.Finding
+	var cycles []time.Time
+	jobID := 100000
+	hosts := (f.GPUs + 7) / 8
+	splits := [][]int{{8}, {4, 4}, {4, 2, 1, 1}, {2, 2, 2, 2}, {1, 1, 1, 1, 2, 2}}
+	steps := int(f.End.Sub(f.Start) / f.Interval)
+	// One slot per group of GPUs that is allocated together; each runs
+	// jobs back to back with short gaps.
+	type slot struct {
+		host, model string
+		gpus        []string
+		idle        int // steps until the next job starts
+		// the running job
+		left, length, at int
+		job, user, team  string
+		kind             string
+		prof             finding.Pattern
+		wasted           float64
+		ws, we           time.Time
+	}
+	var slots []*slot
+	for h := 0; h < hosts; h++ {
+		gpuIdx := 0
+		for _, size := range splits[rng.IntN(len(splits))] {
+			sl := &slot{host: fmt.Sprintf("gpu-n%04d", h+1), model: Models[h%len(Models)], idle: rng.IntN(6)}
+			for i := 0; i < size; i++ {
+				sl.gpus = append(sl.gpus, fmt.Sprintf("GPU-%04d-%d", h+1, gpuIdx))
+				gpuIdx++
+			}
+			slots = append(slots, sl)
+		}
+	}
+	// Rows go in time order, one analyzer cycle after the other, as the
+	// analyzer writes them (and as SQLite then lays them out).
+	for step := 0; step < steps; step++ {
+		s := f.Start.Add(time.Duration(step) * f.Interval)
+		for _, sl := range slots {
+			if sl.left == 0 {
+				if sl.idle > 0 {
+					sl.idle--
+					continue
+				}
+				length := 4 + rng.IntN(57)
+				if step+length > steps {
+					length = steps - step
+				}
+				jobID++
+				sl.job, sl.left, sl.length, sl.at = fmt.Sprint(jobID), length, length, 0
+				sl.team = f.Teams[rng.IntN(len(f.Teams))]
+				sl.user = users[sl.team][rng.IntN(len(users[sl.team]))]
+				sl.prof = pick(rng)
+				if sl.prof == finding.OverRequested && len(sl.gpus) < 2 {
+					sl.prof = finding.LowUtilization
+				}
+				sl.kind = "batch"
+				if sl.prof == finding.IdleSession {
+					sl.kind = "interactive"
+				}
+				sl.wasted, sl.ws, sl.we = 0, time.Time{}, time.Time{}
+			}
+			size := len(sl.gpus)
+			hours := f.Interval.Hours() * float64(size)
+			active, waste := activity(rng, sl.prof, sl.at, sl.length)
+			if waste > 0 {
+				if sl.ws.IsZero() {
+					sl.ws = s
+				}
+				sl.we = s.Add(f.Interval)
+			}
+			sl.wasted += hours * waste
+			batch = append(batch, store.Usage{Start: s, End: s.Add(f.Interval), Hostname: sl.host, Job: sl.job, User: sl.user, Team: sl.team,
+				Kind: sl.kind, Model: sl.model, GPUs: size, AllocatedGPUHours: hours, ActiveGPUHours: hours * active})
+			sl.at++
+			sl.left--
+			if sl.left == 0 {
+				if sl.prof != "" && sl.wasted > 0 {
+					id, _ := strconv.Atoi(sl.job)
+					findings = append(findings, finding.Finding{Pattern: sl.prof, Severity: finding.Warning, Job: sl.job, User: sl.user,
+						Team: sl.team, Kind: sl.kind, Hostname: sl.host, Scheduler: "slurm", Account: sl.team,
+						JobName: fmt.Sprintf("train-%s-%d", sl.user, id%97), ModelName: sl.model, GPUs: sl.gpus,
+						Start: sl.ws, End: sl.we, WastedGPUHours: sl.wasted, Evidence: evidence(rng, sl.prof, size, sl.length),
+						Action: finding.ActionNotify})
+					cycles = append(cycles, sl.we.Add(-time.Minute))
+				}
+				sl.idle = rng.IntN(4)
+			}
+		}
+		if len(batch) >= 20000 {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	// One analyzer cycle per distinct time, as the analyzer would save them.
+	for i := 0; i < len(findings); {
+		j := i
+		for j < len(findings) && cycles[j].Equal(cycles[i]) {
+			j++
+		}
+		if err := st.SaveFindings(ctx, cycles[i], findings[i:j]); err != nil {
+			return nil, err
+		}
+		i = j
+	}
+	if f.Keep {
+		w.Findings, w.Cycles = findings, cycles
+	}
+	return w, nil
+}
+
+func pick(rng *rand.Rand) finding.Pattern {
+	total := 0
+	for _, p := range profiles {
+		total += p.weight
+	}
+	n := rng.IntN(total)
+	for _, p := range profiles {
+		if n < p.weight {
+			return p.pattern
+		}
+		n -= p.weight
+	}
+	return ""
+}
+
+// activity is the active fraction of interval i of n, and the fraction the
+// analyzer would call waste.
+func activity(rng *rand.Rand, p finding.Pattern, i, n int) (active, waste float64) {
+	busy := 0.82 + 0.16*rng.Float64()
+	switch p {
+	case finding.CPUOnly:
+		return 0, 1
+	case finding.LowUtilization:
+		return busy, 0.55
+	case finding.OverRequested:
+		return busy / 2, 0.5
+	case finding.StartupOverhead:
+		if i < 2 {
+			return 0, 1
+		}
+	case finding.Stuck:
+		if i >= n*2/3 {
+			return 0, 1
+		}
+	case finding.IdleSession:
+		if i >= 1 {
+			return 0.02, 0.98
+		}
+	case finding.Overlong:
+		if i >= 48 {
+			return busy, 1
+		}
+	}
+	return busy, 0
+}
+
+func evidence(rng *rand.Rand, p finding.Pattern, gpus, hours int) map[string]float64 {
+	switch p {
+	case finding.LowUtilization:
+		return map[string]float64{"gpu_util_mean": float64(5 + rng.IntN(20)), "fb_used_max_mib": float64(2000 + rng.IntN(30000))}
+	case finding.OverRequested:
+		return map[string]float64{"gpus_used": float64(gpus / 2)}
+	case finding.StartupOverhead:
+		return map[string]float64{"startup_minutes": 120}
+	case finding.Overlong:
+		return map[string]float64{"runtime_hours": float64(hours), "limit_hours": 48}
+	}
+	return map[string]float64{}
+}

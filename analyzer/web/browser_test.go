@@ -1,0 +1,140 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/png"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The page is checked in the browser people use it with: headless Chromium
+// (Debian package chromium) loads it from a real HTTP server. Set
+// GPUWATCH_UPDATE_SCREENSHOTS=1 to rewrite docs/web-findings.png.
+
+const screenshotPath = "../../docs/web-findings.png"
+
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium not installed; .ci/run installs it")
+	}
+	t.Skip("chromium not installed; .ci/run installs it")
+	return ""
+}
+
+func runChromium(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+		"--user-data-dir=" + t.TempDir()}
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+func TestBrowserFindingsAndFilters(t *testing.T) {
+	bin := chromiumPath(t)
+	srv := httptest.NewServer(fixtureHandler())
+	defer srv.Close()
+	cases := []struct {
+		path string
+		rows int
+		want []string
+	}{
+		{"/", 9, []string{"481920", "ml-serving/embedder-7d9f", "Orphan process", "179.0"}},
+		// What the filter form submits (method GET, these field names).
+		{"/?team=vision&pattern=&node=", 3, []string{"resnet-sweep", "diffusion-xl"}},
+		{"/?team=&pattern=stuck&node=gpu-h100-01", 1, []string{"llm-pretrain-7b", "26.0"}},
+		{"/audit", 0, []string{"scancel --signal=USR1 --full 481777", "smtp: connection refused"}},
+		{"/reports", 0, []string{"Fleet (administrators)", "2026-W47"}},
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			dom := string(runChromium(t, bin, "--dump-dom", srv.URL+c.path))
+			if got := strings.Count(dom, `<tr class="finding"`); got != c.rows {
+				t.Errorf("browser shows %d finding rows, want %d", got, c.rows)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(dom, w) {
+					t.Errorf("browser DOM lacks %q", w)
+				}
+			}
+		})
+	}
+}
+
+func TestBrowserScreenshot(t *testing.T) {
+	bin := chromiumPath(t)
+	srv := httptest.NewServer(fixtureHandler())
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "shot.png")
+	runChromium(t, bin, "--screenshot="+out, "--window-size=1280,900", srv.URL+"/")
+	img := decodePNG(t, out)
+	checkScreenshot(t, img)
+	if os.Getenv("GPUWATCH_UPDATE_SCREENSHOTS") != "" {
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(screenshotPath, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The committed screenshot must be a real one of this page.
+	checkScreenshot(t, decodePNG(t, screenshotPath))
+}
+
+func decodePNG(t *testing.T, p string) image.Image {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	return img
+}
+
+// checkScreenshot: the right size, the dark header at the top, and a page
+// that is not blank (many distinct colours: text, pills, bars).
+func checkScreenshot(t *testing.T, img image.Image) {
+	t.Helper()
+	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 900 {
+		t.Fatalf("screenshot is %dx%d, want 1280x900", b.Dx(), b.Dy())
+	}
+	r, g, b, _ := img.At(640, 10).RGBA()
+	if r>>8 > 40 || g>>8 > 40 || b>>8 > 60 {
+		t.Errorf("header pixel %d,%d,%d is not the dark header", r>>8, g>>8, b>>8)
+	}
+	colours := map[uint32]bool{}
+	for y := 0; y < 900; y += 3 {
+		for x := 0; x < 1280; x += 3 {
+			r, g, b, _ := img.At(x, y).RGBA()
+			colours[(r>>8)<<16|(g>>8)<<8|b>>8] = true
+		}
+	}
+	if len(colours) < 200 {
+		t.Errorf("screenshot has only %d colours: a blank or error page?", len(colours))
+	}
+}

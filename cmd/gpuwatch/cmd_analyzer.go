@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
+)
+
+func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+	cmd := app.Command("analyzer", "Run the analyzer daemon: detection cycles and policy escalation (notify, warn, checkpoint, reclaim) on a cron schedule, with an audit log; dry-run unless the policy says otherwise.")
+	o := &daemon.Options{Web: kingpinflag.AddFlags(cmd, ":9836")}
+	cmd.Flag("policy.file", "Reclamation policy (YAML); see deploy/examples/policy.yaml. Check it with `gpuwatch check-config --policy FILE`.").Required().StringVar(&o.PolicyFile)
+	cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite): analyzer state, findings and the audit log.").Default("gpuwatch.db").StringVar(&o.StoragePath)
+	cmd.Flag("schedule", "Cron schedule of the cycles (5 fields, @every 5m, CRON_TZ=... allowed); a cycle that would overlap the previous one is skipped.").Default("@every 5m").StringVar(&o.Schedule)
+	cmd.Flag("once", "Run one cycle (after reconciling any step a crash interrupted) and exit.").BoolVar(&o.Once)
+	cmd.Flag("prometheus.url", "Prometheus-compatible API (Prometheus, Thanos, Mimir, VictoriaMetrics) the analyzer reads telemetry from.").StringVar(&o.PrometheusURL)
+	cmd.Flag("analyzer.config", "Detection thresholds (YAML) for the analyzer engine; built-in defaults when empty.").StringVar(&o.AnalyzerConfig)
+	cmd.Flag("findings.file", "Act on the findings in this JSON file (an array, re-read every cycle) instead of running the engine: replays and tests.").StringVar(&o.FindingsFile)
+	cmd.Flag("slurm.scancel", "scancel command.").Default("scancel").StringVar(&o.Scancel)
+	cmd.Flag("slurm.squeue", "squeue command.").Default("squeue").StringVar(&o.Squeue)
+	cmd.Flag("slurm.scontrol", "scontrol command.").Default("scontrol").StringVar(&o.Scontrol)
+	cmd.Flag("command.timeout", "Time limit of each scheduler command.").Default("30s").DurationVar(&o.CommandTimeout)
+	cmd.Flag("kubernetes.kubeconfig", "Kubeconfig for reclaiming pods (Eviction API, owner scale-down); no Kubernetes actions when empty.").StringVar(&o.Kubeconfig)
+	cmd.Flag("kubernetes.in-cluster", "Use the pod's service account for Kubernetes actions.").BoolVar(&o.InCluster)
+	cmd.Flag("process.local", "Kill orphaned GPU processes on this host (the analyzer runs on the node).").BoolVar(&o.ProcessLocal)
+	cmd.Flag("hostname", "This host's name for --process.local; defaults to $NODE_NAME, then the machine's host name.").Envar("NODE_NAME").StringVar(&o.Hostname)
+	cmd.Flag("report.config", "Report configuration (YAML): adds the weekly report and daily digest jobs; its smtp section also sends email warnings.").StringVar(&o.ReportConfig)
+	return cmd.FullCommand(), func(ctx context.Context) error {
+		if o.CommandTimeout <= 0 {
+			o.CommandTimeout = 30 * time.Second
+		}
+		return daemon.Run(ctx, *o, loggerFrom(ctx), version)
+	}
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
+)
+
+func reportCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+	cmd := app.Command("report", "Preview a waste report from the store without sending it: a team's weekly report, or the fleet's with --team unset.")
+	storage := cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite) the analyzer writes.").Default("gpuwatch.db").String()
+	config := cmd.Flag("config", "Report configuration file (YAML): time zone, prices, Grafana URL, teams. Optional for a preview.").String()
+	team := cmd.Flag("team", "Team to report on; empty for the fleet (administrators') report.").String()
+	week := cmd.Flag("week", "ISO week to report on, e.g. 2026-W47 (default: the last full week); a date (2026-11-28) gives a daily digest.").String()
+	format := cmd.Flag("format", "Output format: html (charts embedded), text or json.").Default("html").Enum("html", "text", "json")
+	out := cmd.Flag("out", "Write the report to this file instead of standard output.").String()
+	return cmd.FullCommand(), func(ctx context.Context) error {
+		cfg := &report.Config{}
+		if *config != "" {
+			c, err := report.LoadConfig(*config)
+			if err != nil {
+				return &cli.UsageError{Err: err}
+			}
+			cfg = c
+		} else {
+			cfg.Defaults()
+		}
+		p := report.WeekOf(time.Now(), cfg.Location()).Prev()
+		if *week != "" {
+			var err error
+			if p, err = report.ParsePeriod(*week, cfg.Location()); err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--week: %w", err)}
+			}
+		}
+		if _, err := os.Stat(*storage); err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+		}
+		st, err := store.Open(*storage)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if _, err := report.OpenOutbox(ctx, st); err != nil { // creates the indexes reports read with
+			return err
+		}
+		b := &report.Builder{Data: report.StoreData{Store: st}, Config: cfg, Actions: report.SQLActionLog{DB: st.DB()}}
+		r, err := b.Build(ctx, p, *team)
+		if err != nil {
+			return err
+		}
+		var body []byte
+		switch *format {
+		case "json":
+			if body, err = report.JSON(r); err != nil {
+				return err
+			}
+		default:
+			rd, err := report.NewRenderer()
+			if err != nil {
+				return err
+			}
+			x, err := rd.Render(r, report.ImagesDataURI)
+			if err != nil {
+				return err
+			}
+			body = []byte(x.HTML)
+			if *format == "text" {
+				body = []byte(x.Text)
+			}
+		}
+		if *out == "" || *out == "-" {
+			_, err = os.Stdout.Write(body)
+			return err
+		}
+		if err := os.WriteFile(*out, body, 0o644); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+		loggerFrom(ctx).Info("report written", "path", *out, "team", *team, "period", p.Label, "format", *format)
+		return nil
+	}
+}

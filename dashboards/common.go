@@ -1,0 +1,211 @@
+package dashboards
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/table"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+)
+
+// Variable names. Hardware panels filter on hostname and gpu only, so they
+// work on a stock dcgm-exporter's series; team and job come from
+// gpuwatch_allocation_info.
+const (
+	varDatasource = "datasource"
+	varHostname   = "hostname"
+	varGPU        = "gpu"
+	varTeam       = "team"
+	varJob        = "job"
+)
+
+// Common selectors and joins. The info series is the "many" side of a join so
+// that a shared GPU (one info series per holder) does not break it.
+var (
+	// hw selects one node's (or all nodes') GPUs.
+	hw = fmt.Sprintf(`%s=~"$%s", %s=~"$%s"`, catalogue.LabelHostname, varHostname, catalogue.LabelGPU, varGPU)
+	// holders selects the allocations shown on a dashboard.
+	holders = fmt.Sprintf(`%s{%s=~"$%s", %s=~"$%s", %s=~"$%s"}`, catalogue.AllocationInfo.Name,
+		catalogue.LabelHostname, varHostname, catalogue.LabelTeam, varTeam, catalogue.LabelJob, varJob)
+	// onDevice joins an allocation to its device's series.
+	onDevice = fmt.Sprintf("on (%s, %s, %s) group_left ()", catalogue.LabelHostname, catalogue.LabelUUID, catalogue.LabelGIID)
+)
+
+// sel is a selector of m with the given matchers.
+func sel(m *catalogue.Metric, matchers string) string {
+	if matchers == "" {
+		return m.Name
+	}
+	return m.Name + "{" + matchers + "}"
+}
+
+// perHolder charges each holder of a device with the device's value of expr.
+func perHolder(expr string) string {
+	return fmt.Sprintf("%s * %s %s", holders, onDevice, expr)
+}
+
+// orZero makes a per-GPU health query answer 0 for GPUs that have no series
+// of that metric (no XID yet, a field the device lacks), so a table lists
+// every GPU instead of leaving holes.
+func orZero(expr string) string {
+	return fmt.Sprintf("%s or on (%s, %s) (0 * max by (%s, %s) (%s))", expr,
+		catalogue.LabelHostname, catalogue.LabelGPU, catalogue.LabelHostname, catalogue.LabelGPU, sel(catalogue.GPUTemp, hw))
+}
+
+func datasource() common.DataSourceRef {
+	return common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${" + varDatasource + "}")}
+}
+
+// gpuLegend names a GPU series in a legend: the host always comes first.
+const gpuLegend = "{{hostname}} GPU {{gpu}}"
+
+func query(expr, legend string) *prometheus.DataqueryBuilder {
+	return prometheus.NewDataqueryBuilder().Expr(expr).LegendFormat(legend).Datasource(datasource()).Range()
+}
+
+func instant(expr string) *prometheus.DataqueryBuilder {
+	return prometheus.NewDataqueryBuilder().Expr(expr).Datasource(datasource()).
+		Instant().Format(prometheus.PromQueryFormatTable)
+}
+
+func refIDs(qs []*prometheus.DataqueryBuilder) []cog.Builder[variants.Dataquery] {
+	out := make([]cog.Builder[variants.Dataquery], len(qs))
+	for i, q := range qs {
+		out[i] = q.RefId(string(rune('A' + i)))
+	}
+	return out
+}
+
+func timeSeries(title, description, unit string, w uint32, qs ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
+	return timeseries.NewPanelBuilder().Title(title).Description(description).Unit(unit).
+		Datasource(datasource()).Targets(refIDs(qs)).Height(8).Span(w).
+		FillOpacity(10).
+		Legend(common.NewVizLegendOptionsBuilder().DisplayMode(common.LegendDisplayModeTable).
+			Placement(common.LegendPlacementBottom).ShowLegend(true).Calcs([]string{"mean", "max", "lastNotNull"})).
+		Tooltip(tooltip())
+}
+
+// tooltip shows every series at the cursor, highest first; the SDK would
+// otherwise leave the mode empty.
+func tooltip() *common.VizTooltipOptionsBuilder {
+	return common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending)
+}
+
+// singleStat shows one number; the reduction is explicit because Grafana's
+// default differs between versions.
+func singleStat(title, description, unit string, q *prometheus.DataqueryBuilder) *stat.PanelBuilder {
+	// A stat shows one number: its legend is the panel title.
+	q = q.LegendFormat(title)
+	return stat.NewPanelBuilder().Title(title).Description(description).Unit(unit).
+		Datasource(datasource()).Targets(refIDs([]*prometheus.DataqueryBuilder{q})).Height(4).Span(4).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}).Values(false)).
+		GraphMode(common.BigValueGraphModeArea).ColorMode(common.BigValueColorModeValue).
+		Orientation(common.VizOrientationAuto)
+}
+
+// tableOf merges instant queries into one row per series; each query becomes
+// a column named after the query's header.
+func tableOf(title, description string, w uint32, columns []string, qs ...*prometheus.DataqueryBuilder) *table.PanelBuilder {
+	rename := map[string]string{}
+	for i, c := range columns {
+		rename["Value #"+string(rune('A'+i))] = c
+	}
+	if len(qs) == 1 {
+		rename["Value"] = columns[0]
+	}
+	return table.NewPanelBuilder().Title(title).Description(description).
+		Datasource(datasource()).Targets(refIDs(qs)).Height(8).Span(w).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
+			"excludeByName": map[string]bool{"Time": true},
+			"renameByName":  rename,
+		}})
+}
+
+// numbered gives every panel and row a unique id, in layout order; Grafana
+// keys panel links and state on it.
+func numbered(d dashboard.Dashboard, err error) (dashboard.Dashboard, error) {
+	if err != nil {
+		return d, err
+	}
+	id := uint32(1)
+	for i := range d.Panels {
+		switch p := d.Panels[i]; {
+		case p.Panel != nil:
+			p.Panel.Id = cog.ToPtr(id)
+		case p.RowPanel != nil:
+			p.RowPanel.Id = id
+		}
+		id++
+	}
+	return d, nil
+}
+
+func row(title string) *dashboard.RowBuilder {
+	return dashboard.NewRowBuilder(title).Collapsed(false)
+}
+
+// newDashboard sets what every gpuwatch dashboard shares: uid, tags, time
+// range, refresh and the five variables.
+func newDashboard(uid, title, description string, singleHost bool) *dashboard.DashboardBuilder {
+	return dashboard.NewDashboardBuilder(title).Uid(uid).Description(description).
+		Tags([]string{"gpuwatch", "gpu"}).Editable().Time("now-6h", "now").Refresh("30s").
+		Timezone("browser").Tooltip(dashboard.DashboardCursorSyncCrosshair).
+		Link(dashboard.NewDashboardLinkBuilder("gpuwatch").Type(dashboard.DashboardLinkTypeDashboards).
+			Tags([]string{"gpuwatch"}).AsDropdown(true).IncludeVars(true).KeepTime(true)).
+		WithVariable(dashboard.NewDatasourceVariableBuilder(varDatasource).Label("Data source").Type("prometheus")).
+		WithVariable(labelVariable(varHostname, "Host", sel(catalogue.GPUTemp, ""), catalogue.LabelHostname, !singleHost)).
+		WithVariable(labelVariable(varGPU, "GPU", sel(catalogue.GPUTemp, fmt.Sprintf(`%s=~"$%s"`, catalogue.LabelHostname, varHostname)), catalogue.LabelGPU, true)).
+		WithVariable(labelVariable(varTeam, "Team", sel(catalogue.AllocationInfo, ""), catalogue.LabelTeam, true)).
+		WithVariable(labelVariable(varJob, "Job", sel(catalogue.AllocationInfo, fmt.Sprintf(`%s=~"$%s"`, catalogue.LabelTeam, varTeam)), catalogue.LabelJob, true))
+}
+
+// labelVariable lists the values of label on series. Multi-value variables
+// offer "All" as ".*", which also matches series without the label (a GPU
+// nobody holds).
+func labelVariable(name, label, series, labelName string, multi bool) *dashboard.QueryVariableBuilder {
+	q := fmt.Sprintf("label_values(%s, %s)", series, labelName)
+	v := dashboard.NewQueryVariableBuilder(name).Label(label).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).Definition(q).
+		Datasource(datasource()).Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortNaturalAsc)
+	if multi {
+		v = v.Multi(true).IncludeAll(true).AllValue(".*")
+	}
+	return v
+}
+
+// unitOf maps a catalogue unit to a Grafana unit id.
+func unitOf(m *catalogue.Metric) string {
+	switch strings.TrimSpace(m.Unit) {
+	case "%":
+		return "percent"
+	case "MiB":
+		return "mbytes"
+	case "C":
+		return "celsius"
+	case "W":
+		return "watt"
+	case "MHz":
+		return "rotmhz"
+	case "bytes":
+		return "bytes"
+	case "bytes/s":
+		return "Bps"
+	case "ratio":
+		return "percentunit"
+	case "seconds":
+		return "s"
+	case "hours":
+		return "h"
+	}
+	return "short"
+}

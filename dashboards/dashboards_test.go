@@ -1,0 +1,280 @@
+package dashboards
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/rules"
+)
+
+var update = flag.Bool("update", false, "rewrite dashboards/generated/ from the builders")
+
+const generatedDir = "generated"
+
+func rendered(t *testing.T) map[string][]byte {
+	t.Helper()
+	files, err := Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(All()) {
+		t.Fatalf("rendered %d dashboards, want %d", len(files), len(All()))
+	}
+	return files
+}
+
+// TestGeneratedUpToDate fails when the committed JSON differs from what the
+// builders produce. Fix: go run ./cmd/gpuwatch dashboards --out dashboards/generated
+// (or go test ./dashboards -run TestGeneratedUpToDate -update).
+func TestGeneratedUpToDate(t *testing.T) {
+	files := rendered(t)
+	if *update {
+		if _, err := Write(generatedDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(generatedDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if _, ok := files[e.Name()]; !ok {
+			t.Errorf("%s/%s is not produced by any builder: delete it", generatedDir, e.Name())
+		}
+	}
+	for name, want := range files {
+		got, err := os.ReadFile(filepath.Join(generatedDir, name))
+		if err != nil {
+			t.Errorf("%v: run `go run ./cmd/gpuwatch dashboards --out dashboards/generated`", err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s/%s is out of date: run `go run ./cmd/gpuwatch dashboards --out dashboards/generated`", generatedDir, name)
+		}
+	}
+}
+
+func TestMarshalKeepsPromQLReadable(t *testing.T) {
+	for name, data := range rendered(t) {
+		for _, esc := range []string{`\u003c`, `\u003e`, `\u0026`} {
+			if bytes.Contains(data, []byte(esc)) {
+				t.Errorf("%s contains HTML-escaped %s", name, esc)
+			}
+		}
+	}
+}
+
+func allQueries(t *testing.T) []Query {
+	t.Helper()
+	var out []Query
+	for name, data := range rendered(t) {
+		qs, err := Queries(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(qs) == 0 {
+			t.Fatalf("%s has no queries", name)
+		}
+		out = append(out, qs...)
+	}
+	return out
+}
+
+// TestEveryMetricInCatalogue: a dashboard may only read catalogue metrics.
+func TestEveryMetricInCatalogue(t *testing.T) {
+	for _, q := range allQueries(t) {
+		names, err := rules.MetricNames(q.Expr)
+		if err != nil {
+			t.Fatalf("%s / %s: %v", q.Dashboard, q.Panel, err)
+		}
+		if len(names) == 0 {
+			t.Errorf("%s / %s: no metric in %q", q.Dashboard, q.Panel, q.Expr)
+		}
+		for _, n := range names {
+			if _, ok := catalogue.Lookup(n); !ok {
+				t.Errorf("%s / %s reads %s, which is not in exporter/catalogue", q.Dashboard, q.Panel, n)
+			}
+		}
+	}
+}
+
+// TestHostInEveryLegend: a graph's series must say which node they are from.
+func TestHostInEveryLegend(t *testing.T) {
+	for _, q := range allQueries(t) {
+		if q.PanelType != "timeseries" && q.PanelType != "state-timeline" {
+			continue
+		}
+		if !strings.Contains(q.Legend, "{{hostname}}") {
+			t.Errorf("%s / %s %s: legend %q lacks {{hostname}}", q.Dashboard, q.Panel, q.RefID, q.Legend)
+		}
+	}
+}
+
+// TestHardwarePanelsWorkOnDCGMExporter: a query that reads only dcgm-exporter
+// metrics must not filter on labels that only gpuwatch publishes.
+func TestHardwarePanelsWorkOnDCGMExporter(t *testing.T) {
+	gpuwatchOnly := regexp.MustCompile(`\$` + varTeam + `\b|\$` + varJob + `\b|\b(team|job_id|kind|user)\b`)
+	n := 0
+	for _, q := range allQueries(t) {
+		names, _ := rules.MetricNames(q.Expr)
+		dcgmOnly := len(names) > 0
+		for _, name := range names {
+			if m, _ := catalogue.Lookup(name); m == nil || !m.DCGM {
+				dcgmOnly = false
+			}
+		}
+		if !dcgmOnly {
+			continue
+		}
+		n++
+		if gpuwatchOnly.MatchString(q.Expr) {
+			t.Errorf("%s / %s: hardware query needs gpuwatch labels: %s", q.Dashboard, q.Panel, q.Expr)
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d dcgm-exporter-only queries; the hardware panels went missing", n)
+	}
+}
+
+func TestPanelStructure(t *testing.T) {
+	for name, data := range rendered(t) {
+		d, err := parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[int]bool{}
+		for _, p := range d.Panels {
+			if ids[p.ID] || p.ID == 0 {
+				t.Errorf("%s: panel %q has id %d, duplicate or unset", name, p.Title, p.ID)
+			}
+			ids[p.ID] = true
+			if p.Type == "row" && !p.Collapsed && len(p.Panels) > 0 {
+				t.Errorf("%s: expanded row %q holds panels; Grafana only shows top-level panels there", name, p.Title)
+			}
+			if (p.Type == "timeseries" || p.Type == "state-timeline") && (p.Options.Tooltip == nil || p.Options.Tooltip.Mode == "") {
+				t.Errorf("%s: %s %q has no tooltip mode", name, p.Type, p.Title)
+			}
+			if p.Type == "stat" && (p.Options.ReduceOptions == nil || len(p.Options.ReduceOptions.Calcs) == 0) {
+				t.Errorf("%s: stat %q has no explicit reduce calculation", name, p.Title)
+			}
+			refs := map[string]bool{}
+			for _, tg := range p.Targets {
+				if tg.RefID == "" || refs[tg.RefID] {
+					t.Errorf("%s / %s: refId %q empty or repeated", name, p.Title, tg.RefID)
+				}
+				refs[tg.RefID] = true
+			}
+		}
+	}
+}
+
+var labelValues = regexp.MustCompile(`^label_values\((.+), ([a-zA-Z_]+)\)$`)
+
+func TestVariables(t *testing.T) {
+	want := []string{varDatasource, varHostname, varGPU, varTeam, varJob}
+	for name, data := range rendered(t) {
+		vs, err := Variables(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, v := range vs {
+			got = append(got, v.Name)
+			if v.Type == "query" {
+				m := labelValues.FindStringSubmatch(v.Query)
+				if m == nil {
+					t.Errorf("%s: variable %s query %q is not label_values(series, label)", name, v.Name, v.Query)
+					continue
+				}
+				names, err := rules.MetricNames(m[1])
+				if _, ok := catalogue.Lookup(strings.Join(names, "")); err != nil || len(names) != 1 || !ok {
+					t.Errorf("%s: variable %s query %q: names %v, %v", name, v.Name, v.Query, names, err)
+				}
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: variables %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestNodeDashboardShowsEveryGPUMetric: the node dashboard plots every
+// per-GPU hardware metric of the catalogue, so a metric added there shows up.
+func TestNodeDashboardShowsEveryGPUMetric(t *testing.T) {
+	d, err := Node()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := Queries(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]bool{}
+	for _, q := range qs {
+		names, _ := rules.MetricNames(q.Expr)
+		for _, n := range names {
+			read[n] = true
+		}
+	}
+	for _, m := range catalogue.All() {
+		if m.PerGPU && (m.Origin == catalogue.OriginNVML || m.Origin == catalogue.OriginGPM) && !read[m.Name] {
+			t.Errorf("node dashboard does not show %s", m.Name)
+		}
+	}
+}
+
+func TestUnescapeHTML(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`"a \u003e 1 \u0026\u0026 b \u003c 2"`, `"a > 1 && b < 2"`},
+		{`"literal \\u003e stays"`, `"literal \\u003e stays"`},
+		{`"\u00e9 and \n"`, `"\u00e9 and \n"`},
+		{`"trailing \`, `"trailing \`},
+	}
+	for _, tc := range tests {
+		if got := string(unescapeHTML([]byte(tc.in))); got != tc.want {
+			t.Errorf("unescapeHTML(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestWriteCreatesDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	paths, err := Write(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != len(All()) {
+		t.Fatalf("wrote %d files, want %d", len(paths), len(All()))
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			t.Error(err)
+		}
+	}
+	// A file where the directory should be is an error, not a panic.
+	blocked := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocked, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Write(blocked); err == nil {
+		t.Error("Write into a regular file: no error")
+	}
+}
+
+func BenchmarkRender(b *testing.B) {
+	for b.Loop() {
+		if _, err := Render(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

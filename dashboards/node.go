@@ -1,0 +1,100 @@
+package dashboards
+
+import (
+	"fmt"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/statetimeline"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+
+	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
+)
+
+// clockBits are the NVML clock-event reasons by bit of
+// DCGM_FI_DEV_CLOCKS_EVENT_REASONS, for the dcgm-exporter compatible timeline.
+var clockBits = []struct {
+	bit  int
+	name string
+}{
+	{0, "gpu_idle"}, {1, "applications_clocks_setting"}, {2, "sw_power_cap"}, {3, "hw_slowdown"},
+	{4, "sync_boost"}, {5, "sw_thermal_slowdown"}, {6, "hw_thermal_slowdown"}, {7, "hw_power_brake_slowdown"},
+	{8, "display_clock_setting"},
+}
+
+// special lists the per-GPU metrics that have their own panels on the node
+// dashboard instead of a generic one.
+var special = map[*c.Metric]bool{
+	c.ClockEvents: true, c.ClockEventActive: true, c.XIDErrors: true, c.XIDLast: true,
+	c.ProcessMemory: true, c.AllocationInfo: true, c.OrphanProcess: true, c.Capabilities: true,
+}
+
+// Node shows one node's GPUs in detail: every per-GPU metric of the
+// catalogue, the clock-event reasons as a state timeline, per-process memory
+// and the XID history.
+func Node() (dashboard.Dashboard, error) {
+	b := newDashboard("gpuwatch-node", "gpuwatch / Node and GPU detail",
+		"Every metric of the selected GPUs of one node, clock-event reasons, processes and XIDs.", true).
+		WithRow(row("Clock-event reasons")).
+		WithPanel(timeline("Clock-event reasons", "One lane per active reason (gpuwatch_clock_event_reason_active).",
+			query(fmt.Sprintf("%s == 1", sel(c.ClockEventActive, hw)), gpuLegend+" {{reason}}"))).
+		WithPanel(timeline("Clock-event reasons (from the bitmask)", "The same reasons decoded from DCGM_FI_DEV_CLOCKS_EVENT_REASONS, so it also works on dcgm-exporter's data: bit n is floor(x / 2^n) % 2.",
+			bitQueries()...)).
+		WithRow(row("Processes and XIDs")).
+		WithPanel(timeSeries("GPU memory per process", "Memory each process holds on the GPU, with its command, user and job.", "bytes", 12,
+			query(sel(c.ProcessMemory, hw), gpuLegend+" pid {{pid}} {{command}} {{user}} {{job_id}}"))).
+		WithPanel(timeSeries("XID errors", "XID errors since the exporter started, by code (gpuwatch_xid_errors_total), and the last XID (DCGM_FI_DEV_XID_ERRORS, dcgm-exporter).", "short", 12,
+			query(sel(c.XIDErrors, hw), gpuLegend+" XID {{xid}}"),
+			query(sel(c.XIDLast, hw), gpuLegend+" last XID"))).
+		WithPanel(tableOf("XID history", "XIDs per GPU and code over the dashboard's time range.", 24, []string{"XIDs in range"},
+			instant(fmt.Sprintf("sum by (hostname, gpu, xid) (increase(%s[$__range]))", sel(c.XIDErrors, hw))))).
+		WithRow(row("Every metric"))
+	for _, m := range c.All() {
+		if !m.PerGPU || special[m] || (m.Origin != c.OriginNVML && m.Origin != c.OriginGPM) {
+			continue
+		}
+		b = b.WithPanel(metricPanel(m))
+	}
+	return numbered(b.Build())
+}
+
+// metricPanel plots one catalogue metric per GPU. Energy and violation time
+// are counters whose rate means something (watts, share of time throttled);
+// error counters are shown as totals, where a step is the event.
+func metricPanel(m *c.Metric) *timeseries.PanelBuilder {
+	expr, unit := sel(m, hw), unitOf(m)
+	switch {
+	case m.Type == c.Counter && m.Unit == "mJ":
+		expr, unit = fmt.Sprintf("rate(%s[$__rate_interval]) / 1000", expr), "watt"
+	case m.Type == c.Counter && m.Unit == "ns":
+		expr, unit = fmt.Sprintf("rate(%s[$__rate_interval]) / 1e9", expr), "percentunit"
+	}
+	legend := gpuLegend
+	for _, l := range m.Labels {
+		legend += " {{" + l + "}}"
+	}
+	return timeSeries(m.Name, m.Help, unit, 8, query(expr, legend))
+}
+
+func bitQueries() []*prometheus.DataqueryBuilder {
+	var qs []*prometheus.DataqueryBuilder
+	for _, b := range clockBits {
+		qs = append(qs, query(fmt.Sprintf("floor(%s / %d) %% 2", sel(c.ClockEvents, hw), 1<<b.bit), gpuLegend+" "+b.name))
+	}
+	return qs
+}
+
+func timeline(title, description string, qs ...*prometheus.DataqueryBuilder) *statetimeline.PanelBuilder {
+	return statetimeline.NewPanelBuilder().Title(title).Description(description).
+		Datasource(datasource()).Targets(refIDs(qs)).Height(9).Span(12).
+		ShowValue(common.VisibilityModeNever).MergeValues(true).Tooltip(tooltip()).
+		Mappings([]dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{
+			Type: dashboard.MappingTypeValueToText,
+			Options: map[string]dashboard.ValueMappingResult{
+				"0": {Text: cog.ToPtr("inactive"), Color: cog.ToPtr("transparent")},
+				"1": {Text: cog.ToPtr("active"), Color: cog.ToPtr("orange")},
+			},
+		}}})
+}

@@ -1,0 +1,161 @@
+package manifests
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+// actuatorCalls runs the Kubernetes actuator of analyzer/action through every
+// mode it has (evict; evict refused by a disruption budget, then delete;
+// delete; scale the owning Deployment or StatefulSet) and the crash-recovery
+// reconcile, against client-go's fake clientset, and returns every API call
+// it made as "group resource[/subresource] verb". This is the permission set
+// the analyzer's ClusterRole must grant: no more, no less.
+func actuatorCalls(t *testing.T) []string {
+	t.Helper()
+	yes := true
+	two := int32(2)
+	pod := func(name string, owner *metav1.OwnerReference) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if owner != nil {
+			p.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		return p
+	}
+	objects := []runtime.Object{
+		pod("bare", nil),
+		pod("web-5d8c-abcde", &metav1.OwnerReference{Kind: "ReplicaSet", Name: "web-5d8c", Controller: &yes}),
+		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-5d8c", Namespace: "ml",
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Deployment", Name: "web", Controller: &yes}}}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ml"}, Spec: appsv1.DeploymentSpec{Replicas: &two}},
+		pod("db-0", &metav1.OwnerReference{Kind: "StatefulSet", Name: "db", Controller: &yes}),
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "ml"}, Spec: appsv1.StatefulSetSpec{Replicas: &two}},
+	}
+	cases := []struct {
+		mode, pod       string
+		refuse          bool
+		deleteAfter     int
+		attempt         int
+		wantErr         bool
+		reconcileSecond bool
+	}{
+		{mode: "evict", pod: "bare"},
+		{mode: "evict", pod: "bare", refuse: true, deleteAfter: 1, attempt: 2},
+		{mode: "evict", pod: "bare", refuse: true, attempt: 1, wantErr: true},
+		{mode: "delete", pod: "bare"},
+		{mode: "scale_owner", pod: "web-5d8c-abcde", reconcileSecond: true},
+		{mode: "scale_owner", pod: "db-0", reconcileSecond: true},
+		{mode: "scale_owner", pod: "bare"},
+	}
+	calls := map[string]bool{}
+	for _, c := range cases {
+		client := fake.NewClientset(objects...)
+		client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			if c.refuse {
+				return true, nil, apierrors.NewTooManyRequests("disruption budget", 10)
+			}
+			return true, nil, nil
+		})
+		k := &action.Kubernetes{Client: client, Mode: c.mode, DeleteAfterRefusals: c.deleteAfter}
+		attempt := c.attempt
+		if attempt == 0 {
+			attempt = 1
+		}
+		req := &action.Request{Step: action.StepReclaim, Attempt: attempt,
+			Finding: finding.Finding{Pattern: finding.IdleSession, Namespace: "ml", Pod: c.pod, Job: "ml/" + c.pod}}
+		ctx := context.Background()
+		if _, _, err := k.Reconcile(ctx, req); err != nil {
+			t.Fatalf("%s %s: reconcile: %v", c.mode, c.pod, err)
+		}
+		if _, err := k.Act(ctx, req); (err != nil) != c.wantErr {
+			t.Fatalf("%s %s: act: %v", c.mode, c.pod, err)
+		}
+		if c.reconcileSecond { // after the scale-down: reads the owner's replicas
+			if out, _, err := k.Reconcile(ctx, req); err != nil || out != action.Applied {
+				t.Fatalf("%s %s: reconcile after act: %v %v", c.mode, c.pod, out, err)
+			}
+		}
+		for _, a := range client.Actions() {
+			res := a.GetResource().Resource
+			if s := a.GetSubresource(); s != "" {
+				res += "/" + s
+			}
+			calls[a.GetResource().Group+" "+res+" "+a.GetVerb()] = true
+		}
+	}
+	out := make([]string, 0, len(calls))
+	for c := range calls {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestRBACIsExactlyWhatTheActuatorUses: the analyzer's ClusterRole grants the
+// calls the actuator makes and nothing more, in every overlay. When the
+// actuator changes, this fails until the role is reviewed.
+func TestRBACIsExactlyWhatTheActuatorUses(t *testing.T) {
+	want := actuatorCalls(t)
+	if len(want) < 3 {
+		t.Fatalf("the actuator made only %v: the exercise is broken", want)
+	}
+	for _, dir := range append([]string{"base"}, overlays...) {
+		t.Run(dir, func(t *testing.T) {
+			objs := renderDir(t, dir)
+			var got []string
+			roles := 0
+			for _, o := range objs {
+				switch r := o.Typed.(type) {
+				case *rbacv1.ClusterRole:
+					roles++
+					got = append(got, expand(t, r.Rules)...)
+				case *rbacv1.Role:
+					roles++
+					got = append(got, expand(t, r.Rules)...)
+				}
+			}
+			sort.Strings(got)
+			if roles != 1 || !reflect.DeepEqual(got, want) {
+				t.Fatalf("%d roles granting\n%q\nthe actuator calls\n%q", roles, got, want)
+			}
+		})
+	}
+}
+
+func expand(t *testing.T, rules []rbacv1.PolicyRule) []string {
+	t.Helper()
+	var out []string
+	for _, r := range rules {
+		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+			t.Errorf("unexpected rule shape %+v", r)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if g == "*" || res == "*" || v == "*" {
+						t.Errorf("wildcard in rule %+v", r)
+					}
+					out = append(out, g+" "+res+" "+v)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,23 @@
+package kind
+
+import "testing"
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct{ job, pod, want string }{
+		{"", "jupyter-alice", "interactive"},
+		{"", "jupyter-alice--gpu-server", "interactive"},
+		{"", "myjupyter-alice", "batch"},
+		{"interactive", "", "interactive"},
+		{"interactive-gpu", "", "interactive"},
+		{"sys/dashboard/sys/bc_desktop", "", "interactive"},
+		{"ondemand/sys/dashboard/dev/jupyter", "", "interactive"},
+		{"sys/dashboardish", "", "batch"},
+		{"train-resnet", "", "batch"},
+		{"jupyter-alice", "", "batch"}, // pod pattern only applies to pod names
+		{"", "", "batch"},
+	} {
+		if got := Classify(tc.job, tc.pod); got != tc.want {
+			t.Errorf("Classify(%q, %q) = %q, want %q", tc.job, tc.pod, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,451 @@
+package nvml
+
+import (
+	"encoding/binary"
+	"math"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/exporter/source"
+)
+
+const mib = 1 << 20
+
+// clockReason is one bit of the clock event reasons bitmask.
+type clockReason struct {
+	bit    uint64
+	labels []string // the reason label value, shared by every sample
+}
+
+// clockReasons in bit order. The hardware slowdown bits only exist as
+// ClocksThrottleReasonHw* constants in go-nvml.
+func newClockReasons() []clockReason {
+	def := []struct {
+		bit  uint64
+		name string
+	}{
+		{gonvml.ClocksEventReasonGpuIdle, "gpu_idle"},
+		{gonvml.ClocksEventReasonApplicationsClocksSetting, "applications_clocks_setting"},
+		{gonvml.ClocksEventReasonSwPowerCap, "sw_power_cap"},
+		{gonvml.ClocksThrottleReasonHwSlowdown, "hw_slowdown"},
+		{gonvml.ClocksEventReasonSyncBoost, "sync_boost"},
+		{gonvml.ClocksEventReasonSwThermalSlowdown, "sw_thermal_slowdown"},
+		{gonvml.ClocksThrottleReasonHwThermalSlowdown, "hw_thermal_slowdown"},
+		{gonvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
+		{gonvml.ClocksEventReasonDisplayClockSetting, "display_clock_setting"},
+	}
+	out := make([]clockReason, len(def))
+	for i, d := range def {
+		out[i] = clockReason{bit: d.bit, labels: []string{d.name}}
+	}
+	return out
+}
+
+// collectDevice appends the device (and its MIG instances) and its
+// processes to snap.
+func (s *Source) collectDevice(d *device, snap *source.Snapshot) {
+	if !d.identified && d.h != nil {
+		// Identity failed at start: try again, and finish the enumeration
+		// that needed it.
+		s.identify(d)
+		if d.identified {
+			s.enumerateLinks(d)
+			s.enumerateMIG(d)
+			if s.gpm != nil {
+				s.gpm.setup(d)
+			}
+			if s.xid != nil {
+				s.xid.register(d)
+			}
+		}
+	}
+	out := source.Device{Index: d.index, UUID: d.uuid, PCIBusID: d.busID, Model: d.model, Capabilities: d.caps}
+	if !d.identified {
+		snap.Devices = append(snap.Devices, out)
+		return
+	}
+	r := reader{log: s.log, snap: snap, key: d.key, unsupported: &d.unsupported,
+		samples: make([]source.Sample, 0, d.nsamples)}
+	out.Up = s.readMemory(d, &r)
+	if out.Up {
+		s.readFields(d, &r)
+		s.readProcesses(d, &r)
+		if s.xid != nil {
+			s.xid.samples(d.index, &r)
+		}
+		if s.gpm != nil && d.gpm != nil && !r.lost {
+			s.gpm.collect(&r, d.gpm, d.h, -1)
+		}
+		out.Up = !r.lost
+	}
+	if !out.Up {
+		r.samples = r.samples[:0]
+		if len(r.snap.Processes) > 0 {
+			// Drop the processes read before the GPU was found lost.
+			keep := r.snap.Processes[:0]
+			for _, p := range r.snap.Processes {
+				if p.DeviceKey != d.key && !d.ownsKey(p.DeviceKey) {
+					keep = append(keep, p)
+				}
+			}
+			r.snap.Processes = keep
+		}
+	}
+	out.Samples = r.samples
+	if len(r.samples) > d.nsamples {
+		d.nsamples = len(r.samples)
+	}
+	snap.Devices = append(snap.Devices, out)
+	for _, gi := range d.mig {
+		s.collectMIG(d, gi, out.Up, snap)
+	}
+}
+
+func (d *device) ownsKey(key string) bool {
+	for _, gi := range d.mig {
+		if gi.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// readMemory reads the framebuffer, the one must-have call: a GPU that
+// cannot say its memory is reported down.
+func (s *Source) readMemory(d *device, r *reader) bool {
+	if !r.skip(fMemoryV2) {
+		m, ret := d.h.GetMemoryInfo_v2()
+		if r.ok(fMemoryV2, ret) {
+			r.add(catalogue.FBUsed, float64(m.Used/mib))
+			r.add(catalogue.FBFree, float64(m.Free/mib))
+			r.add(catalogue.FBReserved, float64(m.Reserved/mib))
+			return true
+		}
+		if r.lost {
+			return false
+		}
+		if *r.unsupported&(1<<fMemoryV2) == 0 {
+			return false // a real failure, already filed
+		}
+	}
+	m, ret := d.h.GetMemoryInfo()
+	if ret == gonvml.ERROR_NOT_SUPPORTED || ret == gonvml.ERROR_FUNCTION_NOT_FOUND {
+		r.fail(fMemory, ret)
+		return false
+	}
+	if !r.ok(fMemory, ret) {
+		return false
+	}
+	r.add(catalogue.FBUsed, float64(m.Used/mib))
+	r.add(catalogue.FBFree, float64(m.Free/mib))
+	return true
+}
+
+// readFields reads every other per-GPU field of the metric contract.
+func (s *Source) readFields(d *device, r *reader) {
+	h := d.h
+	if !r.skip(fUtilization) {
+		u, ret := h.GetUtilizationRates()
+		if r.ok(fUtilization, ret) {
+			r.add(catalogue.GPUUtil, float64(u.Gpu))
+			r.add(catalogue.MemCopyUtil, float64(u.Memory))
+		}
+	}
+	if !r.skip(fEncoder) {
+		u, _, ret := h.GetEncoderUtilization()
+		if r.ok(fEncoder, ret) {
+			r.add(catalogue.EncUtil, float64(u))
+		}
+	}
+	if !r.skip(fDecoder) {
+		u, _, ret := h.GetDecoderUtilization()
+		if r.ok(fDecoder, ret) {
+			r.add(catalogue.DecUtil, float64(u))
+		}
+	}
+	if !r.skip(fTemperature) {
+		t, ret := h.GetTemperature(gonvml.TEMPERATURE_GPU)
+		if r.ok(fTemperature, ret) {
+			r.add(catalogue.GPUTemp, float64(t))
+		}
+	}
+	s.readFieldValues(d, r)
+	if !r.skip(fPowerUsage) {
+		p, ret := h.GetPowerUsage()
+		if r.ok(fPowerUsage, ret) {
+			r.add(catalogue.PowerUsage, float64(p)/1000)
+		}
+	}
+	if !r.skip(fPowerLimit) {
+		p, ret := h.GetPowerManagementLimit()
+		if r.ok(fPowerLimit, ret) {
+			r.add(catalogue.PowerLimit, float64(p)/1000)
+		}
+	}
+	if !r.skip(fEnergy) {
+		e, ret := h.GetTotalEnergyConsumption()
+		if r.ok(fEnergy, ret) {
+			r.add(catalogue.TotalEnergy, float64(e))
+		}
+	}
+	if !r.skip(fSMClock) {
+		c, ret := h.GetClockInfo(gonvml.CLOCK_SM)
+		if r.ok(fSMClock, ret) {
+			r.add(catalogue.SMClock, float64(c))
+		}
+	}
+	if !r.skip(fMemClock) {
+		c, ret := h.GetClockInfo(gonvml.CLOCK_MEM)
+		if r.ok(fMemClock, ret) {
+			r.add(catalogue.MemClock, float64(c))
+		}
+	}
+	s.readClockEvents(d, r)
+	if !r.skip(fPowerViolation) {
+		v, ret := h.GetViolationStatus(gonvml.PERF_POLICY_POWER)
+		if r.ok(fPowerViolation, ret) {
+			r.add(catalogue.PowerViolation, float64(v.ViolationTime))
+		}
+	}
+	if !r.skip(fThermalViolation) {
+		v, ret := h.GetViolationStatus(gonvml.PERF_POLICY_THERMAL)
+		if r.ok(fThermalViolation, ret) {
+			r.add(catalogue.ThermViolation, float64(v.ViolationTime))
+		}
+	}
+	for _, e := range eccFields {
+		if r.skip(e.f) {
+			continue
+		}
+		n, ret := h.GetTotalEccErrors(e.typ, e.counter)
+		if r.ok(e.f, ret) {
+			r.add(e.m, float64(n))
+		}
+	}
+	if !r.skip(fRetiredSBE) {
+		p, ret := h.GetRetiredPages(gonvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+		if r.ok(fRetiredSBE, ret) {
+			r.add(catalogue.RetiredSBE, float64(len(p)))
+		}
+	}
+	if !r.skip(fRetiredDBE) {
+		p, ret := h.GetRetiredPages(gonvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+		if r.ok(fRetiredDBE, ret) {
+			r.add(catalogue.RetiredDBE, float64(len(p)))
+		}
+	}
+	if !r.skip(fRetiredPending) {
+		st, ret := h.GetRetiredPagesPendingStatus()
+		if r.ok(fRetiredPending, ret) {
+			r.add(catalogue.RetiredPending, boolValue(st == gonvml.FEATURE_ENABLED))
+		}
+	}
+	if !r.skip(fRemappedRows) {
+		corr, unc, pending, failed, ret := h.GetRemappedRows()
+		if r.ok(fRemappedRows, ret) {
+			r.add(catalogue.RemapCorr, float64(corr))
+			r.add(catalogue.RemapUncorr, float64(unc))
+			r.add(catalogue.RemapPending, boolValue(pending))
+			r.add(catalogue.RemapFailure, boolValue(failed))
+		}
+	}
+	if !r.skip(fPCIeReplay) {
+		n, ret := h.GetPcieReplayCounter()
+		if r.ok(fPCIeReplay, ret) {
+			r.add(catalogue.PCIeReplay, float64(n))
+		}
+	}
+	s.readNVLink(d, r)
+}
+
+var eccFields = []struct {
+	f       field
+	typ     gonvml.MemoryErrorType
+	counter gonvml.EccCounterType
+	m       *catalogue.Metric
+}{
+	{fECCSBEVol, gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.VOLATILE_ECC, catalogue.ECCSBEVol},
+	{fECCDBEVol, gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.VOLATILE_ECC, catalogue.ECCDBEVol},
+	{fECCSBEAgg, gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.AGGREGATE_ECC, catalogue.ECCSBEAgg},
+	{fECCDBEAgg, gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.AGGREGATE_ECC, catalogue.ECCDBEAgg},
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// readClockEvents publishes the bitmask and one 0/1 series per reason.
+// Drivers before 535 only have the older "throttle reasons" call.
+func (s *Source) readClockEvents(d *device, r *reader) {
+	var mask uint64
+	var ret gonvml.Return
+	switch {
+	case !r.skip(fClockEvents):
+		mask, ret = d.h.GetCurrentClocksEventReasons()
+		if !r.ok(fClockEvents, ret) {
+			if r.skip(fClockEvents) && !r.lost {
+				s.readClockEvents(d, r) // unsupported: fall back at once
+			}
+			return
+		}
+	case !r.skip(fClockEventsLegacy):
+		mask, ret = d.h.GetCurrentClocksThrottleReasons()
+		if !r.ok(fClockEventsLegacy, ret) {
+			return
+		}
+	default:
+		return
+	}
+	r.add(catalogue.ClockEvents, float64(mask))
+	for _, cr := range s.reasons {
+		r.addLabelled(catalogue.ClockEventActive, cr.labels, boolValue(mask&cr.bit != 0))
+	}
+}
+
+// readFieldValues reads, in one call, the values NVML only offers as field
+// values: memory temperature and the per-link NVLink data throughput.
+func (s *Source) readFieldValues(d *device, r *reader) {
+	if r.skip(fFieldValues) || (r.skip(fMemoryTemp) && r.skip(fNVLinkBandwidth)) || len(d.fv) == 0 {
+		return
+	}
+	for i := range d.fv {
+		d.fv[i].NvmlReturn = 0
+		d.fv[i].Value = [8]byte{}
+	}
+	if !r.ok(fFieldValues, d.h.GetFieldValues(d.fv)) {
+		return
+	}
+	if !r.skip(fMemoryTemp) {
+		if v, ok := fieldValue(r, fMemoryTemp, &d.fv[0]); ok {
+			r.add(catalogue.MemoryTemp, v)
+		}
+	}
+	if len(d.links) > 0 && !r.skip(fNVLinkBandwidth) {
+		var sum float64
+		for i := 1; i < len(d.fv); i++ {
+			v, ok := fieldValue(r, fNVLinkBandwidth, &d.fv[i])
+			if !ok {
+				return
+			}
+			sum += v
+		}
+		r.add(catalogue.NVLinkBW, sum)
+	}
+}
+
+// fieldValue decodes one NVML field value (a C union, little-endian here).
+func fieldValue(r *reader, f field, v *gonvml.FieldValue) (float64, bool) {
+	if !r.ok(f, gonvml.Return(v.NvmlReturn)) {
+		return 0, false
+	}
+	switch gonvml.ValueType(v.ValueType) {
+	case gonvml.VALUE_TYPE_DOUBLE:
+		return math.Float64frombits(binary.LittleEndian.Uint64(v.Value[:])), true
+	case gonvml.VALUE_TYPE_UNSIGNED_INT:
+		return float64(binary.LittleEndian.Uint32(v.Value[:])), true
+	case gonvml.VALUE_TYPE_SIGNED_INT:
+		return float64(int32(binary.LittleEndian.Uint32(v.Value[:]))), true
+	case gonvml.VALUE_TYPE_UNSIGNED_LONG, gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG:
+		return float64(binary.LittleEndian.Uint64(v.Value[:])), true
+	case gonvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		return float64(int64(binary.LittleEndian.Uint64(v.Value[:]))), true
+	case gonvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return float64(binary.LittleEndian.Uint16(v.Value[:])), true
+	}
+	r.fail(f, gonvml.ERROR_UNKNOWN)
+	return 0, false
+}
+
+// enumerateLinks finds the NVLink links that are up, once, and prepares the
+// field-value request that reads them.
+func (s *Source) enumerateLinks(d *device) {
+	d.links = d.links[:0]
+	for l := 0; l < gonvml.NVLINK_MAX_LINKS; l++ {
+		st, ret := d.h.GetNvLinkState(l)
+		if ret == gonvml.ERROR_NOT_SUPPORTED || ret == gonvml.ERROR_INVALID_ARGUMENT || ret == gonvml.ERROR_FUNCTION_NOT_FOUND {
+			break // no (more) links on this device
+		}
+		if ret == gonvml.SUCCESS && st == gonvml.FEATURE_ENABLED {
+			d.links = append(d.links, l)
+		}
+	}
+	d.fv = make([]gonvml.FieldValue, 1, 1+2*len(d.links))
+	d.fv[0] = gonvml.FieldValue{FieldId: gonvml.FI_DEV_MEMORY_TEMP}
+	for _, l := range d.links {
+		d.fv = append(d.fv,
+			gonvml.FieldValue{FieldId: gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: uint32(l)},
+			gonvml.FieldValue{FieldId: gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: uint32(l)})
+	}
+	if len(d.links) == 0 {
+		d.unsupported |= 1<<fNVLinkCRCFlit | 1<<fNVLinkCRCData | 1<<fNVLinkReplay | 1<<fNVLinkRecovery | 1<<fNVLinkBandwidth
+	}
+}
+
+var nvlinkCounters = []struct {
+	f       field
+	counter gonvml.NvLinkErrorCounter
+	m       *catalogue.Metric
+}{
+	{fNVLinkCRCFlit, gonvml.NVLINK_ERROR_DL_CRC_FLIT, catalogue.NVLinkCRCFlit},
+	{fNVLinkCRCData, gonvml.NVLINK_ERROR_DL_CRC_DATA, catalogue.NVLinkCRCData},
+	{fNVLinkReplay, gonvml.NVLINK_ERROR_DL_REPLAY, catalogue.NVLinkReplay},
+	{fNVLinkRecovery, gonvml.NVLINK_ERROR_DL_RECOVERY, catalogue.NVLinkRecovery},
+}
+
+// readNVLink sums each error counter over the device's links (the _TOTAL
+// names of DCGM).
+func (s *Source) readNVLink(d *device, r *reader) {
+counters:
+	for _, c := range nvlinkCounters {
+		if r.skip(c.f) {
+			continue
+		}
+		var sum uint64
+		for _, l := range d.links {
+			n, ret := d.h.GetNvLinkErrorCounter(l, c.counter)
+			if !r.ok(c.f, ret) {
+				continue counters
+			}
+			sum += n
+		}
+		r.add(c.m, float64(sum))
+	}
+}
+
+// readProcesses lists compute and graphics processes. On a MIG GPU a
+// process belongs to the GPU instance it runs in.
+func (s *Source) readProcesses(d *device, r *reader) {
+	if !r.skip(fComputeProcs) {
+		ps, ret := d.h.GetComputeRunningProcesses()
+		if r.ok(fComputeProcs, ret) {
+			s.addProcesses(d, r, ps, source.Compute)
+		}
+	}
+	if !r.skip(fGraphicsProcs) {
+		ps, ret := d.h.GetGraphicsRunningProcesses()
+		if r.ok(fGraphicsProcs, ret) {
+			s.addProcesses(d, r, ps, source.Graphics)
+		}
+	}
+}
+
+func (s *Source) addProcesses(d *device, r *reader, ps []gonvml.ProcessInfo, typ source.ProcessType) {
+	for _, p := range ps {
+		key := d.key
+		for _, gi := range d.mig {
+			if uint32(gi.giid) == p.GpuInstanceId {
+				key = gi.key
+				break
+			}
+		}
+		mem := p.UsedGpuMemory
+		if mem == math.MaxUint64 { // NVML_VALUE_NOT_AVAILABLE (no permission, Windows WDDM)
+			mem = 0
+		}
+		r.snap.Processes = append(r.snap.Processes, source.Process{DeviceKey: key, PID: int(p.Pid), Type: typ, MemoryBytes: mem})
+	}
+}

@@ -1,0 +1,344 @@
+package sim
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Behaviour names a workload's GPU usage over time.
+type Behaviour string
+
+// Behaviours (see doc.go for what each one does and its parameters).
+const (
+	Training       Behaviour = "training"
+	BurstyTraining Behaviour = "bursty_training"
+	InferenceDaily Behaviour = "inference_daily"
+	CPUOnly        Behaviour = "cpu_only"
+	HungCollective Behaviour = "hung_collective"
+	StuckIdle      Behaviour = "stuck_idle"
+	IdleNotebook   Behaviour = "idle_notebook"
+	Notebook       Behaviour = "notebook"
+	StartupDelay   Behaviour = "startup_delay"
+	LowUtil        Behaviour = "low_util"
+	PartialGPUs    Behaviour = "partial_gpus"
+	Overlong       Behaviour = "overlong"
+	Orphan         Behaviour = "orphan"
+)
+
+var behaviours = []Behaviour{Training, BurstyTraining, InferenceDaily, CPUOnly, HungCollective, StuckIdle,
+	IdleNotebook, Notebook, StartupDelay, LowUtil, PartialGPUs, Overlong, Orphan}
+
+// FaultKind names a hardware fault.
+type FaultKind string
+
+// Fault kinds.
+const (
+	ThermalThrottle FaultKind = "thermal_throttle"
+	PowerThrottle   FaultKind = "power_throttle"
+	XID             FaultKind = "xid"
+	ECCDBE          FaultKind = "ecc_dbe"
+	RowRemapFailure FaultKind = "row_remap_failure"
+	GPULost         FaultKind = "gpu_lost"
+	NVLinkErrors    FaultKind = "nvlink_errors"
+	PCIeReplay      FaultKind = "pcie_replay"
+	// FieldError makes one field of the GPU fail to read (NVML
+	// ERROR_UNKNOWN) while the others keep answering.
+	FieldError FaultKind = "field_error"
+)
+
+var faultKinds = []FaultKind{ThermalThrottle, PowerThrottle, XID, ECCDBE, RowRemapFailure, GPULost, NVLinkErrors, PCIeReplay, FieldError}
+
+// windowed reports whether a fault kind is a state that lasts (a window)
+// rather than a point event that counters record.
+func (k FaultKind) windowed() bool {
+	switch k {
+	case ThermalThrottle, PowerThrottle, GPULost, FieldError:
+		return true
+	}
+	return false
+}
+
+// patterns are DESIGN.md's waste patterns, the values of `expect`. The
+// exporter must not import the analyzer, so the names are listed here.
+var patterns = []string{"cpu_only", "over_requested", "stuck", "startup_overhead", "idle_session",
+	"low_utilization", "overlong", "orphan_process"}
+
+// Patterns lists the pattern names `expect` accepts (DESIGN.md's waste
+// patterns); an analyzer test can check they agree with finding.Patterns.
+func Patterns() []string { return slices.Clone(patterns) }
+
+// Scenario is a parsed and validated scenario file.
+type Scenario struct {
+	Name        string
+	Description string
+	// Origin is the scenario's fixed start; zero means "when the source is
+	// created" (the clock's time at New).
+	Origin time.Time
+	// Repeat, when set, replays the workloads every Repeat (the demo runs
+	// forever); faults recur on their own `every`.
+	Repeat    time.Duration
+	Nodes     []Node
+	Workloads []Workload
+	Faults    []Fault
+	file      string
+}
+
+// Node is one host of the fleet.
+type Node struct {
+	Hostname string
+	Model    *Model
+	GPUs     int
+	// MIG lists, per GPU index, the profiles of its GPU instances (GI ids
+	// 1..n in order). A GPU in MIG mode is published per instance.
+	MIG map[int][]string
+}
+
+// MIGRef names one MIG instance of a GPU.
+type MIGRef struct {
+	GPU      int
+	Instance int // GPU instance id (GPU_I_ID), 1-based
+}
+
+// Params tune a behaviour; zero values take the behaviour's defaults (see doc.go).
+type Params struct {
+	Util       float64       // mean GPU utilization (%) while working
+	MemoryGiB  float64       // GPU memory per GPU held by the process
+	Active     time.Duration // length of the active phase (hung, stuck, idle notebook)
+	Delay      time.Duration // startup_delay: time before the first GPU use
+	StallEvery time.Duration // bursty_training: one stall per period
+	Stall      time.Duration // bursty_training: stall length
+	Period     time.Duration // inference_daily: cycle length
+	MinUtil    float64       // inference_daily trough
+	MaxUtil    float64       // inference_daily peak
+	IdleGPUs   int           // partial_gpus: GPUs (the last ones listed) that stay idle
+	OrphanFor  time.Duration // orphan: how long the process outlives the allocation (0 = forever)
+	CPUCores   float64       // CPU cores the job burns while it runs
+	Every      time.Duration // notebook: one burst per period
+	Burst      time.Duration // notebook: burst length
+}
+
+// Workload is one allocation: a job holding GPUs of one node over a time span.
+type Workload struct {
+	ID        string // hpc_job id (slurm) or pod name (kubernetes)
+	Scheduler string
+	Namespace string
+	Container string
+	User      string
+	Account   string
+	Team      string
+	Kind      string
+	JobName   string
+	Command   string
+	Node      string
+	GPUs      []int
+	MIG       *MIGRef
+	// Start and End are offsets from the scenario origin.
+	Start, End time.Duration
+	Behaviour  Behaviour
+	Params     Params
+	Labels     map[string]string
+	Expect     []string
+	line       int
+	key        uint64 // noise key: hash of node and id
+}
+
+// Fault is a hardware fault on some GPUs of one node, once or recurring.
+type Fault struct {
+	Kind     FaultKind
+	Node     string
+	GPUs     []int
+	At       time.Duration // first occurrence, from the origin
+	Duration time.Duration // window kinds: how long it lasts (0 = for good)
+	Every    time.Duration // recurrence period (0 = once)
+	Until    time.Duration // last possible occurrence (0 = no end)
+	XID      int           // xid: the code
+	Count    int           // errors per occurrence (counters)
+	Field    string        // field_error: the field that fails (see FieldNames)
+}
+
+// raw types mirror the file; durations stay strings until validation so
+// that every error can name its key and line.
+type rawScenario struct {
+	Name        string         `yaml:"name"`
+	Description string         `yaml:"description"`
+	Origin      string         `yaml:"origin"`
+	Repeat      string         `yaml:"repeat"`
+	Fleet       []rawNodeGroup `yaml:"fleet"`
+	Workloads   []rawWorkload  `yaml:"workloads"`
+	Faults      []rawFault     `yaml:"faults"`
+}
+
+type rawNodeGroup struct {
+	Hostname  string   `yaml:"hostname"`
+	Hostnames []string `yaml:"hostnames"`
+	Model     string   `yaml:"model"`
+	GPUs      int      `yaml:"gpus"`
+	MIG       []rawMIG `yaml:"mig"`
+}
+
+type rawMIG struct {
+	GPU      int      `yaml:"gpu"`
+	Profiles []string `yaml:"profiles"`
+}
+
+type rawMIGRef struct {
+	GPU      int `yaml:"gpu"`
+	Instance int `yaml:"instance"`
+}
+
+type rawParams struct {
+	Util       *float64 `yaml:"util"`
+	MemoryGiB  *float64 `yaml:"memory_gib"`
+	Active     string   `yaml:"active"`
+	Delay      string   `yaml:"delay"`
+	StallEvery string   `yaml:"stall_every"`
+	Stall      string   `yaml:"stall"`
+	Period     string   `yaml:"period"`
+	MinUtil    *float64 `yaml:"min_util"`
+	MaxUtil    *float64 `yaml:"max_util"`
+	IdleGPUs   *int     `yaml:"idle_gpus"`
+	OrphanFor  string   `yaml:"orphan_for"`
+	CPUCores   *float64 `yaml:"cpu_cores"`
+	Every      string   `yaml:"every"`
+	Burst      string   `yaml:"burst"`
+}
+
+type rawWorkload struct {
+	ID        string            `yaml:"id"`
+	Scheduler string            `yaml:"scheduler"`
+	Namespace string            `yaml:"namespace"`
+	Container string            `yaml:"container"`
+	User      string            `yaml:"user"`
+	Account   string            `yaml:"account"`
+	Team      string            `yaml:"team"`
+	Kind      string            `yaml:"kind"`
+	JobName   string            `yaml:"job_name"`
+	Command   string            `yaml:"command"`
+	Node      string            `yaml:"node"`
+	GPUs      []int             `yaml:"gpus"`
+	MIG       *rawMIGRef        `yaml:"mig"`
+	Start     string            `yaml:"start"`
+	End       string            `yaml:"end"`
+	Duration  string            `yaml:"duration"`
+	Behaviour string            `yaml:"behaviour"`
+	Params    rawParams         `yaml:"params"`
+	Labels    map[string]string `yaml:"labels"`
+	Expect    []string          `yaml:"expect"`
+}
+
+type rawFault struct {
+	Kind     string `yaml:"kind"`
+	Node     string `yaml:"node"`
+	GPUs     []int  `yaml:"gpus"`
+	At       string `yaml:"at"`
+	Duration string `yaml:"duration"`
+	Every    string `yaml:"every"`
+	Until    string `yaml:"until"`
+	XID      int    `yaml:"xid"`
+	Count    int    `yaml:"count"`
+	Field    string `yaml:"field"`
+}
+
+// maxScenarioBytes bounds what we read: a scenario is a hand-written file.
+const maxScenarioBytes = 8 << 20
+
+// LoadScenario reads and validates a scenario file.
+func LoadScenario(path string) (*Scenario, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxScenarioBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read scenario %s: %w", path, err)
+	}
+	if len(data) > maxScenarioBytes {
+		return nil, &ScenarioError{File: path, Msg: fmt.Sprintf("file larger than %d bytes", maxScenarioBytes)}
+	}
+	return ParseScenario(path, data)
+}
+
+// ParseScenario parses a scenario; name is used in error messages.
+func ParseScenario(name string, data []byte) (*Scenario, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(name, nil, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, &ScenarioError{File: name, Msg: "empty scenario"}
+	}
+	var raw rawScenario
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&raw); err != nil {
+		return nil, yamlError(name, &root, err)
+	}
+	// A second document would be silently ignored; refuse it.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, &ScenarioError{File: name, Line: extra.Line, Msg: "more than one YAML document"}
+	}
+	v := &validator{file: name, root: &root}
+	sc := v.scenario(&raw)
+	if v.err != nil {
+		return nil, v.err
+	}
+	sc.file = name
+	return sc, nil
+}
+
+// deviceKeys names the devices a workload holds: "node/gpu" or "node/gpu/gi".
+func (w *Workload) deviceKeys() []string {
+	if w.MIG != nil {
+		return []string{fmt.Sprintf("%s/%d/%d", w.Node, w.MIG.GPU, w.MIG.Instance)}
+	}
+	out := make([]string, len(w.GPUs))
+	for i, g := range w.GPUs {
+		out[i] = fmt.Sprintf("%s/%d", w.Node, g)
+	}
+	return out
+}
+
+//go:embed scenarios/*.yaml
+var builtinFS embed.FS
+
+// BuiltinNames lists the scenarios shipped in scenarios/, without ".yaml".
+func BuiltinNames() []string {
+	entries, _ := fs.ReadDir(builtinFS, "scenarios")
+	var out []string
+	for _, e := range entries {
+		out = append(out, strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	return out
+}
+
+// Builtin parses a shipped scenario by name ("default", "throttling-xid",
+// "corpus"), so tests and the demo need no file path.
+func Builtin(name string) (*Scenario, error) {
+	p := "scenarios/" + name + ".yaml"
+	data, err := builtinFS.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("built-in scenario %q: unknown (have %s)", name, strings.Join(BuiltinNames(), ", "))
+	}
+	return ParseScenario(p, data)
+}
+
+// DefaultScenario is the built-in scenario used when no file is given.
+func DefaultScenario() *Scenario {
+	sc, err := Builtin("default")
+	if err != nil {
+		// The file is embedded and a test parses it: only a broken build gets here.
+		panic(fmt.Sprintf("sim: built-in scenario: %v", err))
+	}
+	return sc
+}

@@ -1,0 +1,636 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/exporter/source"
+)
+
+// Options configure the simulator.
+type Options struct {
+	Seed  int64
+	Clock source.Clock
+	// Node selects the node of the scenario's fleet that Collect reports
+	// ("" = the first node). CollectAll reports every node.
+	Node string
+	// Origin overrides the scenario's origin; when both are zero the
+	// origin is the clock's time at New.
+	Origin time.Time
+}
+
+// Source simulates a fleet. It is safe for concurrent use.
+type Source struct {
+	sc     *Scenario
+	seed   uint64
+	clock  source.Clock
+	origin time.Time
+	node   int
+	nodes  []*simNode
+
+	mu sync.Mutex // guards the integrated state of the devices
+}
+
+type simNode struct {
+	host      string
+	devs      []*simDevice
+	workloads []*Workload
+}
+
+// slot is one workload's claim on one device.
+type slot struct {
+	w   *Workload
+	pos int // index of the GPU in w.GPUs
+}
+
+type simDevice struct {
+	id       uint64
+	index    int
+	uuid     string
+	bus      string
+	model    *Model
+	mig      *source.MIG
+	key      string
+	memMiB   float64
+	slices   int          // MIG: compute slices of the instance
+	children []*simDevice // MIG instances of a GPU in MIG mode
+	parent   *simDevice   // the GPU of a MIG instance
+	pos      int          // index in simNode.devs
+	isParent bool
+	slots    []slot
+	faults   []*Fault
+	xids     []int      // distinct XID codes this device's faults raise
+	xidLabel [][]string // label values, parallel to xids
+	tempOff  float64    // per-board offset: no two GPUs run at the same temperature
+
+	// Integrated between collections.
+	init     bool
+	lastNs   int64
+	energyMJ float64
+	nvlinkBW float64
+}
+
+// ErrUnknownNode is returned by New when Options.Node names no node of the
+// scenario: a configuration error (the CLI exits 2 on it).
+var ErrUnknownNode = errors.New("unknown node")
+
+// New builds a simulated source.
+func New(sc *Scenario, opts Options) (*Source, error) {
+	if sc == nil || len(sc.Nodes) == 0 {
+		return nil, errors.New("sim: scenario has no nodes")
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = source.SystemClock{}
+	}
+	s := &Source{sc: sc, seed: uint64(opts.Seed), clock: clock}
+	switch {
+	case !opts.Origin.IsZero():
+		s.origin = opts.Origin
+	case !sc.Origin.IsZero():
+		s.origin = sc.Origin
+	default:
+		s.origin = clock.Now()
+	}
+	s.node = -1
+	for i := range sc.Nodes {
+		n := &sc.Nodes[i]
+		s.nodes = append(s.nodes, s.buildNode(i, n))
+		if n.Hostname == opts.Node || (opts.Node == "" && i == 0) {
+			s.node = i
+		}
+	}
+	if s.node < 0 {
+		return nil, fmt.Errorf("sim: %w %q: scenario %s has nodes %s", ErrUnknownNode, opts.Node, sc.Name, strings.Join(s.Nodes(), ", "))
+	}
+	return s, nil
+}
+
+func (s *Source) buildNode(ni int, n *Node) *simNode {
+	sn := &simNode{host: n.Hostname}
+	byIndex := map[int]*simDevice{}
+	migs := map[[2]int]*simDevice{}
+	for g := 0; g < n.GPUs; g++ {
+		id := hashString(n.Hostname)<<8 ^ uint64(g)
+		d := &simDevice{
+			id: id, index: g, uuid: uuidFor(s.seed, n.Hostname, g), bus: n.Model.busID(g),
+			model: n.Model, memMiB: n.Model.MemoryMiB,
+			tempOff: 3 * sym(s.seed, id, 0x7e3f),
+		}
+		d.key = source.DeviceKey(d.uuid, nil)
+		sn.devs = append(sn.devs, d)
+		byIndex[g] = d
+		if profs, ok := n.MIG[g]; ok {
+			d.isParent = true
+			for k, p := range profs {
+				gib, _ := migProfileGiB(p)
+				var slices int
+				_, _ = fmt.Sscanf(p, "%dg", &slices)
+				c := &simDevice{
+					id: id ^ uint64(k+1)<<40, index: g, uuid: d.uuid, bus: d.bus, model: n.Model,
+					mig:    &source.MIG{Profile: p, GIID: k + 1, CIID: 0},
+					memMiB: gib * 1024, slices: slices, tempOff: d.tempOff,
+				}
+				c.key = source.DeviceKey(c.uuid, c.mig)
+				c.parent = d
+				d.children = append(d.children, c)
+				sn.devs = append(sn.devs, c)
+				migs[[2]int{g, k + 1}] = c
+			}
+		}
+	}
+	for wi := range s.sc.Workloads {
+		w := &s.sc.Workloads[wi]
+		if w.Node != n.Hostname {
+			continue
+		}
+		sn.workloads = append(sn.workloads, w)
+		if w.MIG != nil {
+			if d := migs[[2]int{w.MIG.GPU, w.MIG.Instance}]; d != nil {
+				d.slots = append(d.slots, slot{w: w})
+			}
+			continue
+		}
+		for pos, g := range w.GPUs {
+			byIndex[g].slots = append(byIndex[g].slots, slot{w: w, pos: pos})
+		}
+	}
+	for fi := range s.sc.Faults {
+		f := &s.sc.Faults[fi]
+		if f.Node != n.Hostname {
+			continue
+		}
+		for _, g := range f.GPUs {
+			d := byIndex[g]
+			d.faults = append(d.faults, f)
+			if f.Kind == XID && !contains(d.xids, f.XID) {
+				d.xids = append(d.xids, f.XID)
+			}
+		}
+	}
+	for i, d := range sn.devs {
+		d.pos = i
+		sort.Ints(d.xids)
+		for _, c := range d.xids {
+			d.xidLabel = append(d.xidLabel, []string{strconv.Itoa(c)})
+		}
+	}
+	return sn
+}
+
+// uuidFor makes a stable, well-formed GPU UUID for (seed, host, index).
+func uuidFor(seed uint64, host string, idx int) string {
+	a := mix64(seed ^ hashString(host) ^ uint64(idx)*0x9E3779B97F4A7C15)
+	b := mix64(a ^ 0x5bd1e995)
+	return fmt.Sprintf("GPU-%08x-%04x-%04x-%04x-%012x",
+		uint32(a>>32), uint16(a>>16), uint16(a), uint16(b>>48), b&0xFFFFFFFFFFFF)
+}
+
+// Name is "sim".
+func (s *Source) Name() string { return "sim" }
+
+// Close releases nothing: the simulator holds no resources.
+func (s *Source) Close() error { return nil }
+
+// Origin is the instant the scenario's offsets count from.
+func (s *Source) Origin() time.Time { return s.origin }
+
+// Scenario returns the scenario being simulated.
+func (s *Source) Scenario() *Scenario { return s.sc }
+
+// Nodes lists the hostnames of the fleet, in scenario order.
+func (s *Source) Nodes() []string {
+	out := make([]string, len(s.nodes))
+	for i, n := range s.nodes {
+		out[i] = n.host
+	}
+	return out
+}
+
+// Collect returns the snapshot of the selected node at the clock's time.
+func (s *Source) Collect(ctx context.Context) (*source.Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim collect: %w", err)
+	}
+	t := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshot(s.nodes[s.node], t), nil
+}
+
+// CollectAll returns one snapshot per node, all at the same clock time.
+func (s *Source) CollectAll(ctx context.Context) ([]*source.Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim collect: %w", err)
+	}
+	t := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*source.Snapshot, len(s.nodes))
+	for i, n := range s.nodes {
+		out[i] = s.snapshot(n, t)
+	}
+	return out, nil
+}
+
+// instance finds the occurrence of w that covers e: its cycle k (0 without
+// repeat) and the offset into it. ok is false before the first start.
+func (s *Source) instance(w *Workload, e time.Duration) (k int64, off time.Duration, ok bool) {
+	off = e - w.Start
+	if off < 0 {
+		return 0, 0, false
+	}
+	if r := s.sc.Repeat; r > 0 {
+		k = int64(off / r)
+		off -= time.Duration(k) * r
+	}
+	return k, off, true
+}
+
+// jobID is the job id of cycle k of a workload: cycles after the first get
+// a suffix so a replayed job is a new job, as it would be on a cluster.
+func (w *Workload) jobID(k int64) (hpc, pod string) {
+	id := w.ID
+	if k > 0 {
+		id += "-r" + strconv.FormatInt(k, 10)
+	}
+	if w.Scheduler == source.SchedulerKubernetes {
+		return "", id
+	}
+	return id, ""
+}
+
+func (w *Workload) fullJobID(k int64) string {
+	hpc, pod := w.jobID(k)
+	if hpc != "" {
+		return hpc
+	}
+	return w.Namespace + "/" + pod
+}
+
+// orphanPhase reports whether w's process outlives its allocation at off.
+func (s *Source) orphanPhase(w *Workload, off time.Duration) bool {
+	if w.Behaviour != Orphan {
+		return false
+	}
+	dur := w.End - w.Start
+	if off < dur {
+		return false
+	}
+	if w.Params.OrphanFor > 0 {
+		return off < dur+w.Params.OrphanFor
+	}
+	return true
+}
+
+// reason names and bits of the clock-event reasons we publish (NVML's
+// nvmlClocksEventReason* constants).
+var reasons = []struct {
+	name string
+	bit  uint64
+}{
+	{"gpu_idle", 0x1},
+	{"sw_power_cap", 0x4},
+	{"hw_slowdown", 0x8},
+	{"sync_boost", 0x10},
+	{"sw_thermal_slowdown", 0x20},
+	{"hw_thermal_slowdown", 0x40},
+	{"hw_power_brake_slowdown", 0x80},
+}
+
+// reasonLabels are shared, read-only label-value slices, one per reason.
+var reasonLabels = func() [][]string {
+	out := make([][]string, len(reasons))
+	for i, r := range reasons {
+		out[i] = []string{r.name}
+	}
+	return out
+}()
+
+// ReasonNames lists the clock-event reason label values, in bit order.
+func ReasonNames() []string {
+	out := make([]string, len(reasons))
+	for i, r := range reasons {
+		out[i] = r.name
+	}
+	return out
+}
+
+func (s *Source) snapshot(n *simNode, t time.Time) *source.Snapshot {
+	e := t.Sub(s.origin)
+	step := uint64(t.Unix())
+	snap := &source.Snapshot{Time: t, Hostname: n.host, Devices: make([]source.Device, len(n.devs))}
+	loads := make([]load, len(n.devs))
+	for i, d := range n.devs {
+		nz := noiser{seed: s.seed, dev: d.id, step: step}
+		var l load
+		for _, sl := range d.slots {
+			k, off, ok := s.instance(sl.w, e)
+			if !ok {
+				continue
+			}
+			hpc, pod := sl.w.jobID(k)
+			dur := sl.w.End - sl.w.Start
+			switch {
+			case off < dur:
+				wl := sl.w.load(sl.pos, off, e, s.seed, nz)
+				l = merge(l, wl)
+				snap.Allocations = append(snap.Allocations, source.Allocation{
+					DeviceKey: d.key, Scheduler: sl.w.Scheduler,
+					Pod: pod, Namespace: sl.w.Namespace, Container: containerOf(sl.w),
+					HPCJob: hpc, User: sl.w.User, Account: sl.w.Account, Team: sl.w.Team,
+					Kind: sl.w.Kind, JobName: sl.w.JobName, Labels: maps.Clone(sl.w.Labels),
+					Start: s.origin.Add(e - off),
+				})
+				if wl.process {
+					snap.Processes = append(snap.Processes, s.process(d, sl, k, wl, false))
+				}
+			case s.orphanPhase(sl.w, off):
+				wl := sl.w.orphanLoad(nz)
+				l = merge(l, wl)
+				snap.Processes = append(snap.Processes, s.process(d, sl, k, wl, true))
+			}
+		}
+		// Never hold more than the device has.
+		if limit := (d.memMiB - d.model.ReservedMiB*float64(btoi(d.mig == nil))) / 1024 * 0.98; l.memGiB > limit {
+			l.memGiB = limit
+		}
+		loads[i] = l
+	}
+	for i, d := range n.devs {
+		dev := &snap.Devices[i]
+		*dev = source.Device{Index: d.index, UUID: d.uuid, PCIBusID: d.bus, Model: d.model.Name, MIG: d.mig,
+			Up: true, Capabilities: simCapabilities}
+		if d.mig != nil {
+			// MIG instances share the parent's faults; lost means lost.
+			if d.parent.faultState(e).lost {
+				dev.Up = false
+				continue
+			}
+			dev.Samples = migSamples(d, &loads[i])
+			continue
+		}
+		l := loads[i]
+		if d.isParent {
+			l = load{}
+			for _, c := range d.children {
+				cl := loads[c.pos]
+				w := float64(c.slices) / 7
+				l.power += cl.power * w
+				l.memGiB += cl.memGiB
+				l.util = max(l.util, cl.util) // not published; decides gpu_idle
+				l.spin = l.spin || cl.spin
+			}
+		}
+		fs := d.faultState(e)
+		if fs.lost {
+			dev.Up = false
+			// Nothing is drawn while the board is off the bus: skip the gap.
+			if ns := t.UnixNano(); d.init && ns > d.lastNs {
+				d.lastNs = ns
+			}
+			continue
+		}
+		dev.Samples = s.gpuSamples(d, &l, &fs, t, step)
+		for _, f := range fs.failing {
+			dev.Samples = dropMetrics(dev.Samples, fieldMetrics[f])
+			snap.Errors = append(snap.Errors, source.FieldError{DeviceKey: d.key, Field: f, Err: errSimulatedUnknown})
+		}
+	}
+	// Processes on lost devices are not seen.
+	if len(snap.Processes) > 0 {
+		up := map[string]bool{}
+		for i := range snap.Devices {
+			up[snap.Devices[i].Key()] = snap.Devices[i].Up
+		}
+		kept := snap.Processes[:0]
+		for _, p := range snap.Processes {
+			if up[p.DeviceKey] {
+				kept = append(kept, p)
+			}
+		}
+		snap.Processes = kept
+	}
+	s.jobCPU(n, e, snap)
+	return snap
+}
+
+// merge combines two holders of one device (an orphaned process next to a
+// new job's): memory adds up, the busier load sets the activity.
+func merge(a, b load) load {
+	if !a.process && a.util == 0 && a.power == 0 {
+		return b
+	}
+	mem := a.memGiB + b.memGiB
+	if b.util > a.util || b.spin {
+		a = b
+	}
+	a.memGiB = mem
+	a.process = true
+	return a
+}
+
+// dropMetrics removes the samples of a failing field, in place.
+func dropMetrics(samples []source.Sample, ms []*catalogue.Metric) []source.Sample {
+	kept := samples[:0]
+	for _, smp := range samples {
+		if !contains(ms, smp.Metric) {
+			kept = append(kept, smp)
+		}
+	}
+	return kept
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func containerOf(w *Workload) string {
+	if w.Scheduler == source.SchedulerKubernetes {
+		return w.Container
+	}
+	return ""
+}
+
+var simCapabilities = []string{"sim"}
+
+func (s *Source) process(d *simDevice, sl slot, k int64, l load, orphan bool) source.Process {
+	w := sl.w
+	pid := 1000 + int(mix64(s.seed^w.key^uint64(k)<<20^uint64(sl.pos))%4_000_000)
+	return source.Process{
+		DeviceKey: d.key, PID: pid, Type: source.Compute,
+		MemoryBytes: uint64(l.memGiB * (1 << 30)),
+		Command:     w.command(), User: w.User, UID: 1000 + int(hashString(w.User)%60000),
+		Job: w.fullJobID(k), Orphan: orphan,
+	}
+}
+
+func (s *Source) jobCPU(n *simNode, e time.Duration, snap *source.Snapshot) {
+	for _, w := range n.workloads {
+		k, off, ok := s.instance(w, e)
+		if !ok || off >= w.End-w.Start {
+			continue
+		}
+		// Cgroups are per job: a replayed job (a new job id) starts from zero.
+		snap.JobCPU = append(snap.JobCPU, source.JobCPU{Job: w.fullJobID(k), Seconds: w.cpuSeconds(off)})
+	}
+}
+
+// gpuSamples builds every NVML and profiling sample of a physical GPU.
+func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, step uint64) []source.Sample {
+	m := d.model
+	nz := noiser{seed: s.seed, dev: d.id, step: step}
+	out := make([]source.Sample, 0, 64+len(d.xids))
+	add := func(met *catalogue.Metric, v float64) {
+		out = append(out, source.Sample{Metric: met, Value: v})
+	}
+
+	power := m.IdlePowerW + (m.MaxPowerW-m.IdlePowerW)*l.power + 1.2*nz.sym(chPower+50)
+	if fs.power {
+		power = m.PowerLimitW * (0.985 + 0.01*nz.unit(chPower+51))
+	}
+	power = clamp(power, m.IdlePowerW*0.85, m.PowerLimitW*1.02)
+	heat := (power - m.IdlePowerW) / (m.MaxPowerW - m.IdlePowerW)
+	temp := m.TempIdle + (m.TempMax-m.TempIdle)*heat + d.tempOff + 0.6*nz.sym(chTemp)
+	memTemp := m.MemTempIdle + (m.MemTempMax-m.MemTempIdle)*heat + d.tempOff + 0.6*nz.sym(chMemTemp)
+	if fs.thermal {
+		temp = m.TempThrottle + 1.5 + nz.sym(chTemp)
+		memTemp = m.MemTempMax + 12 + nz.sym(chMemTemp)
+	}
+	idle := l.util == 0 && !l.spin
+	sm := m.SMClockMax
+	if idle {
+		sm = m.SMClockIdle
+	}
+	var bits uint64
+	if idle {
+		bits |= 0x1
+	}
+	if fs.power {
+		bits |= 0x4
+		sm = m.SMClockMax * (0.78 + 0.04*nz.unit(chClock))
+	}
+	if fs.thermal {
+		bits |= 0x8 | 0x20 | 0x40
+		sm = m.SMClockMax * (0.52 + 0.04*nz.unit(chClock))
+	}
+	sm = float64(int(sm/15) * 15) // NVML reports clocks in 15 MHz steps on these boards
+
+	// Integrate the counters that depend on the path, not just the instant.
+	ns := t.UnixNano()
+	if !d.init {
+		d.init = true
+		d.energyMJ = 1e9 + 4e9*unit(s.seed, d.id, 0xe9e)
+		d.nvlinkBW = 0
+		d.lastNs = ns
+	} else if ns > d.lastNs {
+		dt := float64(ns-d.lastNs) / 1e9
+		d.energyMJ += power * dt * 1000
+		d.nvlinkBW += l.nvlink * m.NVLinkGBps * 1e9 / 1024 * dt // KiB, like DCGM's counter
+		d.lastNs = ns
+	}
+
+	usedMiB := l.memGiB * 1024
+	if !d.isParent { // NVML has no utilization for a GPU in MIG mode
+		add(catalogue.GPUUtil, float64(int(l.util+0.5)))
+		add(catalogue.MemCopyUtil, float64(int(l.memCopy+0.5)))
+		add(catalogue.EncUtil, 0)
+		add(catalogue.DecUtil, 0)
+	}
+	add(catalogue.FBUsed, float64(int(usedMiB)))
+	add(catalogue.FBFree, float64(int(m.MemoryMiB-m.ReservedMiB-usedMiB)))
+	add(catalogue.FBReserved, m.ReservedMiB)
+	add(catalogue.GPUTemp, float64(int(temp+0.5)))
+	if m.MemTempIdle > 0 {
+		add(catalogue.MemoryTemp, float64(int(memTemp+0.5)))
+	}
+	add(catalogue.PowerUsage, float64(int(power*1000))/1000)
+	add(catalogue.PowerLimit, m.PowerLimitW)
+	add(catalogue.TotalEnergy, float64(int64(d.energyMJ)))
+	add(catalogue.SMClock, sm)
+	add(catalogue.MemClock, m.MemClock)
+	add(catalogue.ClockEvents, float64(bits))
+	add(catalogue.PowerViolation, fs.powerNs)
+	add(catalogue.ThermViolation, fs.thermalNs)
+	add(catalogue.XIDLast, float64(fs.xidLast))
+	add(catalogue.ECCSBEVol, 0)
+	add(catalogue.ECCDBEVol, float64(fs.dbe))
+	add(catalogue.ECCSBEAgg, 0)
+	add(catalogue.ECCDBEAgg, float64(fs.dbe))
+	add(catalogue.RetiredSBE, 0)
+	add(catalogue.RetiredDBE, float64(fs.dbe))
+	add(catalogue.RetiredPending, float64(btoi(fs.retiredPending)))
+	add(catalogue.RemapCorr, 0)
+	add(catalogue.RemapUncorr, float64(fs.dbe+fs.remapFailures))
+	add(catalogue.RemapFailure, float64(btoi(fs.remapFailed)))
+	add(catalogue.RemapPending, float64(btoi(fs.remapPending)))
+	add(catalogue.PCIeReplay, float64(fs.pcieReplays))
+	if m.NVLinks > 0 {
+		add(catalogue.NVLinkBW, float64(int64(d.nvlinkBW)))
+		add(catalogue.NVLinkCRCFlit, float64(fs.nvFlit))
+		add(catalogue.NVLinkCRCData, float64(fs.nvData))
+		add(catalogue.NVLinkReplay, float64(fs.nvReplay))
+		add(catalogue.NVLinkRecovery, float64(fs.nvRecovery))
+	}
+	if !d.isParent {
+		out = profSamples(out, d, l)
+	}
+	for i, r := range reasons {
+		out = append(out, source.Sample{Metric: catalogue.ClockEventActive, LabelValues: reasonLabels[i],
+			Value: float64(btoi(bits&r.bit != 0))})
+	}
+	for i := range d.xids {
+		out = append(out, source.Sample{Metric: catalogue.XIDErrors, LabelValues: d.xidLabel[i],
+			Value: float64(fs.xidCounts[i])})
+	}
+	return out
+}
+
+// profSamples appends the DCGM_FI_PROF_* fields.
+func profSamples(out []source.Sample, d *simDevice, l *load) []source.Sample {
+	add := func(met *catalogue.Metric, v float64) {
+		out = append(out, source.Sample{Metric: met, Value: float64(int64(v*1e4)) / 1e4})
+	}
+	m := d.model
+	add(catalogue.ProfGrEngineActive, l.gr)
+	add(catalogue.ProfSMActive, l.sm)
+	add(catalogue.ProfSMOccupancy, l.occ)
+	add(catalogue.ProfTensorActive, l.tensor)
+	add(catalogue.ProfDRAMActive, l.dram)
+	add(catalogue.ProfFP64Active, l.fp64)
+	add(catalogue.ProfFP32Active, l.fp32)
+	add(catalogue.ProfFP16Active, l.fp16)
+	pcie := l.pcie * m.PCIeGBps * 1e9
+	out = append(out, source.Sample{Metric: catalogue.ProfPCIeTX, Value: float64(int64(pcie * 0.4))},
+		source.Sample{Metric: catalogue.ProfPCIeRX, Value: float64(int64(pcie * 0.6))})
+	if m.NVLinks > 0 && d.mig == nil {
+		nv := l.nvlink * m.NVLinkGBps * 1e9 / 2
+		out = append(out, source.Sample{Metric: catalogue.ProfNVLinkTX, Value: float64(int64(nv))},
+			source.Sample{Metric: catalogue.ProfNVLinkRX, Value: float64(int64(nv))})
+	}
+	return out
+}
+
+// migSamples are what a MIG GPU instance publishes: memory and the
+// profiling fields (DCGM reports no GPU_UTIL, power or clocks per instance).
+func migSamples(d *simDevice, l *load) []source.Sample {
+	out := make([]source.Sample, 0, 16)
+	used := float64(int(l.memGiB * 1024))
+	out = append(out,
+		source.Sample{Metric: catalogue.FBUsed, Value: used},
+		source.Sample{Metric: catalogue.FBFree, Value: d.memMiB - used},
+		source.Sample{Metric: catalogue.FBReserved, Value: 0},
+	)
+	return profSamples(out, d, l)
+}

@@ -1,0 +1,671 @@
+package sim
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// validator converts raw values and keeps the first error, with its line.
+type validator struct {
+	file string
+	root *yaml.Node
+	err  error
+}
+
+// fail records an error at a key path such as "workloads", 3, "behaviour".
+func (v *validator) fail(msg string, path ...any) {
+	if v.err != nil {
+		return
+	}
+	line, key := v.locate(path)
+	v.err = &ScenarioError{File: v.file, Line: line, Key: key, Msg: msg}
+}
+
+func (v *validator) failf(path []any, format string, args ...any) {
+	v.fail(fmt.Sprintf(format, args...), path...)
+}
+
+// locate walks the node tree along path; the line is that of the deepest
+// node found (the key itself when present, else its closest parent).
+func (v *validator) locate(path []any) (int, string) {
+	var key strings.Builder
+	n := v.root
+	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			if key.Len() > 0 {
+				key.WriteByte('.')
+			}
+			key.WriteString(p)
+			if n != nil && n.Kind == yaml.MappingNode {
+				var next *yaml.Node
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == p {
+						line = n.Content[i].Line
+						next = n.Content[i+1]
+						break
+					}
+				}
+				n = next
+			} else {
+				n = nil
+			}
+		case int:
+			key.WriteString("[" + strconv.Itoa(p) + "]")
+			if n != nil && n.Kind == yaml.SequenceNode && p < len(n.Content) {
+				n = n.Content[p]
+				line = n.Line
+			} else {
+				n = nil
+			}
+		}
+	}
+	return line, key.String()
+}
+
+func path(p ...any) []any { return p }
+
+// duration parses a duration offset: Go syntax plus a "d" (24h) unit, an
+// optional sign ("-2h" starts before the origin). Empty gives def.
+func (v *validator) duration(s string, def time.Duration, p []any) time.Duration {
+	if s == "" {
+		return def
+	}
+	d, err := parseDuration(s)
+	if err != nil {
+		v.failf(p, "invalid duration %q (use e.g. 90s, 15m, 2h, 3d)", s)
+		return def
+	}
+	return d
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	neg := false
+	body := s
+	if strings.HasPrefix(body, "-") {
+		neg, body = true, body[1:]
+	} else if strings.HasPrefix(body, "+") {
+		body = body[1:]
+	}
+	var total time.Duration
+	// Split off a leading "<n>d" part; time.ParseDuration has no days.
+	if i := strings.IndexByte(body, 'd'); i >= 0 {
+		n, err := strconv.ParseFloat(body[:i], 64)
+		if err != nil || n < 0 || n > 3650 {
+			return 0, fmt.Errorf("invalid days in %q", s)
+		}
+		total = time.Duration(n * float64(24*time.Hour))
+		body = body[i+1:]
+	}
+	if body != "" {
+		d, err := time.ParseDuration(body)
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		total += d
+	} else if !strings.Contains(s, "d") {
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	if neg {
+		total = -total
+	}
+	return total, nil
+}
+
+// maxFleetGPUs bounds the fleet: collection cost grows with it, and a
+// bigger fleet is better simulated by several exporters.
+const maxFleetGPUs = 4096
+
+// maxOffset bounds offsets so arithmetic on them never overflows.
+const maxOffset = 10 * 365 * 24 * time.Hour
+
+func (v *validator) scenario(raw *rawScenario) *Scenario {
+	sc := &Scenario{Name: raw.Name, Description: raw.Description}
+	if sc.Name == "" {
+		sc.Name = strings.TrimSuffix(filepath.Base(v.file), filepath.Ext(v.file))
+	}
+	if raw.Origin != "" {
+		t, err := time.Parse(time.RFC3339, raw.Origin)
+		if err != nil {
+			v.failf(path("origin"), "invalid time %q (RFC 3339, e.g. 2026-11-02T00:00:00Z)", raw.Origin)
+		}
+		sc.Origin = t
+	}
+	sc.Repeat = v.duration(raw.Repeat, 0, path("repeat"))
+	if sc.Repeat < 0 || sc.Repeat > maxOffset {
+		v.failf(path("repeat"), "must be positive and at most 10 years")
+	}
+	if len(raw.Fleet) == 0 {
+		v.fail("at least one node is needed", "fleet")
+	}
+	nodes := map[string]*Node{}
+	for i := range raw.Fleet {
+		g := &raw.Fleet[i]
+		p := path("fleet", i)
+		m, ok := LookupModel(g.Model)
+		if !ok {
+			v.failf(append(p, "model"), "unknown model %q (known: %s)", g.Model, strings.Join(ModelKeys(), ", "))
+			continue
+		}
+		n := g.GPUs
+		if n == 0 {
+			n = 8
+		}
+		if n < 1 || n > 16 {
+			v.failf(append(p, "gpus"), "must be between 1 and 16, got %d", g.GPUs)
+			continue
+		}
+		names := g.Hostnames
+		if g.Hostname != "" {
+			if len(names) > 0 {
+				v.failf(append(p, "hostnames"), "set hostname or hostnames, not both")
+			}
+			names = []string{g.Hostname}
+		}
+		if len(names) == 0 {
+			v.failf(p, "hostname or hostnames is required")
+		}
+		mig := map[int][]string{}
+		for j, mg := range g.MIG {
+			mp := append(append([]any{}, p...), "mig", j)
+			if mg.GPU < 0 || mg.GPU >= n {
+				v.failf(append(mp, "gpu"), "GPU index %d out of range 0-%d", mg.GPU, n-1)
+				continue
+			}
+			if _, dup := mig[mg.GPU]; dup {
+				v.failf(append(mp, "gpu"), "GPU %d listed twice", mg.GPU)
+			}
+			if len(mg.Profiles) == 0 || len(mg.Profiles) > 7 {
+				v.failf(append(mp, "profiles"), "between 1 and 7 profiles needed")
+			}
+			var used float64
+			for k, prof := range mg.Profiles {
+				gib, err := migProfileGiB(prof)
+				if err != nil {
+					v.failf(append(mp, "profiles", k), "%v", err)
+				}
+				used += gib * 1024
+			}
+			if used > m.MemoryMiB {
+				v.failf(append(mp, "profiles"), "profiles need %.0f MiB, the GPU has %.0f", used, m.MemoryMiB)
+			}
+			mig[mg.GPU] = mg.Profiles
+		}
+		for j, h := range names {
+			hp := append(append([]any{}, p...), "hostname")
+			if len(g.Hostnames) > 0 {
+				hp = append(append([]any{}, p...), "hostnames", j)
+			}
+			if h == "" || strings.ContainsAny(h, " \t\n\"\\") {
+				v.failf(hp, "invalid hostname %q", h)
+				continue
+			}
+			if _, dup := nodes[h]; dup {
+				v.failf(hp, "hostname %q defined twice", h)
+				continue
+			}
+			sc.Nodes = append(sc.Nodes, Node{Hostname: h, Model: m, GPUs: n, MIG: mig})
+			nodes[h] = &sc.Nodes[len(sc.Nodes)-1]
+		}
+	}
+	total := 0
+	for _, n := range sc.Nodes {
+		total += n.GPUs
+	}
+	if total > maxFleetGPUs {
+		v.failf(path("fleet"), "%d GPUs: a simulated fleet has at most %d", total, maxFleetGPUs)
+	}
+	// Re-point after appends may have moved the slice.
+	for i := range sc.Nodes {
+		nodes[sc.Nodes[i].Hostname] = &sc.Nodes[i]
+	}
+	if v.err != nil {
+		return sc
+	}
+	for i := range raw.Workloads {
+		if w, ok := v.workload(&raw.Workloads[i], i, nodes); ok {
+			sc.Workloads = append(sc.Workloads, w)
+		}
+	}
+	for i := range raw.Faults {
+		if f, ok := v.fault(&raw.Faults[i], i, nodes); ok {
+			sc.Faults = append(sc.Faults, f)
+		}
+	}
+	if v.err == nil {
+		v.overlaps(sc)
+	}
+	return sc
+}
+
+// migProfileGiB reads the memory size of a MIG profile such as "3g.40gb".
+func migProfileGiB(p string) (float64, error) {
+	var g int
+	var gb float64
+	if _, err := fmt.Sscanf(p, "%dg.%fgb", &g, &gb); err != nil || g < 1 || g > 7 || gb <= 0 || gb > 200 {
+		return 0, fmt.Errorf("invalid MIG profile %q (e.g. 1g.10gb, 3g.40gb)", p)
+	}
+	return gb, nil
+}
+
+func contains[T comparable](s []T, v T) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) gpuList(gpus []int, n *Node, p []any) {
+	seen := map[int]bool{}
+	for j, g := range gpus {
+		if g < 0 || g >= n.GPUs {
+			v.failf(append(p, j), "GPU index %d out of range 0-%d on %s", g, n.GPUs-1, n.Hostname)
+			return
+		}
+		if seen[g] {
+			v.failf(append(p, j), "GPU %d listed twice", g)
+			return
+		}
+		seen[g] = true
+	}
+}
+
+func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Workload, bool) {
+	p := func(k ...any) []any { return append([]any{"workloads", i}, k...) }
+	w := Workload{ID: r.ID, Scheduler: r.Scheduler, Namespace: r.Namespace, Container: r.Container,
+		User: r.User, Account: r.Account, Team: r.Team, Kind: r.Kind, JobName: r.JobName, Command: r.Command,
+		Node: r.Node, GPUs: r.GPUs, Behaviour: Behaviour(r.Behaviour), Labels: r.Labels, Expect: r.Expect}
+	w.line, _ = v.locate(p())
+	w.key = hashString(r.Node + "/" + r.ID)
+	if w.ID == "" {
+		v.fail("id is required", p()...)
+		return w, false
+	}
+	if strings.ContainsAny(w.ID, " \t\n\"\\/,") {
+		v.failf(p("id"), "invalid id %q", w.ID)
+	}
+	if !contains(behaviours, w.Behaviour) {
+		v.failf(p("behaviour"), "unknown behaviour %q", r.Behaviour)
+		return w, false
+	}
+	switch w.Scheduler {
+	case "":
+		w.Scheduler = "slurm"
+	case "slurm", "kubernetes":
+	default:
+		v.failf(p("scheduler"), "must be slurm or kubernetes, got %q", w.Scheduler)
+	}
+	if w.Scheduler == "kubernetes" {
+		if w.Namespace == "" {
+			w.Namespace = "default"
+		}
+		if w.Container == "" {
+			w.Container = "main"
+		}
+	} else if w.Namespace != "" || w.Container != "" {
+		v.failf(p("namespace"), "namespace and container are for scheduler kubernetes")
+	}
+	if w.User == "" {
+		v.fail("user is required", p()...)
+	}
+	if w.Team == "" {
+		w.Team = w.Account
+	}
+	if w.Account == "" {
+		w.Account = w.Team
+	}
+	if w.JobName == "" {
+		w.JobName = string(w.Behaviour)
+	}
+	switch w.Kind {
+	case "":
+		switch w.Behaviour {
+		case IdleNotebook, Notebook:
+			w.Kind = "interactive"
+		case InferenceDaily:
+			w.Kind = "service"
+		default:
+			w.Kind = "batch"
+		}
+	case "batch", "interactive", "service":
+	default:
+		v.failf(p("kind"), "must be batch, interactive or service, got %q", w.Kind)
+	}
+	if (w.Behaviour == IdleNotebook || w.Behaviour == Notebook) && w.Kind != "interactive" {
+		v.failf(p("kind"), "behaviour %s needs kind interactive", w.Behaviour)
+	}
+	n, ok := nodes[w.Node]
+	if !ok {
+		v.failf(p("node"), "unknown node %q", w.Node)
+		return w, false
+	}
+	if r.MIG != nil {
+		if len(r.GPUs) > 0 {
+			v.failf(p("mig"), "set gpus or mig, not both")
+		}
+		profs, ok := n.MIG[r.MIG.GPU]
+		if !ok {
+			v.failf(p("mig", "gpu"), "GPU %d of %s is not in MIG mode", r.MIG.GPU, n.Hostname)
+		} else if r.MIG.Instance < 1 || r.MIG.Instance > len(profs) {
+			v.failf(p("mig", "instance"), "instance %d out of range 1-%d", r.MIG.Instance, len(profs))
+		}
+		w.MIG = &MIGRef{GPU: r.MIG.GPU, Instance: r.MIG.Instance}
+		w.GPUs = nil
+	} else {
+		if len(w.GPUs) == 0 {
+			v.fail("gpus (or mig) is required", p()...)
+		}
+		v.gpuList(w.GPUs, n, p("gpus"))
+		for _, g := range w.GPUs {
+			if _, isMIG := n.MIG[g]; isMIG {
+				v.failf(p("gpus"), "GPU %d of %s is in MIG mode: use mig", g, n.Hostname)
+				break
+			}
+		}
+	}
+	w.Start = v.duration(r.Start, 0, p("start"))
+	switch {
+	case r.End != "" && r.Duration != "":
+		v.failf(p("duration"), "set end or duration, not both")
+	case r.End != "":
+		w.End = v.duration(r.End, 0, p("end"))
+	case r.Duration != "":
+		w.End = w.Start + v.duration(r.Duration, 0, p("duration"))
+	default:
+		v.fail("end or duration is required", p()...)
+	}
+	if w.Start < -maxOffset || w.Start > maxOffset || w.End > maxOffset {
+		v.failf(p("start"), "offsets must be within 10 years of the origin")
+	}
+	if v.err == nil && w.End <= w.Start {
+		v.failf(p("end"), "end (%s) must be after start (%s)", w.End, w.Start)
+	}
+	for j, e := range w.Expect {
+		if !contains(patterns, e) {
+			v.failf(p("expect", j), "unknown pattern %q (known: %s)", e, strings.Join(patterns, ", "))
+		}
+	}
+	w.Params = v.params(&r.Params, &w, p("params"))
+	return w, v.err == nil
+}
+
+// behaviourParams lists the parameters each behaviour reads; setting another
+// one is an error, since it would silently do nothing.
+var behaviourParams = map[Behaviour][]string{
+	Training:       {"util", "memory_gib", "cpu_cores"},
+	Overlong:       {"util", "memory_gib", "cpu_cores"},
+	BurstyTraining: {"util", "memory_gib", "cpu_cores", "stall_every", "stall"},
+	InferenceDaily: {"min_util", "max_util", "period", "memory_gib", "cpu_cores"},
+	CPUOnly:        {"cpu_cores"},
+	HungCollective: {"active", "util", "memory_gib", "cpu_cores"},
+	StuckIdle:      {"active", "util", "memory_gib", "cpu_cores"},
+	IdleNotebook:   {"active", "util", "memory_gib", "cpu_cores"},
+	Notebook:       {"every", "burst", "util", "memory_gib", "cpu_cores"},
+	StartupDelay:   {"delay", "util", "memory_gib", "cpu_cores"},
+	LowUtil:        {"util", "memory_gib", "cpu_cores"},
+	PartialGPUs:    {"idle_gpus", "util", "memory_gib", "cpu_cores"},
+	Orphan:         {"orphan_for", "util", "memory_gib", "cpu_cores"},
+}
+
+// set lists the parameters present in the file, in declaration order.
+func (r *rawParams) set() []string {
+	var out []string
+	for _, kv := range []struct {
+		k  string
+		on bool
+	}{
+		{"util", r.Util != nil}, {"memory_gib", r.MemoryGiB != nil}, {"active", r.Active != ""},
+		{"delay", r.Delay != ""}, {"stall_every", r.StallEvery != ""}, {"stall", r.Stall != ""},
+		{"period", r.Period != ""}, {"min_util", r.MinUtil != nil}, {"max_util", r.MaxUtil != nil},
+		{"idle_gpus", r.IdleGPUs != nil}, {"orphan_for", r.OrphanFor != ""}, {"cpu_cores", r.CPUCores != nil},
+		{"every", r.Every != ""}, {"burst", r.Burst != ""},
+	} {
+		if kv.on {
+			out = append(out, kv.k)
+		}
+	}
+	return out
+}
+
+func (v *validator) params(r *rawParams, w *Workload, p []any) Params {
+	at := func(k string) []any { return append(append([]any{}, p...), k) }
+	for _, k := range r.set() {
+		if allowed := behaviourParams[w.Behaviour]; !contains(allowed, k) {
+			v.failf(at(k), "not a parameter of behaviour %s (it takes %s)", w.Behaviour, strings.Join(allowed, ", "))
+		}
+	}
+	pct := func(f *float64, def float64, k string) float64 {
+		if f == nil {
+			return def
+		}
+		if *f < 0 || *f > 100 {
+			v.failf(at(k), "must be between 0 and 100, got %g", *f)
+			return def
+		}
+		return *f
+	}
+	pos := func(s string, def time.Duration, k string) time.Duration {
+		d := v.duration(s, def, at(k))
+		if d <= 0 || d > maxOffset {
+			v.failf(at(k), "must be positive, got %s", s)
+			return def
+		}
+		return d
+	}
+	var pr Params
+	def := defaults(w.Behaviour)
+	pr.Util = pct(r.Util, def.Util, "util")
+	pr.MinUtil = pct(r.MinUtil, def.MinUtil, "min_util")
+	pr.MaxUtil = pct(r.MaxUtil, def.MaxUtil, "max_util")
+	if pr.MinUtil > pr.MaxUtil {
+		v.failf(at("min_util"), "min_util %g is above max_util %g", pr.MinUtil, pr.MaxUtil)
+	}
+	pr.MemoryGiB = def.MemoryGiB
+	if r.MemoryGiB != nil {
+		if *r.MemoryGiB < 0 || *r.MemoryGiB > 200 {
+			v.failf(at("memory_gib"), "must be between 0 and 200, got %g", *r.MemoryGiB)
+		} else {
+			pr.MemoryGiB = *r.MemoryGiB
+		}
+	}
+	pr.CPUCores = def.CPUCores
+	if r.CPUCores != nil {
+		if *r.CPUCores < 0 || *r.CPUCores > 512 {
+			v.failf(at("cpu_cores"), "must be between 0 and 512, got %g", *r.CPUCores)
+		} else {
+			pr.CPUCores = *r.CPUCores
+		}
+	}
+	pr.Active = pos(r.Active, def.Active, "active")
+	pr.Delay = pos(r.Delay, def.Delay, "delay")
+	pr.StallEvery = pos(r.StallEvery, def.StallEvery, "stall_every")
+	pr.Stall = pos(r.Stall, def.Stall, "stall")
+	if pr.Stall >= pr.StallEvery {
+		v.failf(at("stall"), "stall %s must be shorter than stall_every %s", pr.Stall, pr.StallEvery)
+	}
+	pr.Period = pos(r.Period, def.Period, "period")
+	pr.Every = pos(r.Every, def.Every, "every")
+	pr.Burst = pos(r.Burst, def.Burst, "burst")
+	if pr.Burst >= pr.Every {
+		v.failf(at("burst"), "burst %s must be shorter than every %s", pr.Burst, pr.Every)
+	}
+	if r.OrphanFor != "" {
+		pr.OrphanFor = pos(r.OrphanFor, 0, "orphan_for")
+	}
+	n := len(w.GPUs)
+	pr.IdleGPUs = n / 2
+	if r.IdleGPUs != nil {
+		pr.IdleGPUs = *r.IdleGPUs
+	}
+	if w.Behaviour == PartialGPUs {
+		if n < 2 {
+			v.failf(append(p[:len(p)-1:len(p)-1], "gpus"), "partial_gpus needs at least 2 GPUs")
+		} else if pr.IdleGPUs < 1 || pr.IdleGPUs >= n {
+			v.failf(at("idle_gpus"), "must be between 1 and %d, got %d", n-1, pr.IdleGPUs)
+		}
+	}
+	return pr
+}
+
+// defaults holds each behaviour's parameter defaults.
+func defaults(b Behaviour) Params {
+	p := Params{
+		Util: 95, MemoryGiB: 48, Active: 2 * time.Hour, Delay: 25 * time.Minute,
+		StallEvery: 5 * time.Minute, Stall: 40 * time.Second, Period: 24 * time.Hour,
+		MinUtil: 12, MaxUtil: 75, CPUCores: 6, Every: 30 * time.Minute, Burst: 6 * time.Minute,
+	}
+	switch b {
+	case BurstyTraining:
+		p.Util = 88
+	case InferenceDaily:
+		p.MemoryGiB, p.CPUCores = 30, 3
+	case CPUOnly:
+		p.MemoryGiB, p.CPUCores = 0, 12
+	case HungCollective:
+		p.Active = 90 * time.Minute
+		p.CPUCores = 1
+	case StuckIdle:
+		p.Active = 60 * time.Minute
+		p.CPUCores = 0.3
+	case IdleNotebook:
+		p.Util, p.MemoryGiB, p.Active, p.CPUCores = 45, 6, 20*time.Minute, 0.5
+	case Notebook:
+		p.Util, p.MemoryGiB, p.CPUCores = 60, 8, 0.5
+	case LowUtil:
+		p.Util, p.MemoryGiB, p.CPUCores = 14, 5, 2
+	}
+	return p
+}
+
+func (v *validator) fault(r *rawFault, i int, nodes map[string]*Node) (Fault, bool) {
+	p := func(k ...any) []any { return append([]any{"faults", i}, k...) }
+	f := Fault{Kind: FaultKind(r.Kind), Node: r.Node, GPUs: r.GPUs, XID: r.XID, Count: r.Count, Field: r.Field}
+	if !contains(faultKinds, f.Kind) {
+		v.failf(p("kind"), "unknown fault kind %q", r.Kind)
+		return f, false
+	}
+	n, ok := nodes[f.Node]
+	if !ok {
+		v.failf(p("node"), "unknown node %q", f.Node)
+		return f, false
+	}
+	if len(f.GPUs) == 0 {
+		for g := 0; g < n.GPUs; g++ {
+			f.GPUs = append(f.GPUs, g)
+		}
+	}
+	v.gpuList(f.GPUs, n, p("gpus"))
+	f.At = v.duration(r.At, 0, p("at"))
+	f.Duration = v.duration(r.Duration, 0, p("duration"))
+	f.Every = v.duration(r.Every, 0, p("every"))
+	f.Until = v.duration(r.Until, 0, p("until"))
+	if f.At < 0 || f.At > maxOffset {
+		v.failf(p("at"), "must be between 0 and 10 years")
+	}
+	if f.Duration < 0 || f.Duration > maxOffset {
+		v.failf(p("duration"), "must be positive")
+	}
+	if f.Every < 0 || f.Every > maxOffset {
+		v.failf(p("every"), "must be positive")
+	}
+	if f.Every > 0 && f.Every < time.Second {
+		v.failf(p("every"), "must be at least 1s")
+	}
+	if f.Until != 0 && (f.Until < f.At || f.Until > maxOffset) {
+		v.failf(p("until"), "must be after at")
+	}
+	if f.Kind.windowed() && f.Every > 0 && (f.Duration == 0 || f.Duration >= f.Every) {
+		v.failf(p("duration"), "a recurring %s needs a duration shorter than every", f.Kind)
+	}
+	if !f.Kind.windowed() && r.Duration != "" && f.Kind != RowRemapFailure && f.Kind != ECCDBE {
+		v.failf(p("duration"), "%s is a point event: use every for recurrence", f.Kind)
+	}
+	if f.Kind == XID {
+		if f.XID < 1 || f.XID > 1000 {
+			v.failf(p("xid"), "an XID code between 1 and 1000 is required")
+		}
+	} else if r.XID != 0 {
+		v.failf(p("xid"), "only for kind xid")
+	}
+	if f.Kind == FieldError {
+		if _, ok := fieldMetrics[f.Field]; !ok {
+			v.failf(p("field"), "unknown field %q (known: %s)", r.Field, strings.Join(FieldNames(), ", "))
+		}
+	} else if r.Field != "" {
+		v.failf(p("field"), "only for kind field_error")
+	}
+	if f.Count == 0 {
+		f.Count = 1
+	}
+	if f.Count < 0 || f.Count > 1_000_000 {
+		v.failf(p("count"), "must be between 1 and 1000000")
+	}
+	return f, v.err == nil
+}
+
+// overlaps refuses two workloads holding the same GPU at the same time:
+// the ground truth of an allocation must be unambiguous.
+func (v *validator) overlaps(sc *Scenario) {
+	type span struct {
+		s, e time.Duration
+		i    int
+	}
+	byGPU := map[string][]span{}
+	ids := map[string]int{}
+	for i := range sc.Workloads {
+		w := &sc.Workloads[i]
+		// (node, job) names an allocation in findings and expectations: keep it unique.
+		if j, dup := ids[w.Node+"\x00"+w.ID]; dup {
+			v.failf(path("workloads", i, "id"), "job %s already runs on %s (workloads[%d]); ids are unique per node", w.ID, w.Node, j)
+			return
+		}
+		ids[w.Node+"\x00"+w.ID] = i
+		if sc.Repeat > 0 && w.End-w.Start > sc.Repeat {
+			v.failf(path("workloads", i, "end"), "runs longer than repeat (%s)", sc.Repeat)
+			return
+		}
+		for _, key := range w.deviceKeys() {
+			byGPU[key] = append(byGPU[key], span{w.Start, w.End, i})
+		}
+	}
+	keys := make([]string, 0, len(byGPU))
+	for k := range byGPU {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		spans := byGPU[k]
+		for a := 0; a < len(spans); a++ {
+			for b := a + 1; b < len(spans); b++ {
+				x, y := spans[a], spans[b]
+				shifts := []time.Duration{0}
+				if sc.Repeat > 0 {
+					shifts = append(shifts, -sc.Repeat, sc.Repeat)
+				}
+				for _, sh := range shifts {
+					if x.s < y.e+sh && y.s+sh < x.e {
+						v.failf(path("workloads", y.i, "gpus"), "%s overlaps workload %s on %s",
+							sc.Workloads[y.i].ID, sc.Workloads[x.i].ID, k)
+						return
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,335 @@
+package rules
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+)
+
+// needBinary returns the path of an external tool, skipping the test when it
+// is missing, except in CI where a missing tool is a broken setup.
+func needBinary(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s not installed (CI is set): %v", name, err)
+		}
+		t.Skipf("%s not installed; .ci/run installs it", name)
+	}
+	return p
+}
+
+func runTool(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func TestPromtoolCheckRules(t *testing.T) {
+	promtool := needBinary(t, "promtool")
+	out := runTool(t, promtool, "check", "rules", AlertsFile, RecordingFile)
+	// promtool prints lint findings (e.g. "duplicate rules") with SUCCESS; clean means none.
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "Checking ") || strings.HasPrefix(line, "SUCCESS: ") {
+			continue
+		}
+		t.Errorf("promtool check rules: unexpected output %q", line)
+	}
+}
+
+func TestPromtoolTestRules(t *testing.T) {
+	promtool := needBinary(t, "promtool")
+	files, err := filepath.Glob("tests/*.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rule unit tests found in tests/: %v", err)
+	}
+	runTool(t, promtool, append([]string{"test", "rules"}, files...)...)
+}
+
+func TestAmtoolCheckConfig(t *testing.T) {
+	amtool := needBinary(t, "amtool")
+	runTool(t, amtool, "check-config", AlertmanagerFile)
+}
+
+func TestAmtoolRoutes(t *testing.T) {
+	amtool := needBinary(t, "amtool")
+	f, err := os.Open("tests/alertmanager_routes.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	n := 0
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		want, labels, ok := strings.Cut(line, "|")
+		if !ok {
+			t.Fatalf("bad routes line %q: want 'receivers | labels'", line)
+		}
+		want = strings.ReplaceAll(strings.TrimSpace(want), " ", "")
+		args := append([]string{"config", "routes", "test", "--config.file=" + AlertmanagerFile, "--verify.receivers=" + want}, strings.Fields(labels)...)
+		t.Run(strings.Join(strings.Fields(labels), ","), func(t *testing.T) { runTool(t, amtool, args...) })
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no route cases")
+	}
+}
+
+func allRules(t *testing.T) []Rule {
+	t.Helper()
+	var out []Rule
+	for _, name := range []string{AlertsFile, RecordingFile} {
+		f, err := Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range f.Groups {
+			out = append(out, g.Rules...)
+		}
+	}
+	return out
+}
+
+// TestEveryMetricInCatalogue fails when a rule reads a name that neither the
+// catalogue nor a recording rule defines: a typo, or a renamed metric.
+func TestEveryMetricInCatalogue(t *testing.T) {
+	recorded, err := Recorded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{"up": true}
+	for _, r := range recorded {
+		known[r] = true
+	}
+	for _, r := range allRules(t) {
+		names, err := MetricNames(r.Expr)
+		if err != nil {
+			t.Fatalf("%s%s: %v", r.Alert, r.Record, err)
+		}
+		if len(names) == 0 {
+			t.Errorf("%s%s: no metric in %q", r.Alert, r.Record, r.Expr)
+		}
+		for _, n := range names {
+			if _, ok := catalogue.Lookup(n); !ok && !known[n] {
+				t.Errorf("%s%s reads %s, which is not in exporter/catalogue nor a recording rule", r.Alert, r.Record, n)
+			}
+		}
+	}
+}
+
+var recordName = regexp.MustCompile(`^[a-zA-Z_]+:[a-zA-Z_][a-zA-Z0-9_]*:[a-z0-9_]+$`)
+
+func TestRecordingRuleNames(t *testing.T) {
+	for _, r := range allRules(t) {
+		if r.Record == "" {
+			continue
+		}
+		if !recordName.MatchString(r.Record) {
+			t.Errorf("recording rule %s is not level:metric:operations", r.Record)
+		}
+	}
+}
+
+func TestAlertsHaveLabelsAnnotationsAndRunbooks(t *testing.T) {
+	severities := map[string]bool{"critical": true, "warning": true, "info": true}
+	seen := map[string]bool{}
+	for _, r := range allRules(t) {
+		if r.Alert == "" {
+			continue
+		}
+		if seen[r.Alert] {
+			t.Errorf("alert %s defined twice", r.Alert)
+		}
+		seen[r.Alert] = true
+		if !severities[r.Labels["severity"]] {
+			t.Errorf("%s: severity %q, want critical, warning or info", r.Alert, r.Labels["severity"])
+		}
+		for _, a := range []string{"summary", "description", "runbook_url"} {
+			if strings.TrimSpace(r.Annotations[a]) == "" {
+				t.Errorf("%s: no %s annotation", r.Alert, a)
+			}
+		}
+		const prefix = "https://github.com/gpuwatch/gpuwatch/blob/main/"
+		url := r.Annotations["runbook_url"]
+		if !strings.HasPrefix(url, prefix+"docs/runbooks/") {
+			t.Errorf("%s: runbook_url %q is not under docs/runbooks/", r.Alert, url)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("..", strings.TrimPrefix(url, prefix))); err != nil {
+			t.Errorf("%s: runbook missing: %v", r.Alert, err)
+		}
+	}
+	if len(seen) == 0 {
+		t.Fatal("no alerts")
+	}
+}
+
+// TestXIDCatalogue pins the split of XID codes between the critical and the
+// application alert, so an edit cannot silently drop a code NVIDIA lists.
+func TestXIDCatalogue(t *testing.T) {
+	codes := func(alert string) map[string]bool {
+		for _, r := range allRules(t) {
+			if r.Alert != alert {
+				continue
+			}
+			m := regexp.MustCompile(`xid=~"([0-9|]+)"`).FindStringSubmatch(r.Expr)
+			if m == nil {
+				t.Fatalf("%s: no xid=~ matcher in %q", alert, r.Expr)
+			}
+			out := map[string]bool{}
+			for _, c := range strings.Split(m[1], "|") {
+				out[c] = true
+			}
+			return out
+		}
+		t.Fatalf("no alert %s", alert)
+		return nil
+	}
+	tests := []struct {
+		alert string
+		want  []string
+	}{
+		{"GPUXidCritical", []string{"48", "61", "62", "64", "74", "79", "92", "94", "95", "119", "120"}},
+		{"GPUXidApplicationError", []string{"13", "31", "43", "45"}},
+	}
+	for _, tc := range tests {
+		got := codes(tc.alert)
+		for _, c := range tc.want {
+			if !got[c] {
+				t.Errorf("%s does not match XID %s", tc.alert, c)
+			}
+		}
+	}
+	crit, app := codes("GPUXidCritical"), codes("GPUXidApplicationError")
+	for c := range app {
+		if crit[c] {
+			t.Errorf("XID %s is both critical and an application error", c)
+		}
+	}
+}
+
+// unitTests is the part of a promtool test file this check reads.
+type unitTests struct {
+	Tests []struct {
+		Name  string `yaml:"name"`
+		Cases []struct {
+			Alertname string `yaml:"alertname"`
+			ExpAlerts []any  `yaml:"exp_alerts"`
+		} `yaml:"alert_rule_test"`
+	} `yaml:"tests"`
+}
+
+// TestEveryAlertUnitTested requires a firing and a non-firing promtool case per alert.
+func TestEveryAlertUnitTested(t *testing.T) {
+	files, _ := filepath.Glob("tests/*.yml")
+	firing, quiet := map[string]bool{}, map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u unitTests
+		if err := yaml.Unmarshal(data, &u); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, tc := range u.Tests {
+			for _, c := range tc.Cases {
+				if len(c.ExpAlerts) > 0 {
+					firing[c.Alertname] = true
+				} else {
+					quiet[c.Alertname] = true
+				}
+			}
+		}
+	}
+	for _, r := range allRules(t) {
+		if r.Alert == "" {
+			continue
+		}
+		if !firing[r.Alert] {
+			t.Errorf("%s has no promtool case where it fires", r.Alert)
+		}
+		if !quiet[r.Alert] {
+			t.Errorf("%s has no promtool case where it stays quiet", r.Alert)
+		}
+	}
+}
+
+func TestParseStrict(t *testing.T) {
+	tests := []struct {
+		name, in, wantErr string
+	}{
+		{"unknown key with line", "groups:\n  - name: g\n    rulez: []\n", "line 3"},
+		{"alert and record", "groups:\n  - name: g\n    rules:\n      - alert: A\n        record: a:b:c\n        expr: up\n", "exactly one of alert and record"},
+		{"no expr", "groups:\n  - name: g\n    rules:\n      - alert: A\n", "empty expr"},
+		{"no group name", "groups:\n  - rules: []\n", "has no name"},
+		{"empty", "", "empty rule file"},
+		{"ok", "groups:\n  - name: g\n    rules:\n      - record: a:b:c\n        expr: up\n", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("x.yml", []byte(tc.in))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestMetricNames(t *testing.T) {
+	tests := []struct {
+		expr string
+		want []string
+	}{
+		{`up`, []string{"up"}},
+		{`rate(DCGM_FI_DEV_THERMAL_VIOLATION{hostname=~"$hostname", gpu="0"}[$__rate_interval]) / 1e9`, []string{"DCGM_FI_DEV_THERMAL_VIOLATION"}},
+		{`floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 32) % 2 == 1`, []string{"DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}},
+		{`avg by (hostname, team) (gpuwatch_allocation_info * on (hostname, UUID) group_left (team) DCGM_FI_DEV_GPU_UTIL)`,
+			[]string{"DCGM_FI_DEV_GPU_UTIL", "gpuwatch_allocation_info"}},
+		{`x unless x offset 10m or sum without (xid) (y{a="}{[by"}) and on() vector(0)`, []string{"x", "y"}},
+		{`topk(10, a:b:c) > bool 0.5 or time() - z > 60`, []string{"a:b:c", "z"}},
+		{`count by (hostname) (m{team=~"${team}"}[5m:1m]) or nan`, []string{"m"}},
+	}
+	for _, tc := range tests {
+		got, err := MetricNames(tc.expr)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.expr, err)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("MetricNames(%q) = %v, want %v", tc.expr, got, tc.want)
+		}
+	}
+	for _, bad := range []string{`x{a="b"`, `rate(x[5m)`, `x{a="b}`} {
+		if _, err := MetricNames(bad); err == nil {
+			t.Errorf("MetricNames(%q): no error", bad)
+		}
+	}
+}

@@ -1,0 +1,712 @@
+package e2ealerts
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuwatch/gpuwatch/dashboards"
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/rules"
+)
+
+const (
+	scenario = "exporter/sim/scenarios/throttling-xid.yaml"
+	host     = "gpu-node-01" // the scenario's only node
+	// dcgmHost and dcgmInstance label a second scrape of the same exporter
+	// with every gpuwatch_* series dropped: what a stock dcgm-exporter serves.
+	dcgmHost     = "dcgm-node"
+	dcgmInstance = "dcgm-node:9400"
+	// shortFor replaces every alert's `for:` so the test finishes in minutes;
+	// the promtool unit tests cover the real durations.
+	shortFor = "5s"
+	// alertDeadline bounds the wait for every expected notification: the
+	// scenario's last fault starts at 100s.
+	alertDeadline = 150 * time.Second
+)
+
+// expected are the notifications the scenario must produce: alert, GPU, the
+// team label (empty: none) and every receiver that must get it.
+var expected = []struct {
+	host, alert, gpu, team string
+	receivers              []string
+}{
+	{host, "GPUHardwareSlowdown", "0", "llm", []string{"gpu-ops-pager", "team-llm"}},
+	{host, "GPUPowerThrottling", "1", "llm", []string{"team-llm"}},
+	{host, "GPUXidCritical", "2", "llm", []string{"gpu-ops-pager", "team-llm"}},
+	{host, "GPUXidApplicationError", "3", "llm", []string{"team-llm"}},
+	{host, "GPUECCDoubleBitErrors", "4", "vision", []string{"gpu-ops-pager", "team-vision"}},
+	{host, "GPURowRemapFailure", "5", "vision", []string{"gpu-ops-pager", "team-vision"}},
+	{host, "GPUNVLinkErrors", "6", "nlp", []string{"gpu-ops"}},
+	{host, "GPUPCIeReplayErrors", "6", "nlp", []string{"gpu-ops"}},
+	{host, "GPUDown", "7", "", []string{"gpu-ops-pager"}},
+	// The same faults seen through dcgm-exporter's names only: no team (no
+	// gpuwatch_allocation_info), no XID counter, and a lost GPU is an absent
+	// series rather than gpuwatch_gpu_up 0.
+	{dcgmHost, "GPUHardwareSlowdown", "0", "", []string{"gpu-ops-pager"}},
+	{dcgmHost, "GPUPowerThrottling", "1", "", []string{"gpu-ops"}},
+	{dcgmHost, "GPUECCDoubleBitErrors", "4", "", []string{"gpu-ops-pager"}},
+	{dcgmHost, "GPURowRemapFailure", "5", "", []string{"gpu-ops-pager"}},
+	{dcgmHost, "GPUNVLinkErrors", "6", "", []string{"gpu-ops"}},
+	{dcgmHost, "GPUMissing", "7", "", []string{"gpu-ops-pager"}},
+}
+
+// inhibited fire in Prometheus but a critical alert on the same GPU must keep
+// them from any receiver.
+var inhibited = []struct{ alert, gpu string }{
+	{"GPUThermalThrottling", "0"}, // by GPUHardwareSlowdown
+	{"GPURowRemapPending", "4"},   // by GPUECCDoubleBitErrors
+}
+
+func TestAlertsEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test; run test/e2e-alerts/run.sh")
+	}
+	promBin := needBinary(t, "prometheus")
+	amBin := needBinary(t, "prometheus-alertmanager")
+	root := repoRoot(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	gpuwatch := filepath.Join(dir, "gpuwatch")
+	build := exec.CommandContext(ctx, "go", "build", "-o", gpuwatch, "./cmd/gpuwatch")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build gpuwatch: %v\n%s", err, out)
+	}
+
+	hook := newWebhook()
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+
+	exporterAddr, promAddr, amAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	start(ctx, t, dir, "exporter", gpuwatch, "exporter", "--source=sim",
+		"--sim.scenario="+filepath.Join(root, scenario), "--collect-interval=1s",
+		"--web.listen-address="+exporterAddr)
+	waitHTTP(ctx, t, "http://"+exporterAddr+"/metrics")
+
+	amConfig := writeAlertmanagerConfig(t, root, dir, srv.URL)
+	start(ctx, t, dir, "alertmanager", amBin, "--config.file="+amConfig,
+		"--storage.path="+filepath.Join(dir, "am-data"), "--web.listen-address="+amAddr,
+		"--cluster.listen-address=")
+	waitHTTP(ctx, t, "http://"+amAddr+"/-/ready")
+
+	promConfig := writePrometheusConfig(t, root, dir, exporterAddr, amAddr)
+	start(ctx, t, dir, "prometheus", promBin, "--config.file="+promConfig,
+		"--storage.tsdb.path="+filepath.Join(dir, "prom-data"), "--web.listen-address="+promAddr)
+	waitHTTP(ctx, t, "http://"+promAddr+"/-/ready")
+	prom := &promClient{base: "http://" + promAddr}
+
+	t.Run("alerts reach the webhook with hostname, gpu and team", func(t *testing.T) {
+		deadline := time.Now().Add(alertDeadline)
+		for {
+			missing := missingNotifications(hook)
+			if len(missing) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s still missing: %s\nreceived: %s\nfiring in Prometheus: %s",
+					alertDeadline, strings.Join(missing, "; "), hook.summary(), prom.firing(t))
+			}
+			time.Sleep(2 * time.Second)
+		}
+		for _, e := range expected {
+			for _, a := range hook.find(e.host, e.alert, e.gpu) {
+				if a.Labels[catalogue.LabelTeam] != e.team {
+					t.Errorf("%s gpu %s: team %q, want %q", e.alert, e.gpu, a.Labels[catalogue.LabelTeam], e.team)
+				}
+				for _, k := range []string{"summary", "description", "runbook_url"} {
+					if a.Annotations[k] == "" {
+						t.Errorf("%s gpu %s: no %s annotation", e.alert, e.gpu, k)
+					}
+				}
+			}
+		}
+	})
+
+	t.Run("critical inhibits warning on the same GPU", func(t *testing.T) {
+		firing := prom.firing(t)
+		for _, in := range inhibited {
+			if !strings.Contains(firing, in.alert+"/"+in.gpu+"@"+host) {
+				t.Errorf("%s on GPU %s does not fire in Prometheus, so its inhibition is not tested; firing: %s", in.alert, in.gpu, firing)
+			}
+			if got := hook.find(host, in.alert, in.gpu); len(got) > 0 {
+				t.Errorf("%s on GPU %s reached %s although a critical alert on that GPU should inhibit it", in.alert, in.gpu, got[0].receiver)
+			}
+		}
+	})
+
+	t.Run("recording rules return data", func(t *testing.T) {
+		recorded, err := rules.Recorded()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range recorded {
+			// The scenario has no idle allocated GPU and no analyzer runs here.
+			if strings.Contains(name, "idle") || strings.Contains(name, "analyzer") {
+				continue
+			}
+			if n, err := prom.series(name, true); err != nil || n == 0 {
+				t.Errorf("recording rule %s: %d series, %v", name, n, err)
+			}
+		}
+	})
+
+	t.Run("every dashboard query returns data", func(t *testing.T) {
+		walkDashboards(t, root, prom)
+	})
+
+	t.Run("NVIDIA dashboard 12239 queries return data", func(t *testing.T) {
+		walk12239(t, prom)
+	})
+}
+
+// ---- processes ----
+
+func needBinary(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s not installed (CI is set): %v", name, err)
+		}
+		t.Skipf("%s not installed; .ci/run installs it", name)
+	}
+	return p
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the test file")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start runs a process with its output in dir/<name>.log, and stops it when
+// the test ends; the log is printed if the test failed.
+func start(ctx context.Context, t *testing.T, dir, name, bin string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(dir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logFile.Close()
+		if t.Failed() {
+			if data, err := os.ReadFile(logPath); err == nil {
+				t.Logf("---- %s log (last 4 KiB) ----\n%s", name, tail(data, 4096))
+			}
+		}
+	})
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+func waitHTTP(ctx context.Context, t *testing.T, u string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after 30s (last error %v)", u, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// ---- configuration ----
+
+// writeAlertmanagerConfig adapts the shipped example: every receiver posts to
+// the test's webhook under its own name, and the timers shrink to seconds.
+func writeAlertmanagerConfig(t *testing.T, root, dir, hookURL string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "rules", rules.AlertmanagerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("parse %s: %v", rules.AlertmanagerFile, err)
+	}
+	route, ok := cfg["route"].(map[string]any)
+	if !ok {
+		t.Fatal("example config has no route")
+	}
+	route["group_wait"], route["group_interval"], route["repeat_interval"] = "1s", "1s", "1m"
+	receivers, ok := cfg["receivers"].([]any)
+	if !ok || len(receivers) == 0 {
+		t.Fatal("example config has no receivers")
+	}
+	for _, r := range receivers {
+		rm := r.(map[string]any)
+		name := rm["name"].(string)
+		hooks, ok := rm["webhook_configs"].([]any)
+		if !ok {
+			t.Fatalf("receiver %s has no webhook_configs", name)
+		}
+		for _, h := range hooks {
+			h.(map[string]any)["url"] = hookURL + "/" + name
+		}
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "alertmanager.yml")
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// writePrometheusConfig writes a private Prometheus config scraping the
+// exporter every second and loading the shipped rules, with `for:` shortened
+// and every group evaluated every second.
+func writePrometheusConfig(t *testing.T, root, dir, exporterAddr, amAddr string) string {
+	t.Helper()
+	var ruleFiles []string
+	for _, name := range []string{rules.RecordingFile, rules.AlertsFile} {
+		data, err := os.ReadFile(filepath.Join(root, "rules", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := rules.Parse(name, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for gi := range f.Groups {
+			g := &f.Groups[gi]
+			if g.Interval != "" {
+				g.Interval = "1s"
+			}
+			for ri := range g.Rules {
+				if g.Rules[ri].For != "" {
+					g.Rules[ri].For = shortFor
+				}
+			}
+		}
+		out, err := yaml.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ruleFiles = append(ruleFiles, p)
+	}
+	cfg := map[string]any{
+		"global":     map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
+		"rule_files": ruleFiles,
+		"alerting": map[string]any{"alertmanagers": []any{
+			map[string]any{"static_configs": []any{map[string]any{"targets": []string{amAddr}}}},
+		}},
+		"scrape_configs": []any{
+			map[string]any{"job_name": "gpuwatch", "static_configs": []any{map[string]any{"targets": []string{exporterAddr}}}},
+			// The same exporter as a stock dcgm-exporter would look: another
+			// instance and host, and no gpuwatch_* series.
+			map[string]any{"job_name": "dcgm-exporter",
+				"static_configs":  []any{map[string]any{"targets": []string{exporterAddr}}},
+				"relabel_configs": []any{map[string]any{"target_label": "instance", "replacement": dcgmInstance}},
+				"metric_relabel_configs": []any{
+					map[string]any{"source_labels": []string{"__name__"}, "regex": "gpuwatch_.*", "action": "drop"},
+					map[string]any{"source_labels": []string{catalogue.LabelHostname}, "regex": ".+", "target_label": catalogue.LabelHostname, "replacement": dcgmHost},
+				},
+			},
+		},
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ---- webhook receiver ----
+
+type receivedAlert struct {
+	receiver    string
+	Status      string            `json:"status"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// webhook records Alertmanager's notifications; the receiver is the last
+// element of the path (see writeAlertmanagerConfig).
+type webhook struct {
+	mu     sync.Mutex
+	alerts []receivedAlert
+}
+
+func newWebhook() *webhook { return &webhook{} }
+
+func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var msg struct {
+		Receiver string          `json:"receiver"`
+		Alerts   []receivedAlert `json:"alerts"`
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil {
+		err = json.Unmarshal(body, &msg)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	receiver := strings.TrimPrefix(r.URL.Path, "/")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, a := range msg.Alerts {
+		if a.Status != "firing" {
+			continue
+		}
+		a.receiver = receiver
+		if msg.Receiver != receiver { // the path and the payload must agree
+			a.receiver = receiver + "!=" + msg.Receiver
+		}
+		h.alerts = append(h.alerts, a)
+	}
+}
+
+// find returns the notifications of alert for one GPU of one host.
+func (h *webhook) find(hostname, alert, gpu string) []receivedAlert {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []receivedAlert
+	for _, a := range h.alerts {
+		if a.Labels["alertname"] == alert && a.Labels[catalogue.LabelGPU] == gpu && a.Labels[catalogue.LabelHostname] == hostname {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (h *webhook) summary() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := map[string]bool{}
+	for _, a := range h.alerts {
+		seen[fmt.Sprintf("%s:%s/%s(team=%s)->%s", a.Labels[catalogue.LabelHostname], a.Labels["alertname"], a.Labels[catalogue.LabelGPU], a.Labels[catalogue.LabelTeam], a.receiver)] = true
+	}
+	var out []string
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+func missingNotifications(h *webhook) []string {
+	var missing []string
+	for _, e := range expected {
+		got := map[string]bool{}
+		for _, a := range h.find(e.host, e.alert, e.gpu) {
+			got[a.receiver] = true
+		}
+		for _, r := range e.receivers {
+			if !got[r] {
+				missing = append(missing, fmt.Sprintf("%s %s gpu %s at %s", e.host, e.alert, e.gpu, r))
+			}
+		}
+	}
+	return missing
+}
+
+// ---- Prometheus queries ----
+
+type promClient struct{ base string }
+
+type promResult struct {
+	Status string          `json:"status"`
+	Error  string          `json:"error"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// vector is the data of a query or query_range answer.
+type vector struct {
+	ResultType string            `json:"resultType"`
+	Result     []json.RawMessage `json:"result"`
+}
+
+func (r *promResult) result() ([]json.RawMessage, error) {
+	var v vector
+	if err := json.Unmarshal(r.Data, &v); err != nil {
+		return nil, fmt.Errorf("decode Prometheus result: %w", err)
+	}
+	return v.Result, nil
+}
+
+func (p *promClient) get(path string, params url.Values) (*promResult, error) {
+	resp, err := http.Get(p.base + path + "?" + params.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("query Prometheus: %w", err)
+	}
+	defer resp.Body.Close()
+	var r promResult
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, fmt.Errorf("decode Prometheus answer (HTTP %d): %w", resp.StatusCode, err)
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("Prometheus: %s", r.Error)
+	}
+	return &r, nil
+}
+
+// series counts the series an expression returns, as an instant query or as
+// a range query over the last minute.
+func (p *promClient) series(expr string, instant bool) (int, error) {
+	now := time.Now()
+	if instant {
+		r, err := p.get("/api/v1/query", url.Values{"query": {expr}, "time": {fmt.Sprint(now.Unix())}})
+		if err != nil {
+			return 0, err
+		}
+		res, err := r.result()
+		return len(res), err
+	}
+	r, err := p.get("/api/v1/query_range", url.Values{"query": {expr},
+		"start": {fmt.Sprint(now.Add(-time.Minute).Unix())}, "end": {fmt.Sprint(now.Unix())}, "step": {"5"}})
+	if err != nil {
+		return 0, err
+	}
+	res, err := r.result()
+	return len(res), err
+}
+
+func (p *promClient) labelValues(label, match string) ([]string, error) {
+	r, err := p.get("/api/v1/label/"+label+"/values", url.Values{"match[]": {match}})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	if err := json.Unmarshal(r.Data, &out); err != nil {
+		return nil, fmt.Errorf("decode label values: %w", err)
+	}
+	return out, nil
+}
+
+// firing lists alerts firing in Prometheus as alertname/gpu.
+func (p *promClient) firing(t *testing.T) string {
+	r, err := p.get("/api/v1/query", url.Values{"query": {`ALERTS{alertstate="firing"}`}})
+	if err != nil {
+		return err.Error()
+	}
+	res, err := r.result()
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, raw := range res {
+		var s struct {
+			Metric map[string]string `json:"metric"`
+		}
+		if json.Unmarshal(raw, &s) == nil {
+			out = append(out, s.Metric["alertname"]+"/"+s.Metric[catalogue.LabelGPU]+"@"+s.Metric[catalogue.LabelHostname])
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// ---- dashboard walks ----
+
+// fill replaces Grafana's variables: the node under test for $hostname and
+// $instance, every value (".*") for the multi-value ones, and short windows
+// for the interval macros (the test has a few minutes of data).
+func fill(expr string, vars map[string]string) string {
+	r := strings.NewReplacer("$__rate_interval", "30s", "$__range", "2m", "$__interval", "5s")
+	expr = r.Replace(expr)
+	// Longest names first, so $job never eats into $job_id-like names.
+	names := make([]string, 0, len(vars))
+	for k := range vars {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return len(names[i]) > len(names[j]) })
+	for _, k := range names {
+		expr = strings.ReplaceAll(expr, "${"+k+"}", vars[k])
+		expr = strings.ReplaceAll(expr, "$"+k, vars[k])
+	}
+	return expr
+}
+
+// analyzerOnly reports whether a query reads only analyzer metrics, which
+// this test cannot produce (no analyzer runs here).
+func analyzerOnly(expr string) bool {
+	names, err := rules.MetricNames(expr)
+	if err != nil || len(names) == 0 {
+		return false
+	}
+	for _, n := range names {
+		m, ok := catalogue.Lookup(n)
+		if !ok || m.Origin != catalogue.OriginAnalyzer {
+			return false
+		}
+	}
+	return true
+}
+
+// dcgmOnly reports whether a query reads only dcgm-exporter's metrics.
+func dcgmOnly(expr string) bool {
+	names, err := rules.MetricNames(expr)
+	if err != nil || len(names) == 0 {
+		return false
+	}
+	for _, n := range names {
+		m, ok := catalogue.Lookup(n)
+		if !ok || !m.DCGM {
+			return false
+		}
+	}
+	return true
+}
+
+// walkDashboards runs every query with the gpuwatch node selected, then every
+// hardware query (dcgm-exporter metrics only) with the stock-dcgm node.
+func walkDashboards(t *testing.T, root string, prom *promClient) {
+	hosts, err := prom.labelValues(catalogue.LabelHostname, catalogue.GPUTemp.Name)
+	if err != nil || len(hosts) != 2 {
+		t.Fatalf("hostname values in Prometheus: %v, %v; want %s and %s", hosts, err, host, dcgmHost)
+	}
+	vars := map[string]string{"hostname": host, "gpu": ".*", "team": ".*", "job": ".*"}
+	dcgmVars := map[string]string{"hostname": dcgmHost, "gpu": ".*", "team": ".*", "job": ".*"}
+	hardware := 0
+	files, err := filepath.Glob(filepath.Join(root, "dashboards", "generated", "*.json"))
+	if err != nil || len(files) != len(dashboards.All()) {
+		t.Fatalf("generated dashboards: %d files, want %d (%v)", len(files), len(dashboards.All()), err)
+	}
+	total, skipped := 0, 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, err := dashboards.Queries(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
+			if analyzerOnly(q.Expr) {
+				skipped++
+				continue
+			}
+			total++
+			expr := fill(q.Expr, vars)
+			n, err := prom.series(expr, q.Instant)
+			switch {
+			case err != nil:
+				t.Errorf("%s / %s %s: %v\n  %s", q.Dashboard, q.Panel, q.RefID, err, expr)
+			case n == 0:
+				t.Errorf("%s / %s %s: no data\n  %s", q.Dashboard, q.Panel, q.RefID, expr)
+			}
+			if !dcgmOnly(q.Expr) {
+				continue
+			}
+			hardware++
+			expr = fill(q.Expr, dcgmVars)
+			if n, err := prom.series(expr, q.Instant); err != nil || n == 0 {
+				t.Errorf("%s / %s %s on dcgm-exporter data: %d series, %v\n  %s", q.Dashboard, q.Panel, q.RefID, n, err, expr)
+			}
+		}
+	}
+	if hardware < 20 {
+		t.Errorf("only %d hardware queries ran on dcgm-exporter data", hardware)
+	}
+	t.Logf("%d dashboard queries returned data, %d of them also on dcgm-exporter data; %d analyzer-only queries skipped (no analyzer in this test)", total, hardware, skipped)
+}
+
+func walk12239(t *testing.T, prom *promClient) {
+	// NVIDIA's dashboard runs against the stock-dcgm view of the exporter.
+	instances := []string{dcgmInstance}
+	f, err := os.Open("dcgm-12239-queries.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	vars := map[string]string{"instance": instances[0], "gpu": ".*"}
+	sc := bufio.NewScanner(f)
+	n := 0
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		panel, expr, ok := strings.Cut(line, "|")
+		if !ok {
+			t.Fatalf("bad fixture line %q", line)
+		}
+		n++
+		expr = fill(strings.TrimSpace(expr), vars)
+		got, err := prom.series(expr, false)
+		switch {
+		case err != nil:
+			t.Errorf("12239 %s: %v\n  %s", strings.TrimSpace(panel), err, expr)
+		case got == 0:
+			t.Errorf("12239 %s: no data\n  %s", strings.TrimSpace(panel), expr)
+		}
+	}
+	if n < 6 {
+		t.Fatalf("only %d 12239 queries in the fixture", n)
+	}
+}

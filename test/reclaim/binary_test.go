@@ -1,0 +1,272 @@
+package reclaim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+// scancelWrapper logs each call to $GPUWATCH_SCANCEL_LOG and runs the real
+// scancel. With GPUWATCH_SCANCEL_HANG=1, a plain cancel first writes its pid
+// to $GPUWATCH_SCANCEL_LOG.hang and hangs, so the test can SIGKILL the
+// analyzer between the intent and the cancel.
+func scancelWrapper(args []string) int {
+	log := os.Getenv("GPUWATCH_SCANCEL_LOG")
+	if os.Getenv("GPUWATCH_SCANCEL_HANG") == "1" && len(args) == 1 {
+		_ = os.WriteFile(log+".hang", []byte(fmt.Sprint(os.Getpid())), 0o644)
+		time.Sleep(time.Hour)
+	}
+	if f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+		fmt.Fprintln(f, strings.Join(args, " "))
+		f.Close()
+	}
+	real := lookPath("scancel")
+	cmd := exec.Command(real, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		return 1
+	}
+	return 0
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func gpuwatchBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gpuwatch-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "gpuwatch")
+		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/gpuwatch").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// The real binary, the real cluster, the real clock (second-scale delays):
+// `gpuwatch analyzer --once` warns, checkpoints, is SIGKILLed between the
+// intent and the cancel, and the next run reconciles and cancels exactly once;
+// `gpuwatch audit` then shows every step.
+func TestAnalyzerBinary(t *testing.T) {
+	slurm(t)
+	bin := gpuwatchBinary(t)
+	dir := t.TempDir()
+	h := newHook(t)
+	job, marker := submit(t, dir, "binary")
+	policyFile := filepath.Join(dir, "policy.yaml")
+	doc := fmt.Sprintf(`
+dry_run: false
+min_warning: 2s
+channels:
+  webhook: {url: %q}
+tiers:
+  - name: development
+    reclaim: true
+    rules:
+      - pattern: cpu_only
+        steps:
+          - {action: notify, after: 0s}
+          - {action: warn, after: 0s}
+          - {action: checkpoint, after: 2s}
+          - {action: reclaim, after: 4s}
+`, h.srv.URL)
+	if err := os.WriteFile(policyFile, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	fs, _ := json.Marshal([]finding.Finding{idleFinding(job, "debug", t0)})
+	findings := filepath.Join(dir, "findings.json")
+	if err := os.WriteFile(findings, fs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(os.Args[0], filepath.Join(dir, "scancel")); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "state.db")
+	cancels := filepath.Join(dir, "scancel.log")
+	analyzer := func(hang bool) *exec.Cmd {
+		cmd := exec.Command(bin, "analyzer", "--once", "--policy.file="+policyFile, "--storage.path="+db,
+			"--findings.file="+findings, "--slurm.scancel="+filepath.Join(dir, "scancel"))
+		cmd.Env = append(os.Environ(), "GPUWATCH_SCANCEL_LOG="+cancels)
+		if hang {
+			cmd.Env = append(cmd.Env, "GPUWATCH_SCANCEL_HANG=1")
+		}
+		return cmd
+	}
+	run := func() {
+		t.Helper()
+		if out, err := analyzer(false).CombinedOutput(); err != nil {
+			t.Fatalf("gpuwatch analyzer --once: %v\n%s", err, out)
+		}
+	}
+	sleepUntil := func(d time.Duration) { time.Sleep(time.Until(t0.Add(d))) }
+
+	run() // notify, warn
+	sleepUntil(2100 * time.Millisecond)
+	run() // checkpoint
+	waitFile(t, marker, "USR1")
+	sleepUntil(4100 * time.Millisecond)
+	crashing := analyzer(true)
+	var out strings.Builder
+	crashing.Stdout, crashing.Stderr = &out, &out
+	if err := crashing.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	var hangPID int
+	for hangPID == 0 && time.Now().Before(deadline) {
+		b, _ := os.ReadFile(cancels + ".hang")
+		fmt.Sscan(string(b), &hangPID)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if hangPID == 0 {
+		_ = crashing.Process.Kill()
+		t.Fatalf("the analyzer never reached scancel:\n%s", out.String())
+	}
+	if err := crashing.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := crashing.Wait()
+	_ = syscall.Kill(hangPID, syscall.SIGKILL) // the orphaned wrapper, which never cancelled
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("analyzer did not die of SIGKILL: %v", err)
+	}
+	if st := jobState(t, job); st != "RUNNING" {
+		t.Fatalf("job is %s before the restart", st)
+	}
+	run() // reconciles (not applied), then cancels
+	run() // nothing left to do
+	if st := jobState(t, job); st == "RUNNING" || st == "PENDING" {
+		t.Fatalf("job still %s", st)
+	}
+	var plain []string
+	for _, l := range lines(cancels) {
+		if !strings.HasPrefix(l, "--signal") {
+			plain = append(plain, l)
+		}
+	}
+	if len(plain) != 1 || plain[0] != job {
+		t.Fatalf("cancels = %v, want exactly one of job %s", plain, job)
+	}
+	js, err := exec.Command(bin, "audit", "--format=json", "--storage.path="+db, "--job="+job).Output()
+	if err != nil {
+		t.Fatalf("gpuwatch audit: %v", err)
+	}
+	var evs []audit.Event
+	if err := json.Unmarshal(js, &evs); err != nil {
+		t.Fatalf("audit json: %v\n%s", err, js)
+	}
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.Step+":"+string(e.State))
+	}
+	want := "notify:intended notify:done warn:intended warn:done checkpoint:intended checkpoint:done " +
+		"reclaim:intended reclaim:failed reclaim:intended reclaim:done"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("audit:\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	table, err := exec.Command(bin, "audit", "--storage.path="+db).Output()
+	if err != nil || !strings.Contains(string(table), "reconciled after restart") {
+		t.Fatalf("audit table: %v\n%s", err, table)
+	}
+}
+
+// The daemon runs cycles on its schedule and serves its metrics, which pass
+// promtool's lint; SIGTERM stops it cleanly.
+func TestAnalyzerDaemonMetrics(t *testing.T) {
+	bin := gpuwatchBinary(t)
+	dir := t.TempDir()
+	h := newHook(t)
+	policyFile := filepath.Join(dir, "policy.yaml")
+	doc := fmt.Sprintf(`
+min_warning: 0s
+channels:
+  webhook: {url: %q}
+tiers:
+  - name: all
+    reclaim: true
+    rules:
+      - pattern: cpu_only
+        steps: [{action: warn, after: 0s}, {action: reclaim, after: 0s}]
+`, h.srv.URL)
+	if err := os.WriteFile(policyFile, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs, _ := json.Marshal([]finding.Finding{idleFinding("900", "debug", time.Now())})
+	findings := filepath.Join(dir, "findings.json")
+	if err := os.WriteFile(findings, fs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(bin, "analyzer", "--policy.file="+policyFile, "--storage.path="+filepath.Join(dir, "state.db"),
+		"--findings.file="+findings, "--schedule=@every 1s", "--web.listen-address="+addr)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var body string
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(body, `gpuwatch_analyzer_actions_total{action="warn",hostname="node1",result="done"} 1`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never showed the warning:\n%s\nanalyzer output:\n%s", body, out.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+		b, err := exec.Command("curl", "-sf", "http://"+addr+"/metrics").Output()
+		if err != nil {
+			continue
+		}
+		body = string(b)
+	}
+	// Dry-run (the default): the reclaim is counted as what would have been done.
+	if !strings.Contains(body, `gpuwatch_analyzer_actions_total{action="reclaim",hostname="node1",result="dry_run"}`) {
+		t.Errorf("no dry-run reclaim counted:\n%s", body)
+	}
+	if promtool := lookPath("promtool"); promtool != "" {
+		lint := exec.Command(promtool, "check", "metrics")
+		lint.Stdin = strings.NewReader(body)
+		res, _ := lint.CombinedOutput()
+		for _, l := range strings.Split(string(res), "\n") {
+			if strings.HasPrefix(l, "gpuwatch_") {
+				t.Errorf("promtool: %s", l)
+			}
+		}
+	} else if os.Getenv("CI") != "" {
+		t.Error("promtool not installed; .ci/run installs it (Debian prometheus)")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("analyzer exit after SIGTERM: %v\n%s", err, out.String())
+	}
+}

@@ -1,0 +1,222 @@
+package reclaim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
+)
+
+// need skips (or, under CI, fails) a test whose external binary is missing.
+func need(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+func lookPath(names ...string) string {
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+		for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin"} {
+			if p := filepath.Join(dir, n); fileExists(p) {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+var slurmOnce sync.Once
+var slurmConf, slurmErr string
+
+// slurm makes sure a Slurm cluster is up and SLURM_CONF names it.
+func slurm(t *testing.T) {
+	t.Helper()
+	if lookPath("sbatch") == "" || lookPath("slurmctld") == "" || lookPath("munged") == "" {
+		need(t, "slurm not installed; .ci/run installs it (slurm-wlm munge) and starts test/slurm/start.sh")
+	}
+	slurmOnce.Do(func() {
+		if c := os.Getenv("GPUWATCH_SLURM_CONF"); c != "" {
+			slurmConf = c
+			return
+		}
+		if os.Getuid() != 0 {
+			slurmErr = "GPUWATCH_SLURM_CONF not set and not root: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does"
+			return
+		}
+		dir, err := os.MkdirTemp("", "gpuwatch-reclaim-slurm")
+		if err != nil {
+			slurmErr = err.Error()
+			return
+		}
+		cmd := exec.Command("../slurm/start.sh")
+		cmd.Env = append(os.Environ(), "GPUWATCH_SLURM_DIR="+dir, "GPUWATCH_SLURMCTLD_PORT=16847", "GPUWATCH_SLURMD_PORT=16848",
+			"GPUWATCH_SLURM_PROLOG=/bin/true", "GPUWATCH_SLURM_EPILOG=/bin/true")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			slurmErr = fmt.Sprintf("start.sh: %v\n%s", err, errb.String())
+			return
+		}
+		slurmConf = filepath.Join(dir, "etc", "slurm.conf")
+		privateSlurmDir = dir
+	})
+	if slurmErr != "" {
+		if strings.Contains(slurmErr, "not root") {
+			need(t, slurmErr)
+		}
+		t.Fatal(slurmErr)
+	}
+	t.Setenv("SLURM_CONF", slurmConf)
+}
+
+var privateSlurmDir string
+
+func TestMain(m *testing.M) {
+	// Invoked through a link named scancel, the test binary is the scancel
+	// wrapper of TestAnalyzerBinary (before the testing flags are parsed).
+	if filepath.Base(os.Args[0]) == "scancel" {
+		os.Exit(scancelWrapper(os.Args[1:]))
+	}
+	code := m.Run()
+	if privateSlurmDir != "" {
+		cmd := exec.Command("../slurm/stop.sh")
+		cmd.Env = append(os.Environ(), "GPUWATCH_SLURM_DIR="+privateSlurmDir)
+		_ = cmd.Run()
+		_ = os.RemoveAll(privateSlurmDir)
+	}
+	os.Exit(code)
+}
+
+// jobScript traps the checkpoint signal and records it in marker.
+func submit(t *testing.T, dir, name string) (id, marker string) {
+	t.Helper()
+	marker = filepath.Join(dir, name+".signals")
+	script := filepath.Join(dir, name+".sh")
+	body := "#!/bin/sh\ntrap 'echo USR1 >> " + marker + "' USR1\nwhile :; do sleep 1 & wait $!; done\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("sbatch", "--parsable", "--job-name="+name, "--gres=gpu:1", "--output=/dev/null", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch: %v: %s", err, out)
+	}
+	id = strings.SplitN(strings.TrimSpace(string(out)), ";", 2)[0]
+	t.Cleanup(func() { _ = exec.Command("scancel", id).Run() })
+	waitState(t, id, "RUNNING")
+	return id, marker
+}
+
+func jobState(t *testing.T, id string) string {
+	t.Helper()
+	s := &action.Slurm{Runner: action.ExecRunner{Timeout: 10 * time.Second}}
+	st, err := s.JobState(context.Background(), id)
+	if err != nil {
+		t.Fatalf("job %s state: %v", id, err)
+	}
+	return st
+}
+
+func waitState(t *testing.T, id string, want ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		st := jobState(t, id)
+		for _, w := range want {
+			if st == w {
+				return st
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s is %q, want one of %v", id, st, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func waitFile(t *testing.T, path, want string) {
+	t.Helper()
+	if err := waitFileErr(path, want); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFileErr(path, want string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), want) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s holds %q, want %q", path, b, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// countingRunner logs every scancel to a file shared by all processes of a
+// test, so "exactly one cancel" is counted across a crash and a restart.
+type countingRunner struct {
+	log string
+	// before runs before each plain cancel (scancel ID), after after it.
+	before, after func()
+}
+
+func (c countingRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	isCancel := filepath.Base(name) == "scancel" && len(args) == 1
+	if isCancel && c.before != nil {
+		c.before()
+	}
+	out, err := action.ExecRunner{Timeout: 30 * time.Second}.Run(ctx, name, args...)
+	if filepath.Base(name) == "scancel" {
+		f, ferr := os.OpenFile(c.log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if ferr == nil {
+			fmt.Fprintf(f, "%s\n", strings.Join(args, " "))
+			f.Close()
+		}
+	}
+	if isCancel && c.after != nil {
+		c.after()
+	}
+	return out, err
+}
+
+func lines(path string) []string {
+	b, _ := os.ReadFile(path)
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

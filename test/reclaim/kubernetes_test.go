@@ -1,0 +1,166 @@
+package reclaim
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+)
+
+const kubePolicy = `
+dry_run: false
+min_warning: 5m
+kubernetes: {reclaim: %s}
+channels:
+  webhook: {url: "http://127.0.0.1:1/unused"}
+tiers:
+  - name: notebooks
+    match: {namespaces: [nb-*]}
+    reclaim: true
+    rules:
+      - pattern: idle_session
+        steps: [{action: warn, after: 0s, channels: [webhook]}, {action: reclaim, after: 10m}]
+`
+
+type nopWarn struct{}
+
+func (nopWarn) Name() string { return "webhook" }
+func (nopWarn) Act(context.Context, *action.Request) (string, error) {
+	return "warned", nil
+}
+
+func bp(b bool) *bool { return &b }
+
+func kubeObjects() []runtime.Object {
+	running := corev1.PodStatus{Phase: corev1.PodRunning}
+	return []runtime.Object{
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-ann", Namespace: "nb-ann"}, Status: running},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-ben", Namespace: "nb-ben"}, Status: running},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lab-7d9-x2", Namespace: "nb-ann", OwnerReferences: []metav1.OwnerReference{
+			{Kind: "ReplicaSet", Name: "lab-7d9", Controller: bp(true)}}}, Status: running},
+		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "lab-7d9", Namespace: "nb-ann", OwnerReferences: []metav1.OwnerReference{
+			{Kind: "Deployment", Name: "lab", Controller: bp(true)}}}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: "nb-ann"}, Spec: appsv1.DeploymentSpec{Replicas: func() *int32 { n := int32(1); return &n }()}},
+	}
+}
+
+func podFinding(ns, pod string, now time.Time) finding.Finding {
+	return finding.Finding{Pattern: finding.IdleSession, Severity: finding.Warning, Job: ns + "/" + pod, User: "ann", Team: "research",
+		Kind: "interactive", Hostname: "gpu-node-3", Scheduler: "kubernetes", Namespace: ns, Pod: pod,
+		Start: now.Add(-5 * time.Hour), End: now, WastedGPUHours: 5}
+}
+
+func kubeEscalator(t *testing.T, mode string, c *fake.Clientset) (*daemon.Escalator, *audit.Log) {
+	t.Helper()
+	pol, err := policy.Parse([]byte(strings.Replace(kubePolicy, "%s", mode, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	lg, err := audit.Open(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
+		"webhook":    nopWarn{},
+		"kubernetes": &action.Kubernetes{Client: c, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals},
+	}}, lg
+}
+
+func evicted(c *fake.Clientset) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "create" && a.GetSubresource() == "eviction" {
+			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+			out = append(out, ev.Namespace+"/"+ev.Name)
+		}
+	}
+	return out
+}
+
+// Evictions go to the idle pods only; a PodDisruptionBudget refusal (429)
+// is recorded as failed and retried by later cycles until it is allowed.
+func TestKubernetesEvictionWithPDBRefusals(t *testing.T) {
+	c := fake.NewClientset(kubeObjects()...)
+	refusals := 2
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		if refusals > 0 {
+			refusals--
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+		}
+		return false, nil, nil // the tracker evicts
+	})
+	e, lg := kubeEscalator(t, "evict", c)
+	t0 := time.Now().UTC().Truncate(time.Second)
+	for _, m := range []int{0, 10, 11, 12, 13, 20} {
+		now := t0.Add(time.Duration(m) * time.Minute)
+		if _, err := e.Cycle(context.Background(), now, []finding.Finding{podFinding("nb-ann", "jupyter-ann", now)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := evicted(c); strings.Join(got, ",") != "nb-ann/jupyter-ann,nb-ann/jupyter-ann,nb-ann/jupyter-ann" {
+		t.Fatalf("evictions = %v, want three tries of nb-ann/jupyter-ann only", got)
+	}
+	if _, err := c.CoreV1().Pods("nb-ben").Get(context.Background(), "jupyter-ben", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the other pod was touched: %v", err)
+	}
+	evs, _ := lg.Events(context.Background(), audit.Filter{Job: "nb-ann/jupyter-ann"})
+	var got []string
+	for _, ev := range evs {
+		if ev.Step == "reclaim" {
+			got = append(got, string(ev.State))
+			if ev.State == audit.Failed && !strings.Contains(ev.Detail, "disruption budget") {
+				t.Errorf("refusal detail = %q", ev.Detail)
+			}
+		}
+	}
+	if want := "intended failed intended failed intended done"; strings.Join(got, " ") != want {
+		t.Fatalf("reclaim audit = %v, want %s", got, want)
+	}
+}
+
+func TestKubernetesScaleOwnerWhenConfigured(t *testing.T) {
+	c := fake.NewClientset(kubeObjects()...)
+	e, _ := kubeEscalator(t, "scale_owner", c)
+	t0 := time.Now().UTC().Truncate(time.Second)
+	for _, m := range []int{0, 10} {
+		now := t0.Add(time.Duration(m) * time.Minute)
+		if _, err := e.Cycle(context.Background(), now, []finding.Finding{podFinding("nb-ann", "lab-7d9-x2", now)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := c.AppsV1().Deployments("nb-ann").Get(context.Background(), "lab", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 0 || d.Annotations[action.ScaledFromAnnotation] != "1" {
+		t.Fatalf("deployment lab: replicas %d, annotations %v", *d.Spec.Replicas, d.Annotations)
+	}
+	if got := evicted(c); len(got) != 0 {
+		t.Fatalf("evicted %v instead of scaling the owner", got)
+	}
+}

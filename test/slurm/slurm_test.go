@@ -1,0 +1,244 @@
+// Package slurm_test runs the exporter's attribution against a real
+// single-node Slurm started by test/slurm/start.sh, with the shipped
+// deploy/slurm prolog and epilog writing the job-mapping folder.
+//
+//	eval "$(test/slurm/start.sh)"
+//	go test ./test/slurm/
+//	test/slurm/stop.sh
+package slurm_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpuwatch/gpuwatch/exporter/attribution"
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/exporter/collector"
+	"github.com/gpuwatch/gpuwatch/exporter/source"
+)
+
+// need skips, or fails under CI, when the Slurm test bed is missing.
+func need(t *testing.T) (conf, mapDir string) {
+	t.Helper()
+	missing := ""
+	if _, err := exec.LookPath("sbatch"); err != nil {
+		missing = "sbatch not installed; .ci/run installs it (slurm-wlm munge) and starts test/slurm/start.sh"
+	} else if conf = os.Getenv("GPUWATCH_SLURM_CONF"); conf == "" {
+		missing = "GPUWATCH_SLURM_CONF not set; run eval \"$(test/slurm/start.sh)\" first, as .ci/run does"
+	}
+	if missing != "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal(missing)
+		}
+		t.Skip(missing)
+	}
+	mapDir = os.Getenv("GPUWATCH_JOB_MAPPING_DIR")
+	if mapDir == "" {
+		mapDir = filepath.Join(filepath.Dir(filepath.Dir(conf)), "job-mapping")
+	}
+	return conf, mapDir
+}
+
+// fakeSource reports n GPUs whose indexes match the fake GPUs of gres.conf,
+// and the GPU processes the test sets.
+type fakeSource struct {
+	n     int
+	mu    sync.Mutex
+	procs []source.Process
+}
+
+func gpuUUID(i int) string { return fmt.Sprintf("GPU-5e1f0000-0000-0000-0000-%012d", i) }
+
+func (s *fakeSource) Name() string { return "fake" }
+func (s *fakeSource) Close() error { return nil }
+func (s *fakeSource) Collect(context.Context) (*source.Snapshot, error) {
+	snap := &source.Snapshot{Hostname: "slurm-test"}
+	for i := 0; i < s.n; i++ {
+		snap.Devices = append(snap.Devices, source.Device{Index: i, UUID: gpuUUID(i), PCIBusID: fmt.Sprintf("00000000:%02X:00.0", i+1),
+			Model: "fake", Up: true, Samples: []source.Sample{{Metric: catalogue.GPUUtil, Value: 0}}})
+	}
+	s.mu.Lock()
+	snap.Processes = append(snap.Processes, s.procs...)
+	s.mu.Unlock()
+	return snap, nil
+}
+
+func (s *fakeSource) setProcs(p ...source.Process) {
+	s.mu.Lock()
+	s.procs = p
+	s.mu.Unlock()
+}
+
+func slurm(t *testing.T, conf string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// view is what the rendered series say about jobs.
+type view struct {
+	hpcJob map[string]string // gpu -> hpc_job label of DCGM_FI_DEV_GPU_UTIL
+	info   map[string]string // gpu -> "job user account job_name kind" of gpuwatch_allocation_info
+	procs  map[string]string // pid -> job_id of gpuwatch_process_gpu_memory_bytes
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+func render(t *testing.T, col *collector.Collector) view {
+	t.Helper()
+	e, err := col.CollectOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := view{hpcJob: map[string]string{}, info: map[string]string{}, procs: map[string]string{}}
+	for _, mf := range e.Families {
+		for _, m := range mf.GetMetric() {
+			l := labels(m)
+			switch mf.GetName() {
+			case catalogue.GPUUtil.Name:
+				v.hpcJob[l[catalogue.LabelGPU]] = l[catalogue.LabelHPCJob]
+			case catalogue.AllocationInfo.Name:
+				v.info[l[catalogue.LabelGPU]] += strings.Join([]string{l[catalogue.LabelJob], l[catalogue.LabelUser], l[catalogue.LabelAccount], l[catalogue.LabelJobName], l[catalogue.LabelKind]}, " ")
+			case catalogue.ProcessMemory.Name:
+				v.procs[l[catalogue.LabelPID]] = l[catalogue.LabelJob] + " " + l[catalogue.LabelUser]
+			}
+		}
+	}
+	return v
+}
+
+// gpusOf returns the GPUs whose hpc_job label is job, sorted.
+func (v view) gpusOf(job string) []string {
+	var g []string
+	for gpu, j := range v.hpcJob {
+		if j == job {
+			g = append(g, gpu)
+		}
+	}
+	sort.Strings(g)
+	return g
+}
+
+func waitFor(t *testing.T, col *collector.Collector, what string, ok func(view) bool) view {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		v := render(t, col)
+		if ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; last view: %+v", what, v)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func TestSlurmJobsOnSeries(t *testing.T) {
+	conf, mapDir := need(t)
+	ngpus := 8 // start.sh's default
+	if n, err := strconv.Atoi(os.Getenv("GPUWATCH_SLURM_GPUS")); err == nil && n >= 4 {
+		ngpus = n
+	}
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeSource{n: ngpus}
+	chain, err := attribution.New(attribution.Options{JobMapDir: mapDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chain.Close()
+	col, err := collector.New(collector.Options{Source: src, Attributors: []source.Attributor{chain}, Interval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chain.Register(col.Registry()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Two jobs of two GPUs each: one of ours, one run as nobody.
+	a := slurm(t, conf, "sbatch", "--parsable", "--gres=gpu:2", "-A", "physics", "-J", "train-a", "-D", os.TempDir(), "-o", "/dev/null", "--wrap", "sleep 120")
+	b := slurm(t, conf, "sbatch", "--parsable", "--uid=nobody", "--gres=gpu:2", "-A", "chem", "-J", "interactive-b", "-D", os.TempDir(), "-o", "/dev/null", "--wrap", "sleep 6")
+	defer func() {
+		cmd := exec.Command("scancel", a, b)
+		cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+		_ = cmd.Run()
+	}()
+	v := waitFor(t, col, "both jobs on the series", func(v view) bool {
+		return len(v.gpusOf(a)) == 2 && len(v.gpusOf(b)) == 2
+	})
+	for _, gpu := range v.gpusOf(a) {
+		if want := a + " " + me.Username + " physics train-a batch"; v.info[gpu] != want {
+			t.Errorf("gpu %s allocation info = %q, want %q", gpu, v.info[gpu], want)
+		}
+	}
+	for _, gpu := range v.gpusOf(b) {
+		if want := b + " nobody chem interactive-b interactive"; v.info[gpu] != want {
+			t.Errorf("gpu %s allocation info = %q, want %q", gpu, v.info[gpu], want)
+		}
+	}
+
+	// The job's own processes, reported as GPU processes, are tied to it
+	// (through SLURM_JOB_ID: proctrack/linuxproc makes no cgroups).
+	var pids []int
+	for deadline := time.Now().Add(15 * time.Second); len(pids) == 0; time.Sleep(200 * time.Millisecond) {
+		// Right after the job starts, slurmstepd may list its task as pid -1.
+		for _, line := range strings.Split(slurm(t, conf, "scontrol", "listpids", a), "\n")[1:] {
+			if f := strings.Fields(line); len(f) > 0 {
+				if pid, err := strconv.Atoi(f[0]); err == nil && pid > 0 {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		if len(pids) == 0 && time.Now().After(deadline) {
+			t.Fatalf("scontrol listpids %s: no processes", a)
+		}
+	}
+	gpuA, _ := strconv.Atoi(v.gpusOf(a)[0])
+	src.setProcs(source.Process{DeviceKey: gpuUUID(gpuA), PID: pids[0], Type: source.Compute, MemoryBytes: 1 << 30})
+	v = render(t, col)
+	if want := a + " " + me.Username; v.procs[strconv.Itoa(pids[0])] != want {
+		t.Errorf("process %d = %q, want %q", pids[0], v.procs[strconv.Itoa(pids[0])], want)
+	}
+	src.setProcs()
+
+	// Job b ends by itself, job a is cancelled: the epilog removes each
+	// job's lines and its labels go, while the other job's stay.
+	v = waitFor(t, col, "job "+b+" gone after it ended", func(v view) bool { return len(v.gpusOf(b)) == 0 })
+	if len(v.gpusOf(a)) != 2 {
+		t.Fatalf("job %s lost its GPUs when %s ended: %+v", a, b, v)
+	}
+	slurm(t, conf, "scancel", a)
+	v = waitFor(t, col, "job "+a+" gone after scancel", func(v view) bool { return len(v.gpusOf(a)) == 0 })
+	// Other test packages may run jobs on the same Slurm: only ours must be gone.
+	for gpu, info := range v.info {
+		if j := strings.Fields(info); len(j) > 0 && (j[0] == a || j[0] == b) {
+			t.Fatalf("gpu %s allocation info left after the job ended: %q", gpu, info)
+		}
+	}
+}
