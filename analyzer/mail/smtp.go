@@ -25,6 +25,14 @@ type SMTP struct {
 	getenv func(string) string
 }
 
+// LogValue keeps the sender's secrets out of logs: only the server shows.
+func (s *SMTP) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("host", s.cfg.Host), slog.Int("port", s.cfg.Port), slog.String("tls", s.cfg.TLS))
+}
+
+// String is the sender as %v prints it, without secrets.
+func (s *SMTP) String() string { return fmt.Sprintf("smtp://%s:%d (%s)", s.cfg.Host, s.cfg.Port, s.cfg.TLS) }
+
 // Option adjusts an SMTP sender (tests inject a fast clock).
 type Option func(*SMTP)
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -287,6 +288,21 @@ func TestSanitizeHeader(t *testing.T) {
 	} {
 		if got := SanitizeHeader(in); got != want {
 			t.Errorf("SanitizeHeader(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestSenderPrintsNoSecret(t *testing.T) {
+	s, err := NewSMTP(Config{Host: "mx", From: "a@b.c", Username: "u", PasswordEnv: "PW"}, nil,
+		WithGetenv(func(string) string { return "hunter2" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("sender", "smtp", s)
+	for _, out := range []string{buf.String(), fmt.Sprintf("%v %+v %s", s, s, s)} {
+		if strings.Contains(out, "hunter2") || !strings.Contains(out, "mx") {
+			t.Errorf("printed sender: %s", out)
 		}
 	}
 }

@@ -153,7 +153,10 @@ func (o *Outbox) list(ctx context.Context, pendingOnly bool, kinds []string) ([]
 
 // MarkSent records a delivery.
 func (o *Outbox) MarkSent(ctx context.Context, e Entry, at time.Time) error {
-	_, err := o.db.ExecContext(ctx, `UPDATE report_outbox SET sent_ms=?, attempts=attempts+1, last_attempt_ms=?, last_error='' WHERE kind=? AND team=? AND period=?`,
+	// The body (charts included, ~100 kB) is dropped once delivered: the
+	// row alone keeps the report from being sent twice.
+	_, err := o.db.ExecContext(ctx, `UPDATE report_outbox SET sent_ms=?, attempts=attempts+1, last_attempt_ms=?, last_error='', message='{}'
+		WHERE kind=? AND team=? AND period=?`,
 		at.UnixMilli(), at.UnixMilli(), e.Kind, e.Team, e.Period)
 	if err != nil {
 		return fmt.Errorf("report outbox: mark %s/%s/%s sent: %w", e.Kind, e.Team, e.Period, err)

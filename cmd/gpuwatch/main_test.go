@@ -32,6 +32,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"missing web config", []string{"exporter", "--source=sim", "--web.config.file=" + filepath.Join(dir, "absent.yml")}, 2, []string{"absent.yml"}},
 		{"no driver", []string{"exporter", "--source=auto", "--web.listen-address=127.0.0.1:0"}, 2, []string{"libnvidia-ml.so.1", "--source=sim"}},
 		{"bad scenario", []string{"exporter", "--source=sim", "--sim.scenario=" + badScenario, "--web.listen-address=127.0.0.1:0"}, 2, []string{"scenario.yaml", "3", "not_a_key"}},
+		{"unknown sim node", []string{"exporter", "--source=sim", "--sim.node=nope", "--web.listen-address=127.0.0.1:0"}, 2, []string{"--sim.node", "nope"}},
 		{"scenario without sim", []string{"exporter", "--sim.scenario=" + badScenario}, 2, []string{"--source=sim"}},
 		{"unknown command", []string{"frobnicate"}, 2, []string{"frobnicate"}},
 	} {

@@ -107,7 +107,11 @@ func (c *Config) OpenSource(logger *slog.Logger, clock source.Clock) (source.Sou
 				return nil, &UsageError{fmt.Errorf("--sim.scenario: %w", err)}
 			}
 		}
-		return sim.New(sc, sim.Options{Seed: c.SimSeed, Clock: clock, Node: c.SimNode})
+		s, err := sim.New(sc, sim.Options{Seed: c.SimSeed, Clock: clock, Node: c.SimNode})
+		if errors.Is(err, sim.ErrUnknownNode) {
+			return nil, &UsageError{fmt.Errorf("--sim.node: %w", err)}
+		}
+		return s, err
 	default: // auto, nvml
 		s, err := nvmlsource.Open(nvmlsource.Options{Hostname: hostname, Logger: logger, Clock: clock, DisableGPM: !c.GPM, DisableXID: !c.XID})
 		if errors.Is(err, nvmlsource.ErrNoDriver) {

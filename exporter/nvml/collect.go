@@ -18,26 +18,12 @@ type clockReason struct {
 	labels []string // the reason label value, shared by every sample
 }
 
-// clockReasons in bit order. The hardware slowdown bits only exist as
-// ClocksThrottleReasonHw* constants in go-nvml.
+// newClockReasons builds the per-reason label values once, from the
+// catalogue (TestClockEventBitsMatchNVML checks the bits against go-nvml).
 func newClockReasons() []clockReason {
-	def := []struct {
-		bit  uint64
-		name string
-	}{
-		{gonvml.ClocksEventReasonGpuIdle, "gpu_idle"},
-		{gonvml.ClocksEventReasonApplicationsClocksSetting, "applications_clocks_setting"},
-		{gonvml.ClocksEventReasonSwPowerCap, "sw_power_cap"},
-		{gonvml.ClocksThrottleReasonHwSlowdown, "hw_slowdown"},
-		{gonvml.ClocksEventReasonSyncBoost, "sync_boost"},
-		{gonvml.ClocksEventReasonSwThermalSlowdown, "sw_thermal_slowdown"},
-		{gonvml.ClocksThrottleReasonHwThermalSlowdown, "hw_thermal_slowdown"},
-		{gonvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
-		{gonvml.ClocksEventReasonDisplayClockSetting, "display_clock_setting"},
-	}
-	out := make([]clockReason, len(def))
-	for i, d := range def {
-		out[i] = clockReason{bit: d.bit, labels: []string{d.name}}
+	out := make([]clockReason, len(catalogue.ClockEventReasons))
+	for i, r := range catalogue.ClockEventReasons {
+		out[i] = clockReason{bit: r.Bit, labels: []string{r.Name}}
 	}
 	return out
 }

@@ -552,3 +552,26 @@ func TestXIDWaitErrorsBackOffAndCloseStops(t *testing.T) {
 		t.Errorf("event set freed %d times, want 1", len(set.FreeCalls()))
 	}
 }
+
+// TestClockEventBitsMatchNVML holds the catalogue's reason bits to go-nvml's constants.
+func TestClockEventBitsMatchNVML(t *testing.T) {
+	want := map[string]uint64{
+		"gpu_idle":                    nvml.ClocksEventReasonGpuIdle,
+		"applications_clocks_setting": nvml.ClocksEventReasonApplicationsClocksSetting,
+		"sw_power_cap":                nvml.ClocksEventReasonSwPowerCap,
+		"hw_slowdown":                 nvml.ClocksThrottleReasonHwSlowdown,
+		"sync_boost":                  nvml.ClocksEventReasonSyncBoost,
+		"sw_thermal_slowdown":         nvml.ClocksEventReasonSwThermalSlowdown,
+		"hw_thermal_slowdown":         nvml.ClocksThrottleReasonHwThermalSlowdown,
+		"hw_power_brake_slowdown":     nvml.ClocksThrottleReasonHwPowerBrakeSlowdown,
+		"display_clock_setting":       nvml.ClocksEventReasonDisplayClockSetting,
+	}
+	if len(catalogue.ClockEventReasons) != len(want) {
+		t.Fatalf("catalogue has %d reasons, want %d", len(catalogue.ClockEventReasons), len(want))
+	}
+	for _, r := range catalogue.ClockEventReasons {
+		if want[r.Name] != r.Bit {
+			t.Errorf("%s: catalogue bit %#x, NVML %#x", r.Name, r.Bit, want[r.Name])
+		}
+	}
+}

@@ -291,26 +291,15 @@ func (s *Source) orphanPhase(w *Workload, off time.Duration) bool {
 	return true
 }
 
-// reason names and bits of the clock-event reasons we publish (NVML's
-// nvmlClocksEventReason* constants).
-var reasons = []struct {
-	name string
-	bit  uint64
-}{
-	{"gpu_idle", 0x1},
-	{"sw_power_cap", 0x4},
-	{"hw_slowdown", 0x8},
-	{"sync_boost", 0x10},
-	{"sw_thermal_slowdown", 0x20},
-	{"hw_thermal_slowdown", 0x40},
-	{"hw_power_brake_slowdown", 0x80},
-}
+// reasons are the clock-event reasons we publish, shared with the NVML
+// source through the catalogue.
+var reasons = catalogue.ClockEventReasons
 
 // reasonLabels are shared, read-only label-value slices, one per reason.
 var reasonLabels = func() [][]string {
 	out := make([][]string, len(reasons))
 	for i, r := range reasons {
-		out[i] = []string{r.name}
+		out[i] = []string{r.Name}
 	}
 	return out
 }()
@@ -319,7 +308,7 @@ var reasonLabels = func() [][]string {
 func ReasonNames() []string {
 	out := make([]string, len(reasons))
 	for i, r := range reasons {
-		out[i] = r.name
+		out[i] = r.Name
 	}
 	return out
 }
@@ -588,7 +577,7 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 	}
 	for i, r := range reasons {
 		out = append(out, source.Sample{Metric: catalogue.ClockEventActive, LabelValues: reasonLabels[i],
-			Value: float64(btoi(bits&r.bit != 0))})
+			Value: float64(btoi(bits&r.Bit != 0))})
 	}
 	for i := range d.xids {
 		out = append(out, source.Sample{Metric: catalogue.XIDErrors, LabelValues: d.xidLabel[i],

@@ -126,38 +126,61 @@ tiers:
 			t.Fatalf("gpuwatch analyzer --once: %v\n%s", err, out)
 		}
 	}
-	sleepUntil := func(d time.Duration) { time.Sleep(time.Until(t0.Add(d))) }
-
-	run() // notify, warn
-	sleepUntil(2100 * time.Millisecond)
-	run() // checkpoint
-	waitFile(t, marker, "USR1")
-	sleepUntil(4100 * time.Millisecond)
-	crashing := analyzer(true)
-	var out strings.Builder
-	crashing.Stdout, crashing.Stderr = &out, &out
-	if err := crashing.Start(); err != nil {
-		t.Fatal(err)
-	}
+	// Runs of --once every 300ms until the step is due (the real clock).
 	deadline := time.Now().Add(20 * time.Second)
-	var hangPID int
-	for hangPID == 0 && time.Now().Before(deadline) {
-		b, _ := os.ReadFile(cancels + ".hang")
-		fmt.Sscan(string(b), &hangPID)
-		time.Sleep(50 * time.Millisecond)
+	run() // notify, warn
+	for b, _ := os.ReadFile(marker); !strings.Contains(string(b), "USR1"); b, _ = os.ReadFile(marker) {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint signal")
+		}
+		time.Sleep(300 * time.Millisecond)
+		run()
 	}
-	if hangPID == 0 {
-		_ = crashing.Process.Kill()
-		t.Fatalf("the analyzer never reached scancel:\n%s", out.String())
+	if l := lines(cancels); len(l) != 1 {
+		t.Fatalf("scancel calls after the checkpoint: %v", l)
 	}
-	if err := crashing.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	err := crashing.Wait()
-	_ = syscall.Kill(hangPID, syscall.SIGKILL) // the orphaned wrapper, which never cancelled
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("analyzer did not die of SIGKILL: %v", err)
+	// Until the reclaim is due, a run ends by itself; the first run that
+	// reaches the cancel hangs in the wrapper and is killed.
+	var crashing *exec.Cmd
+	var out strings.Builder
+	hangPID := 0
+	for hangPID == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the reclaim never became due")
+		}
+		time.Sleep(300 * time.Millisecond)
+		crashing = analyzer(true)
+		out.Reset()
+		crashing.Stdout, crashing.Stderr = &out, &out
+		if err := crashing.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- crashing.Wait() }()
+	wait:
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("analyzer run: %v\n%s", err, out.String())
+				}
+				break wait
+			case <-time.After(50 * time.Millisecond):
+				b, _ := os.ReadFile(cancels + ".hang")
+				if _, err := fmt.Sscan(string(b), &hangPID); err == nil && hangPID > 0 {
+					if err := crashing.Process.Signal(syscall.SIGKILL); err != nil {
+						t.Fatal(err)
+					}
+					err := <-done
+					_ = syscall.Kill(hangPID, syscall.SIGKILL) // the orphaned wrapper, which never cancelled
+					var ee *exec.ExitError
+					if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+						t.Fatalf("analyzer did not die of SIGKILL: %v", err)
+					}
+					break wait
+				}
+			}
+		}
 	}
 	if st := jobState(t, job); st != "RUNNING" {
 		t.Fatalf("job is %s before the restart", st)

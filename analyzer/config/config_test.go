@@ -1,0 +1,63 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		check      func(t *testing.T, c Config)
+		err        string // substring; "" = no error
+	}{
+		{name: "empty keeps defaults", yaml: "", check: func(t *testing.T, c Config) {
+			if c.Patterns.CPUOnly.MinDuration.D() != 2*time.Hour || c.Step.D() != 5*time.Minute {
+				t.Errorf("defaults lost: %+v", c)
+			}
+		}},
+		{name: "override one pattern", yaml: "patterns:\n  cpu_only:\n    min_duration: 90m\n  idle_session:\n    disabled: true\n",
+			check: func(t *testing.T, c Config) {
+				if c.Patterns.CPUOnly.MinDuration.D() != 90*time.Minute {
+					t.Errorf("cpu_only.min_duration = %s", c.Patterns.CPUOnly.MinDuration)
+				}
+				if !c.Patterns.IdleSession.Disabled || c.Patterns.Stuck.Disabled {
+					t.Errorf("disabled flags wrong: %+v", c.Patterns)
+				}
+				if c.Patterns.Stuck.IdleDuration.D() != time.Hour {
+					t.Errorf("untouched stuck lost its default")
+				}
+			}},
+		{name: "max_runtime merges per kind", yaml: "patterns:\n  overlong:\n    max_runtime:\n      service: 30d\n",
+			check: func(t *testing.T, c Config) {
+				m := c.Patterns.Overlong.MaxRuntime
+				if m["service"].D() != 30*24*time.Hour || m["batch"].D() != 48*time.Hour {
+					t.Errorf("max_runtime = %v", m)
+				}
+			}},
+		{name: "unknown key names its line", yaml: "step: 5m\npatterns:\n  cpu_only:\n    min_duraton: 1h\n", err: "line 4"},
+		{name: "bad duration names its line", yaml: "patterns:\n  stuck:\n    idle_duration: soon\n", err: "line 3"},
+		{name: "negative duration", yaml: "step: -5m\n", err: "line 1"},
+		{name: "ratio out of range", yaml: "idle:\n  power_veto_ratio: 1.5\n", err: "line 2: 1.5 is not a ratio"},
+		{name: "percent out of range", yaml: "idle:\n  util_percent: 120\n", err: "line 2"},
+		{name: "step too short", yaml: "step: 10s\n", err: "at least 30s"},
+		{name: "zero coverage", yaml: "min_coverage: 0\n", err: "min_coverage"},
+		{name: "wrong type", yaml: "patterns: [1, 2]\n", err: "line 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse("t.yaml", []byte(c.yaml))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "t.yaml") {
+					t.Fatalf("error %v, want one containing %q and the file name", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, cfg)
+		})
+	}
+}

@@ -1,0 +1,89 @@
+package present
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+func TestParseTime(t *testing.T) {
+	now := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		in   string
+		want time.Time
+		err  bool
+	}{
+		{"now", now, false},
+		{"-7d", now.Add(-7 * 24 * time.Hour), false},
+		{"now-90m", now.Add(-90 * time.Minute), false},
+		{"2026-05-01T00:00:00Z", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), false},
+		{"yesterday", time.Time{}, true},
+		{"-7x", time.Time{}, true},
+	} {
+		got, err := ParseTime(c.in, now)
+		if (err != nil) != c.err || !got.Equal(c.want) {
+			t.Errorf("ParseTime(%q) = %v, %v; want %v (error %v)", c.in, got, err, c.want, c.err)
+		}
+	}
+}
+
+var sample = []finding.Finding{
+	{Pattern: finding.CPUOnly, Severity: finding.Critical, Job: "12", User: "ann", Team: "nlp", Kind: "batch", Hostname: "n1",
+		GPUs: []string{"GPU-a", "GPU-b"}, WastedGPUHours: 4, Action: finding.ActionReclaim, Evidence: map[string]float64{"idle_minutes": 120}},
+	{Pattern: finding.LowUtilization, Severity: finding.Info, Job: "ns/pod", Hostname: "n2", GPUs: []string{"GPU-c"},
+		WastedGPUHours: 9.5, Action: finding.ActionResize, Evidence: map[string]float64{"mean_sm_active": 0.1}},
+}
+
+func TestJSON(t *testing.T) {
+	var b bytes.Buffer
+	if err := JSON(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"findings": []`) {
+		t.Errorf("empty result is %s, want an empty list", b.String())
+	}
+	b.Reset()
+	if err := JSON(&b, sample); err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Findings []map[string]any `json:"findings"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"pattern", "severity", "job", "user", "team", "kind", "hostname", "gpus", "start", "end", "wasted_gpu_hours", "evidence", "action"} {
+		if _, ok := out.Findings[0][k]; !ok {
+			t.Errorf("field %s missing from %v", k, out.Findings[0])
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	var b bytes.Buffer
+	if err := Table(&b, sample); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	// Header, two rows sorted by waste, blank, two pattern totals, total.
+	if len(lines) != 7 {
+		t.Fatalf("table has %d lines:\n%s", len(lines), b.String())
+	}
+	if !strings.HasPrefix(lines[1], "9.50") || !strings.HasPrefix(lines[2], "4.00") {
+		t.Errorf("rows not sorted by GPU-hours wasted:\n%s", b.String())
+	}
+	if !strings.HasPrefix(lines[6], "13.50") || !strings.Contains(lines[6], "TOTAL") || !strings.Contains(lines[6], "2 findings") {
+		t.Errorf("total line %q", lines[6])
+	}
+	// Aligned: the PATTERN column starts at the same offset on every row.
+	col := strings.Index(lines[0], "PATTERN")
+	for _, l := range lines[1:3] {
+		if l[col-1] != ' ' || l[col] == ' ' {
+			t.Errorf("misaligned row %q (PATTERN at %d)", l, col)
+		}
+	}
+}
