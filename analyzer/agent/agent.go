@@ -130,18 +130,23 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	metrics := engine.NewMetrics()
+	if err := col.Registry().Register(metrics); err != nil {
+		return fmt.Errorf("register analyzer metrics: %w", err)
+	}
 	if _, err := col.CollectOnce(ctx); err != nil {
 		o.Logger.Warn("first collection failed", "err", err)
 	}
 	go col.Run(ctx)
-	go Cycles(ctx, eng, source.SystemClock{}, o.Logger)
+	go Cycles(ctx, eng, metrics, source.SystemClock{}, o.Logger)
 	o.Logger.Info("gpuwatch agent started", "source", src.Name(), "storage", o.Dir, "step", o.Config.Step,
 		"listen", *c.Web.WebListenAddresses)
 	return server.Serve(ctx, server.Handler(col, o.Version), c.Web, o.Logger)
 }
 
-// Cycles runs an analyzer cycle after each step boundary until ctx ends.
-func Cycles(ctx context.Context, eng *engine.Engine, clock source.Clock, logger *slog.Logger) {
+// Cycles runs an analyzer cycle after each step boundary until ctx ends,
+// publishing each result through metrics.
+func Cycles(ctx context.Context, eng *engine.Engine, metrics *engine.Metrics, clock source.Clock, logger *slog.Logger) {
 	step := eng.Step()
 	for {
 		now := clock.Now()
@@ -161,6 +166,7 @@ func Cycles(ctx context.Context, eng *engine.Engine, clock source.Clock, logger 
 			logger.Error("analyzer cycle failed", "err", err)
 			continue
 		}
+		metrics.Observe(res)
 		logger.Info("analyzer cycle", "to", res.To, "steps", res.Steps, "queries", res.Queries,
 			"allocations", res.Allocations, "unknown", len(res.Unknown), "findings", len(res.Findings),
 			"duration", time.Since(start).Round(time.Millisecond))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,5 +144,36 @@ func TestReportView(t *testing.T) {
 	}
 	if action != "reclaim" || outcome != "dry_run" || team != "vision" || dry != 1 {
 		t.Fatalf("view row = %s %s %s %d", action, outcome, team, dry)
+	}
+}
+
+// Two analyzers on one database (a second replica, or a manual --once next
+// to the daemon) race for the same step: exactly one may run it.
+func TestIntendRaceAcrossConnections(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/s.db"
+	logs := []*Log{open(t, path), open(t, path)}
+	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	for round := 0; round < 20; round++ {
+		key := Key("n1|9|cpu_only", t0, "reclaim") + "|" + string(rune('a'+round))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for i := 0; i < 2; i++ {
+			wg.Add(1)
+			go func(l *Log) {
+				defer wg.Done()
+				_, ok, err := l.Intend(ctx, Record{Key: key, Step: "reclaim", Job: "9"}, t0)
+				if err == nil && ok {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				}
+			}(logs[i])
+		}
+		wg.Wait()
+		if won != 1 {
+			t.Fatalf("round %d: %d analyzers may run the step, want exactly 1", round, won)
+		}
 	}
 }

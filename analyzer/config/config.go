@@ -40,7 +40,7 @@ type Idle struct {
 	// the driver's own blips while any real kernel shows up higher.
 	UtilPercent Percent `yaml:"util_percent"`
 	// SMActive: with DCGM_FI_PROF_SM_ACTIVE present, the step is idle only if
-	// its peak SM activity is below this. Default 0.01, gpu-pruner's engine
+	// its mean SM activity is below this. Default 0.01, gpu-pruner's engine
 	// activity threshold.
 	SMActive Ratio `yaml:"sm_active"`
 	// PowerVetoRatio: a GPU drawing more than this fraction of its power limit
@@ -98,8 +98,8 @@ type Stuck struct {
 	// SpinDuration: the spin-waiting collective signature held continuously.
 	// Default 30m; a healthy all-reduce waits seconds, not half an hour.
 	SpinDuration Duration `yaml:"spin_duration"`
-	// SpinUtilPercent: minimum GPU util of every sample (a resident kernel
-	// that never finishes reads ~100%). Default 90.
+	// SpinUtilPercent: minimum mean GPU util over the step (a resident
+	// kernel that never finishes reads ~100% on every sample). Default 90.
 	SpinUtilPercent Percent `yaml:"spin_util_percent"`
 	// SpinPowerRatio: mean power at most this fraction of the limit
 	// ("near-idle power"). Default 0.35; real work at 100% util draws well

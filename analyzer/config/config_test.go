@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,16 @@ func TestParse(t *testing.T) {
 			}
 			c.check(t, cfg)
 		})
+	}
+}
+
+// The shipped example documents the defaults: it must parse and equal them.
+func TestExampleIsDefaults(t *testing.T) {
+	c, err := Load("example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, Default()) {
+		t.Errorf("example.yaml differs from Default():\n%+v\n%+v", c, Default())
 	}
 }

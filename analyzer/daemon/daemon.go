@@ -89,6 +89,9 @@ func (d *Daemon) cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	if err != nil {
 		return CycleResult{}, fmt.Errorf("findings: %w", err)
 	}
+	if m := d.Escalator.Metrics; m != nil {
+		m.ObserveFindings(now, fs)
+	}
 	return d.Escalator.Cycle(ctx, now, fs)
 }
 

@@ -474,3 +474,29 @@ func (f actFunc) Act(_ context.Context, req *action.Request) (string, error) {
 	f(req)
 	return "ok", nil
 }
+
+func TestFindingMetrics(t *testing.T) {
+	r := newRig(t, testPolicy, nil)
+	m := r.esc.Metrics
+	old := idle("1", "bob", "dev", r.start) // open before the daemon started
+	old.Start = r.start.Add(-time.Hour)
+	old.WastedGPUHours = 5
+	m.ObserveFindings(r.start, []finding.Finding{old})
+	fresh := idle("2", "eve", "dev", r.start)
+	fresh.Start, fresh.WastedGPUHours = r.start.Add(time.Minute), 0.5
+	old.WastedGPUHours = 5.25
+	m.ObserveFindings(r.start.Add(5*time.Minute), []finding.Finding{old, fresh})
+	if v := testutil.ToFloat64(m.Wasted.WithLabelValues("n1", "cpu_only", "t")); v != 0.75 {
+		t.Errorf("wasted counter = %v, want 0.25 (growth of the old finding) + 0.5 (the new one)", v)
+	}
+	if v := testutil.ToFloat64(m.JobWasted.WithLabelValues("n1", "1", "bob", "t", "cpu_only")); v != 5.25 {
+		t.Errorf("job gauge = %v", v)
+	}
+	if v := testutil.ToFloat64(m.Findings.WithLabelValues("n1", "cpu_only", "warning", "t")); v != 2 {
+		t.Errorf("findings gauge = %v", v)
+	}
+	m.ObserveFindings(r.start.Add(10*time.Minute), nil)
+	if n := testutil.CollectAndCount(m.Findings); n != 0 {
+		t.Errorf("closed findings still published: %d series", n)
+	}
+}

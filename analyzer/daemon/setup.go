@@ -29,6 +29,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	analyzerweb "github.com/gpuwatch/gpuwatch/analyzer/web"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/server"
 )
@@ -132,16 +133,18 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 			d.Jobs = append(d.Jobs, Job(dj))
 		}
 	}
+	page := analyzerweb.Options{Findings: analyzerweb.StoreFindings{Store: st}, Audit: analyzerweb.AuditLog{Log: lg}, Logger: logger,
+		Title: "gpuwatch analyzer " + version}
+	if rcfg != nil {
+		rd, err := report.NewRenderer()
+		if err != nil {
+			return err
+		}
+		page.Reports = analyzerweb.BuiltReports{Builder: &report.Builder{Data: st, Config: rcfg, Actions: report.SQLActionLog{DB: st.DB()}}, Renderer: rd}
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprintf(w, "<html><body><h1>gpuwatch analyzer</h1><p>Version %s. <a href=\"/metrics\">Metrics</a>. Audit log: <code>gpuwatch audit</code>.</p></body></html>\n", version)
-	})
+	mux.Handle("/", analyzerweb.Handler(page))
 	errc := make(chan error, 2)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -164,7 +167,7 @@ func (o *Options) source(st *store.Store, logger *slog.Logger) (Source, error) {
 		if _, err := os.Stat(o.FindingsFile); err != nil {
 			return nil, &cli.UsageError{Err: fmt.Errorf("--findings.file: %w", err)}
 		}
-		return FileSource(o.FindingsFile), nil
+		return FileSource{Path: o.FindingsFile, Store: st}, nil
 	case o.PrometheusURL != "":
 		cfg := config.Default()
 		if o.AnalyzerConfig != "" {
@@ -242,19 +245,28 @@ func orDefault(s, def string) string {
 }
 
 // FileSource replays findings from a JSON file holding an array of findings,
-// read afresh each cycle. A missing or unreadable file is an error: unknown
-// data, no action.
-type FileSource string
+// read afresh each cycle, and records them in the store as the engine does
+// (the web page and the reports read them there). A missing or unreadable
+// file is an error: unknown data, no action.
+type FileSource struct {
+	Path  string
+	Store *store.Store
+}
 
 // Findings implements Source.
-func (f FileSource) Findings(context.Context, time.Time) ([]finding.Finding, error) {
-	data, err := os.ReadFile(string(f))
+func (f FileSource) Findings(ctx context.Context, now time.Time) ([]finding.Finding, error) {
+	data, err := os.ReadFile(f.Path)
 	if err != nil {
 		return nil, fmt.Errorf("read findings: %w", err)
 	}
 	var fs []finding.Finding
 	if err := json.Unmarshal(data, &fs); err != nil {
-		return nil, fmt.Errorf("decode findings %s: %w", f, err)
+		return nil, fmt.Errorf("decode findings %s: %w", f.Path, err)
+	}
+	if f.Store != nil {
+		if err := f.Store.SaveFindings(ctx, now, fs); err != nil {
+			return nil, err
+		}
 	}
 	return fs, nil
 }

@@ -259,7 +259,7 @@ func (d *Detector) active(g features.GPU) bool {
 		idle = g.UtilMax <= float64(d.cfg.Idle.UtilPercent)
 	}
 	if g.HasSM {
-		idle = idle && g.SMMax < float64(d.cfg.Idle.SMActive)
+		idle = idle && g.SMAvg < float64(d.cfg.Idle.SMActive)
 	}
 	if g.HasPower && g.PowerRatio > float64(d.cfg.Idle.PowerVetoRatio) {
 		idle = false
@@ -275,7 +275,7 @@ func (d *Detector) spin(g features.GPU) bool {
 	if !g.HasUtil || (!g.HasPower && !g.HasSM) {
 		return false
 	}
-	if g.UtilMin < float64(c.SpinUtilPercent) {
+	if g.UtilAvg < float64(c.SpinUtilPercent) {
 		return false
 	}
 	if g.HasPower && g.PowerRatio > float64(c.SpinPowerRatio) {

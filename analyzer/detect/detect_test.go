@@ -17,8 +17,8 @@ const step = 5 * time.Minute
 type gpuFn func(i int) *features.GPU
 
 func busy(i int) *features.GPU {
-	return &features.GPU{Samples: 10, HasUtil: true, UtilAvg: 90, UtilMax: 97, UtilMin: 80, HasFB: true,
-		FBMaxMiB: 40000, FBTotalMiB: 81920, HasPower: true, PowerRatio: 0.8, HasSM: true, SMAvg: 0.75, SMMax: 0.8, HasDRAM: true, DRAMAvg: 0.4}
+	return &features.GPU{Samples: 10, HasUtil: true, UtilAvg: 90, UtilMax: 97, HasFB: true,
+		FBMaxMiB: 40000, FBTotalMiB: 81920, HasPower: true, PowerRatio: 0.8, HasSM: true, SMAvg: 0.75, HasDRAM: true, DRAMAvg: 0.4}
 }
 
 func idle(fb float64) gpuFn {
@@ -28,9 +28,18 @@ func idle(fb float64) gpuFn {
 	}
 }
 
+// mig strips util, as DCGM publishes MIG instances: SM activity decides.
+func mig(f gpuFn) gpuFn {
+	return func(i int) *features.GPU {
+		g := f(i)
+		g.HasUtil, g.UtilAvg, g.UtilMax, g.HasPower = false, 0, 0, false
+		return g
+	}
+}
+
 func spin(i int) *features.GPU {
-	return &features.GPU{Samples: 10, HasUtil: true, UtilAvg: 99.5, UtilMax: 100, UtilMin: 98.5, HasFB: true,
-		FBMaxMiB: 40000, FBTotalMiB: 81920, HasPower: true, PowerRatio: 0.16, HasSM: true, SMAvg: 0.017, SMMax: 0.02, HasDRAM: true, DRAMAvg: 0.003}
+	return &features.GPU{Samples: 10, HasUtil: true, UtilAvg: 99.5, UtilMax: 100, HasFB: true,
+		FBMaxMiB: 40000, FBTotalMiB: 81920, HasPower: true, PowerRatio: 0.16, HasSM: true, SMAvg: 0.017, HasDRAM: true, DRAMAvg: 0.003}
 }
 
 // phases switches behaviour at step boundaries: phases(a, 10, b) is a for
@@ -54,7 +63,7 @@ func strip(f gpuFn, noPower, noProf bool) gpuFn {
 			g.HasPower, g.PowerRatio = false, 0
 		}
 		if noProf {
-			g.HasSM, g.SMAvg, g.SMMax, g.HasDRAM, g.DRAMAvg = false, 0, 0, false, 0
+			g.HasSM, g.SMAvg, g.HasDRAM, g.DRAMAvg = false, 0, false, 0
 		}
 		return g
 	}
@@ -156,6 +165,8 @@ func TestDetectors(t *testing.T) {
 			gpus: []gpuFn{strip(phases(busy, h, spin), true, false)}}, []finding.Pattern{finding.Stuck}},
 		{"spin without power or profiling is not judged", 5 * h, job{id: "1", start: 2, end: 4 * h,
 			gpus: []gpuFn{strip(phases(busy, h, spin), true, true)}}, nil},
+		{"MIG instance at work (SM activity, no util)", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{mig(busy)}}, nil},
+		{"MIG instance idle (SM activity, no util)", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{mig(idle(0))}}, []finding.Pattern{finding.CPUOnly}},
 		{"startup overhead", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(idle(0), 6, busy)}}, []finding.Pattern{finding.StartupOverhead}},
 		{"idle notebook", 5 * h, job{pod: "jupyter-ann", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, 3, idle(3000))}}, []finding.Pattern{finding.IdleSession}},
 		{"interactive by allocation_info", 5 * h, job{id: "7", kind: "interactive", start: 2, end: 4 * h, gpus: []gpuFn{idle(3000)}}, []finding.Pattern{finding.IdleSession}},
@@ -258,6 +269,7 @@ func abs(x float64) float64 {
 func TestGuessKind(t *testing.T) {
 	for _, c := range []struct{ pod, name, kind, user string }{
 		{"jupyter-ann", "", KindInteractive, "ann"},
+		{"jupyter-ann--gpu", "", KindInteractive, "ann"},
 		{"", "interactive-bash", KindInteractive, ""},
 		{"", "sys/dashboard/sys/jupyter", KindInteractive, ""},
 		{"trainer-0", "", KindBatch, ""},

@@ -1,30 +1,30 @@
 package detect
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/gpuwatch/gpuwatch/exporter/attribution/kind"
+	"github.com/gpuwatch/gpuwatch/exporter/source"
+)
 
 // Kinds (the values of gpuwatch_allocation_info's kind label).
 const (
-	KindBatch       = "batch"
-	KindInteractive = "interactive"
-	KindService     = "service"
+	KindBatch       = source.KindBatch
+	KindInteractive = source.KindInteractive
+	KindService     = source.KindService
 )
 
 // GuessKind classifies an allocation from its names when no
-// gpuwatch_allocation_info says (a stock dcgm-exporter): JupyterHub's
-// jupyter-<user> pods and Open OnDemand's sys/dashboard sessions and Slurm
-// jobs named interactive* are interactive; everything else is batch. It
-// returns the user a JupyterHub pod name carries, if any.
-//
-// The exporter's attribution applies the same default patterns; this copy
-// exists because the analyzer must classify data it did not export itself.
-func GuessKind(pod, jobName string) (kind, user string) {
-	if u, ok := strings.CutPrefix(pod, "jupyter-"); ok && u != "" {
-		return KindInteractive, u
+// gpuwatch_allocation_info says (a stock dcgm-exporter), with the exporter's
+// own default patterns (JupyterHub jupyter-<user> pods, Slurm jobs named
+// interactive*, Open OnDemand sys/dashboard apps): interactive when one
+// matches, else batch. It also returns the user a JupyterHub pod name
+// carries, if any.
+func GuessKind(pod, jobName string) (k, user string) {
+	k = kind.Classify(jobName, pod)
+	if u, ok := strings.CutPrefix(pod, "jupyter-"); ok && k == KindInteractive {
+		// KubeSpawner: jupyter-<user>[--<server>].
+		user, _, _ = strings.Cut(u, "--")
 	}
-	for _, n := range []string{jobName, pod} {
-		if strings.HasPrefix(n, "interactive") || strings.HasPrefix(n, "sys/dashboard") {
-			return KindInteractive, ""
-		}
-	}
-	return KindBatch, ""
+	return k, user
 }

@@ -16,8 +16,13 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/features"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
 )
 
 // The scale checks of issue 4 run only when GPUWATCH_BENCH=1: they take
@@ -189,5 +194,97 @@ func TestBenchWeekEmbedded(t *testing.T) {
 	}
 	if rss > 2<<30 {
 		t.Errorf("peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
+	}
+}
+
+// fleetScenario writes a scenario of nodes × 8 GPUs, two 4-GPU jobs a node
+// with behaviours in turn, for the simulator.
+func fleetScenario(shard, nodes int) string {
+	var b strings.Builder
+	b.WriteString("name: bench-fleet\ndescription: scale benchmark\nfleet:\n  - hostnames: [")
+	for i := 0; i < nodes; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "s%d-n%05d", shard, i)
+	}
+	b.WriteString("]\n    model: H100-SXM5-80GB\n    gpus: 8\nworkloads:\n")
+	behaviours := []string{"training", "cpu_only", "stuck_idle", "low_util", "hung_collective", "partial_gpus", "idle_notebook", "bursty_training"}
+	for i := 0; i < nodes; i++ {
+		for j := 0; j < 2; j++ {
+			bh := behaviours[(2*i+j)%len(behaviours)]
+			kind := ""
+			if bh == "idle_notebook" {
+				kind = ", kind: interactive"
+			}
+			fmt.Fprintf(&b, "  - {id: \"%d\", user: u%d, team: t%d, node: s%d-n%05d, gpus: [%d, %d, %d, %d], start: -3h, duration: 12h, behaviour: %s%s}\n",
+				700000+2*i+j, i%50, i%7, shard, i, 4*j, 4*j+1, 4*j+2, 4*j+3, bh, kind)
+		}
+	}
+	return b.String()
+}
+
+// TestBenchCycle10kPrometheus: incremental cycles over 10,000 simulated
+// GPUs against a real Prometheus. Reports the queries per cycle (fixed) and
+// the wall time (target ≤ 10 s).
+func TestBenchCycle10kPrometheus(t *testing.T) {
+	needBench(t)
+	needProm(t)
+	nodes := 1250
+	if v, err := strconv.Atoi(os.Getenv("GPUWATCH_BENCH_NODES")); err == nil && v > 0 {
+		nodes = v
+	}
+	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	om := simload.NewOpenMetrics(dir)
+	start := time.Now()
+	// The simulator caps one fleet at 4096 GPUs: simulate shards of at most
+	// 500 nodes, each with its own host names, into one file.
+	for shard, done := 0, 0; done < nodes; shard++ {
+		k := min(500, nodes-done)
+		sc, err := sim.ParseScenario("bench-fleet.yaml", []byte(fleetScenario(shard, k)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: int64(3 + shard), Origin: origin,
+			From: 25 * time.Minute, To: 40 * time.Minute, Resolution: 30 * time.Second}, om.Sink); err != nil {
+			t.Fatal(err)
+		}
+		done += k
+	}
+	path := dir + "/fleet.om"
+	if err := om.Close(path); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("simulated %d GPUs for 15 minutes in %s", nodes*8, time.Since(start).Round(time.Second))
+	url := startPrometheus(t, path)
+	c, err := promapi.New(url, promapi.Options{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &query.Counting{Q: c}
+	e, err := New(Options{Querier: q, Store: openStore(t), Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, at := range []time.Duration{30 * time.Minute, 35 * time.Minute, 40 * time.Minute} {
+		before := q.Count()
+		start := time.Now()
+		res, err := e.Cycle(context.Background(), origin.Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wall := time.Since(start)
+		t.Logf("BENCH cycle-10k-prometheus: cycle %d: %d GPUs, %d allocations, %d queries, %d findings, %d unknown, %s",
+			i+1, nodes*8, res.Allocations, q.Count()-before, len(res.Findings), len(res.Unknown), wall.Round(time.Millisecond))
+		if q.Count()-before != features.Queries {
+			t.Errorf("cycle issued %d queries, want %d", q.Count()-before, features.Queries)
+		}
+		if wall > 10*time.Second {
+			t.Errorf("cycle took %s, target 10s", wall)
+		}
+		if res.Allocations != nodes*2 {
+			t.Errorf("%d allocations, want %d", res.Allocations, nodes*2)
+		}
 	}
 }

@@ -34,6 +34,10 @@ type Options struct {
 	// an hour at 5m steps); older missed steps are skipped, which the
 	// detectors see as unknown, never as idle.
 	MaxCatchUp int
+	// WarmUp is the history the first cycle of a fresh store reads (default
+	// 2h), so a restarted daemon with no state need not wait hours before
+	// it can judge jobs that were already idle. Still one fetch.
+	WarmUp time.Duration
 	// ChunkSteps bounds the steps one fetch of Analyze reads, which bounds
 	// its memory (default 288: a day at 5m steps).
 	ChunkSteps int
@@ -61,6 +65,9 @@ func New(o Options) (*Engine, error) {
 	}
 	if o.MaxCatchUp <= 0 {
 		o.MaxCatchUp = 12
+	}
+	if o.WarmUp <= 0 {
+		o.WarmUp = 2 * time.Hour
 	}
 	if o.ChunkSteps <= 0 {
 		o.ChunkSteps = 288
@@ -136,7 +143,7 @@ type CycleResult struct {
 }
 
 // Cycle reads the steps completed since the previous cycle (at most
-// MaxCatchUp; the first cycle reads one), advances the state kept in the
+// MaxCatchUp; the first cycle reads WarmUp), advances the state kept in the
 // store, records usage and findings, and returns the findings.
 func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) {
 	var res CycleResult
@@ -149,7 +156,7 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	if err != nil {
 		return res, fmt.Errorf("cycle: %w", err)
 	}
-	n := 1
+	n := max(1, int(e.o.WarmUp/step))
 	if !cursor.IsZero() {
 		n = int(end.Sub(cursor) / step)
 	}
@@ -157,7 +164,7 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 		res.Allocations = len(st.Allocs)
 		return res, nil
 	}
-	if n > e.o.MaxCatchUp {
+	if !cursor.IsZero() && n > e.o.MaxCatchUp {
 		e.o.Logger.Warn("analyzer fell behind; skipping steps", "missed_steps", n-e.o.MaxCatchUp, "since", cursor)
 		n = e.o.MaxCatchUp
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -38,16 +39,18 @@ type GPU struct {
 	// every GPU and MIG instance reports memory, in dcgm-exporter too.
 	Samples float64
 	// HasUtil is false on MIG instances (DCGM has no per-instance util).
-	HasUtil                   bool
-	UtilAvg, UtilMax, UtilMin float64
-	HasFB                     bool
-	FBMaxMiB, FBTotalMiB      float64
-	HasPower                  bool
-	PowerRatio                float64 // mean power / power limit
-	HasSM                     bool
-	SMAvg, SMMax              float64
-	HasDRAM                   bool
-	DRAMAvg                   float64
+	HasUtil              bool
+	UtilAvg, UtilMax     float64
+	HasFB                bool
+	FBMaxMiB, FBTotalMiB float64
+	fbFreeMin            float64
+	hasFree              bool
+	HasPower             bool
+	PowerRatio           float64 // mean power / power limit
+	HasSM                bool
+	SMAvg                float64
+	HasDRAM              bool
+	DRAMAvg              float64
 }
 
 // Info is gpuwatch_allocation_info for one holder of one device.
@@ -82,7 +85,10 @@ func DeviceID(host, device string) string { return host + "|" + device }
 
 // Queries is the number of queries Fetch issues, whatever the fleet size and
 // the number of steps.
-const Queries = 12
+const Queries = 10
+
+// parallel bounds the queries in flight at once.
+const parallel = 4
 
 type feature int
 
@@ -90,12 +96,10 @@ const (
 	fCount feature = iota
 	fUtilAvg
 	fUtilMax
-	fUtilMin
 	fFBMax
-	fFBTotal
+	fFBFreeMin
 	fPower
 	fSMAvg
-	fSMMax
 	fDRAMAvg
 	fInfo
 	fOrphan
@@ -112,15 +116,15 @@ func Exprs(step time.Duration) []string {
 		fCount:   o("count", catalogue.FBUsed),
 		fUtilAvg: o("avg", catalogue.GPUUtil),
 		fUtilMax: o("max", catalogue.GPUUtil),
-		fUtilMin: o("min", catalogue.GPUUtil),
 		fFBMax:   o("max", catalogue.FBUsed),
-		fFBTotal: o("avg", catalogue.FBUsed) + " + " + o("avg", catalogue.FBFree),
-		fPower:   o("avg", catalogue.PowerUsage) + " / " + o("max", catalogue.PowerLimit),
-		fSMAvg:   o("avg", catalogue.ProfSMActive),
-		fSMMax:   o("max", catalogue.ProfSMActive),
-		fDRAMAvg: o("avg", catalogue.ProfDRAMActive),
-		fInfo:    o("max", catalogue.AllocationInfo),
-		fOrphan:  o("max", catalogue.OrphanProcess),
+		// At the peak of used memory free memory is at its least: their
+		// sum is the device's memory, read without a second pass over used.
+		fFBFreeMin: o("min", catalogue.FBFree),
+		fPower:     o("avg", catalogue.PowerUsage) + " / " + o("max", catalogue.PowerLimit),
+		fSMAvg:     o("avg", catalogue.ProfSMActive),
+		fDRAMAvg:   o("avg", catalogue.ProfDRAMActive),
+		fInfo:      o("max", catalogue.AllocationInfo),
+		fOrphan:    o("max", catalogue.OrphanProcess),
 	}
 }
 
@@ -145,15 +149,39 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 	for i := range rows {
 		rows[i] = map[string]*GPU{}
 	}
-	for f, expr := range Exprs(step) {
-		v, err := q.QueryRange(ctx, expr, r)
+	// The queries run side by side: each is one pass over one metric, and
+	// a Prometheus (or the embedded engine) answers them on several cores.
+	exprs := Exprs(step)
+	results := make([]model.Matrix, len(exprs))
+	errs := make([]error, len(exprs))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for f, expr := range exprs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			v, err := q.QueryRange(ctx, expr, r)
+			if err != nil {
+				errs[f] = err
+				return
+			}
+			m, ok := v.(model.Matrix)
+			if !ok {
+				errs[f] = fmt.Errorf("%q returned %s, want a matrix", expr, v.Type())
+				return
+			}
+			results[f] = m
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("fetch features: %w", err)
 		}
-		m, ok := v.(model.Matrix)
-		if !ok {
-			return nil, fmt.Errorf("fetch features: %q returned %s, want a matrix", expr, v.Type())
-		}
+	}
+	for f, m := range results {
 		for _, ss := range m {
 			id, ok := identify(ss.Metric)
 			if !ok {
@@ -194,7 +222,10 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 		s := &steps[i]
 		for _, g := range rows[i] {
 			if g.Samples <= 0 {
-				continue // a holder with no util sample this step is not there
+				continue // a holder with no memory sample this step is not there
+			}
+			if g.HasFB && g.hasFree {
+				g.FBTotalMiB = g.FBMaxMiB + g.fbFreeMin
 			}
 			s.GPUs = append(s.GPUs, *g)
 			d := DeviceID(g.Host, g.Device)
@@ -229,18 +260,14 @@ func set(g *GPU, f feature, v float64) {
 		g.UtilAvg, g.HasUtil = v, true
 	case fUtilMax:
 		g.UtilMax = v
-	case fUtilMin:
-		g.UtilMin = v
 	case fFBMax:
 		g.FBMaxMiB, g.HasFB = v, true
-	case fFBTotal:
-		g.FBTotalMiB = v
+	case fFBFreeMin:
+		g.fbFreeMin, g.hasFree = v, true
 	case fPower:
 		g.PowerRatio, g.HasPower = v, true
 	case fSMAvg:
 		g.SMAvg, g.HasSM = v, true
-	case fSMMax:
-		g.SMMax = v
 	case fDRAMAvg:
 		g.DRAMAvg, g.HasDRAM = v, true
 	}

@@ -31,7 +31,9 @@ func (s *SMTP) LogValue() slog.Value {
 }
 
 // String is the sender as %v prints it, without secrets.
-func (s *SMTP) String() string { return fmt.Sprintf("smtp://%s:%d (%s)", s.cfg.Host, s.cfg.Port, s.cfg.TLS) }
+func (s *SMTP) String() string {
+	return fmt.Sprintf("smtp://%s:%d (%s)", s.cfg.Host, s.cfg.Port, s.cfg.TLS)
+}
 
 // Option adjusts an SMTP sender (tests inject a fast clock).
 type Option func(*SMTP)

@@ -91,7 +91,7 @@ func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(lo, hi)
 	for i := range ts {
 		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+			ts[i].Label = group(strconv.FormatFloat(ts[i].Value, 'f', -1, 64))
 		}
 	}
 	return ts

@@ -30,11 +30,6 @@ var outboxSchema = []string{
 		last_attempt_ms INTEGER NOT NULL DEFAULT 0, sent_ms INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (kind, team, period))`,
 	`CREATE INDEX IF NOT EXISTS report_outbox_pending ON report_outbox (sent_ms, kind)`,
-	// store.FindingsBetween picks the newest cycle per finding key with a
-	// correlated subquery; without this index it scans the findings table
-	// once per row (16 s instead of 0.3 s for a week of 10,000 GPUs).
-	// It belongs in store.go's base schema; until then reports create it.
-	`CREATE INDEX IF NOT EXISTS findings_key_cycle ON findings (fkey, cycle_ms)`,
 }
 
 // Outbox records the reports due and delivered.

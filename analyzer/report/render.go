@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	htmltemplate "html/template"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	texttemplate "text/template"
@@ -57,6 +58,7 @@ func NewRenderer() (*Renderer, error) {
 		},
 		"bar":  func(share float64) int { return int(min(max(share, 0), 1)*100 + 0.5) },
 		"inc":  func(i int) int { return i + 1 },
+		"n":    func(i int) string { return group(strconv.Itoa(i)) },
 		"span": span,
 		"time": func(t time.Time) string { return t.Format("2006-01-02 15:04 MST") },
 		"short": func(s string, n int) string {

@@ -74,6 +74,9 @@ var baseSchema = []string{
 		start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL, wasted_gpu_hours REAL NOT NULL,
 		body TEXT NOT NULL, PRIMARY KEY (cycle_ms, fkey))`,
 	`CREATE INDEX IF NOT EXISTS findings_time ON findings (end_ms)`,
+	// FindingsBetween picks the newest cycle per key: without this index it
+	// scans the table once per row (16 s instead of 0.3 s for a 10,000-GPU week).
+	`CREATE INDEX IF NOT EXISTS findings_key_cycle ON findings (fkey, cycle_ms)`,
 }
 
 // Usage is one allocation's use of its GPUs over one analyzer interval.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -25,7 +26,7 @@ func analyzeCommand(app *kingpin.Application) (string, func(ctx context.Context)
 		timeout                                     time.Duration
 	)
 	cmd.Flag("prometheus.url", "Prometheus-compatible API to read telemetry from (Prometheus, Thanos, Mimir, VictoriaMetrics).").StringVar(&promURL)
-	cmd.Flag("storage.path", "Embedded telemetry store to read instead (the tsdb folder of `gpuwatch agent --storage.path`).").StringVar(&storage)
+	cmd.Flag("storage.path", "Embedded telemetry store to read instead (the --storage.path of `gpuwatch agent`, or its tsdb folder).").StringVar(&storage)
 	cmd.Flag("from", "Start of the window: RFC 3339, now, or relative such as -7d.").Default("-7d").StringVar(&from)
 	cmd.Flag("to", "End of the window: RFC 3339, now, or relative such as -1h.").Default("now").StringVar(&to)
 	cmd.Flag("format", "Output: table (aligned, for people) or json ({\"findings\": [...]}).").Default("table").EnumVar(&format, "table", "json")
@@ -64,6 +65,10 @@ func analyzeCommand(app *kingpin.Application) (string, func(ctx context.Context)
 		} else {
 			if _, err := os.Stat(storage); err != nil {
 				return &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+			}
+			// Accept the agent's --storage.path as well as its tsdb folder.
+			if fi, err := os.Stat(filepath.Join(storage, "tsdb")); err == nil && fi.IsDir() {
+				storage = filepath.Join(storage, "tsdb")
 			}
 			db, err := embedded.Open(storage, embedded.Options{Timeout: timeout, Logger: logger})
 			if err != nil {

@@ -33,7 +33,7 @@ func FieldNames() []string {
 }
 
 // errSimulatedUnknown is what a failing field reports: NVML's ERROR_UNKNOWN.
-var errSimulatedUnknown = errors.New("Unknown Error (simulated ERROR_UNKNOWN)")
+var errSimulatedUnknown = errors.New("unknown error (simulated ERROR_UNKNOWN)")
 
 // Fault timing is analytic, like the noise: occurrences and windows are
 // functions of the offset e since the origin, so counters built on them are

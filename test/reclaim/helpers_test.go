@@ -3,7 +3,6 @@ package reclaim
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -218,5 +217,3 @@ func lines(path string) []string {
 	}
 	return out
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -2,6 +2,7 @@ package reclaim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -64,9 +65,10 @@ func newHook(t *testing.T) *hook {
 	h := &hook{}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var p action.WebhookPayload
-		buf := make([]byte, 1<<16)
-		n, _ := r.Body.Read(buf)
-		_ = jsonUnmarshal(buf[:n], &p)
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		h.mu.Lock()
 		h.seen = append(h.seen, p.Step+" "+p.Summary)
 		h.mu.Unlock()

@@ -302,6 +302,14 @@ func checkMessages(t *testing.T, mp *mailpit, want map[string]expected) {
 				t.Errorf("%s: HTML part lacks %q", who, num)
 			}
 		}
+		// mailpit scores the HTML against caniemail.com's client data.
+		var check struct {
+			Total struct{ Supported, Unsupported float64 }
+		}
+		mp.get(t, "/api/v1/message/"+m.ID+"/html-check", &check)
+		if check.Total.Supported < 90 || check.Total.Unsupported > 3 {
+			t.Errorf("%s: HTML is %.1f%% supported, %.1f%% unsupported in mail clients", who, check.Total.Supported, check.Total.Unsupported)
+		}
 		if len(m.Inline) != 2 {
 			t.Fatalf("%s: %d inline parts, want the two charts: %+v (attachments %+v)", who, len(m.Inline), m.Inline, m.Attachments)
 		}

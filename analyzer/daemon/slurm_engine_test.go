@@ -1,0 +1,111 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+)
+
+// The whole chain on a real Slurm: the simulator feeds idle telemetry for
+// the GPUs of two real jobs (the scenario's hpc_job ids are theirs), the
+// engine finds them cpu_only, and the escalation warns, signals (the job
+// traps SIGUSR1) and cancels the one that is not exempt.
+// Needs the cluster of test/slurm/start.sh (GPUWATCH_SLURM_CONF), as .ci/run
+// starts it; test/reclaim holds the other Slurm tests.
+func TestEngineOnRealSlurm(t *testing.T) {
+	conf := os.Getenv("GPUWATCH_SLURM_CONF")
+	if conf == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("GPUWATCH_SLURM_CONF not set; .ci/run starts test/slurm/start.sh first")
+		}
+		t.Skip("GPUWATCH_SLURM_CONF not set: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does")
+	}
+	t.Setenv("SLURM_CONF", conf)
+	dir := t.TempDir()
+	slurm := &action.Slurm{Runner: action.ExecRunner{Timeout: 30 * time.Second}}
+	submit := func(name string) (string, string) {
+		marker := filepath.Join(dir, name+".signals")
+		script := filepath.Join(dir, name+".sh")
+		body := "#!/bin/sh\ntrap 'echo USR1 >> " + marker + "' USR1\nwhile :; do sleep 1 & wait $!; done\n"
+		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("sbatch", "--parsable", "--job-name="+name, "--gres=gpu:1", "--output=/dev/null", script).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sbatch: %v: %s", err, out)
+		}
+		id := strings.SplitN(strings.TrimSpace(string(out)), ";", 2)[0]
+		t.Cleanup(func() { _ = exec.Command("scancel", id).Run() })
+		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if st, _ := slurm.JobState(context.Background(), id); st == "RUNNING" {
+				return id, marker
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s never ran", id)
+			}
+		}
+	}
+	idle, marker := submit("sim-idle")
+	exempt, exemptMarker := submit("sim-exempt")
+	scenario := fmt.Sprintf(`
+name: reclaim-slurm
+origin: 2026-03-02T00:00:00Z
+fleet:
+  - hostname: node-a
+    model: H100-SXM5-80GB
+    gpus: 2
+workloads:
+  - {id: %q, user: bob, account: dev-vision, node: node-a, gpus: [0], start: 0s, duration: 10h, behaviour: cpu_only}
+  - {id: %q, user: carol, account: dev-nlp, node: node-a, gpus: [1], start: 0s, duration: 10h, behaviour: cpu_only}
+`, idle, exempt)
+	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	r, d := engineRigFor(t, scenario, origin, 0, 0)
+	r.esc.Actuators["slurm"] = slurm
+	var checkpointed, cancelled time.Duration
+	for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5*time.Hour + 30*time.Minute)); now = now.Add(5 * time.Minute) {
+		d.Now = func() time.Time { return now }
+		if _, err := d.RunOnce(context.Background()); err != nil {
+			t.Fatalf("cycle at %s: %v", now.Sub(origin), err)
+		}
+		if b, _ := os.ReadFile(marker); checkpointed == 0 && len(b) > 0 {
+			checkpointed = now.Sub(origin)
+		}
+		if st, _ := slurm.JobState(context.Background(), idle); cancelled == 0 && st != "RUNNING" {
+			cancelled = now.Sub(origin)
+		}
+	}
+	// The signal is delivered asynchronously: wait for the marker.
+	for deadline := time.Now().Add(10 * time.Second); checkpointed == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if b, _ := os.ReadFile(marker); len(b) > 0 {
+			checkpointed = -1
+		}
+	}
+	if checkpointed == 0 {
+		t.Fatal("the idle job never received SIGUSR1")
+	}
+	if cancelled != 5*time.Hour {
+		t.Fatalf("idle job cancelled at +%s, want +5h (found at 2h, reclaim 3h later)", cancelled)
+	}
+	if st, _ := slurm.JobState(context.Background(), exempt); st != "RUNNING" {
+		t.Fatalf("exempt job is %s", st)
+	}
+	if b, _ := os.ReadFile(exemptMarker); len(b) > 0 {
+		t.Fatalf("exempt job signalled")
+	}
+	evs, _ := r.log.Events(context.Background(), audit.Filter{Job: idle})
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.Step+":"+string(e.State))
+	}
+	if want := "warn:intended warn:done checkpoint:intended checkpoint:done reclaim:intended reclaim:done"; strings.Join(got, " ") != want {
+		t.Fatalf("audit = %v, want %s", got, want)
+	}
+}

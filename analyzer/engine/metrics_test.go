@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+func TestMetrics(t *testing.T) {
+	m := NewMetrics()
+	f := finding.Finding{Pattern: finding.CPUOnly, Severity: finding.Critical, Job: "1", User: "ann", Team: "nlp", Hostname: "n1"}
+	at := base
+	for _, w := range []float64{2, 2.5, 3} { // the same finding over three cycles
+		f.WastedGPUHours = w
+		at = at.Add(5 * time.Minute)
+		m.Observe(CycleResult{To: at, Findings: []finding.Finding{f}})
+	}
+	want := `
+# HELP gpuwatch_analyzer_wasted_gpu_hours_total GPU-hours classified as wasted by the analyzer, by node, waste pattern and team.
+# TYPE gpuwatch_analyzer_wasted_gpu_hours_total counter
+gpuwatch_analyzer_wasted_gpu_hours_total{hostname="n1",pattern="cpu_only",team="nlp"} 3
+# HELP gpuwatch_analyzer_findings Open findings after the last analyzer cycle, by node, pattern, severity and team.
+# TYPE gpuwatch_analyzer_findings gauge
+gpuwatch_analyzer_findings{hostname="n1",pattern="cpu_only",severity="critical",team="nlp"} 1
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "gpuwatch_analyzer_wasted_gpu_hours_total", "gpuwatch_analyzer_findings"); err != nil {
+		t.Error(err)
+	}
+	// The finding closes: no open finding, the counter keeps its total.
+	m.Observe(CycleResult{To: at.Add(5 * time.Minute)})
+	if n := testutil.CollectAndCount(m, "gpuwatch_analyzer_findings"); n != 0 {
+		t.Errorf("%d open finding series after the finding closed", n)
+	}
+	if n := testutil.CollectAndCount(m, "gpuwatch_analyzer_wasted_gpu_hours_total"); n != 1 {
+		t.Errorf("counter series: %d", n)
+	}
+}

@@ -1,0 +1,125 @@
+package features
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+)
+
+// fake fails the expressions that read one metric and answers the others
+// with nothing.
+type fake struct{ fail string }
+
+func (f *fake) Query(context.Context, string, time.Time) (model.Value, error) {
+	return nil, errors.New("instant queries are not used")
+}
+
+func (f *fake) QueryRange(_ context.Context, expr string, _ query.Range) (model.Value, error) {
+	if strings.Contains(expr, f.fail) {
+		return nil, errors.New("boom")
+	}
+	return model.Matrix{}, nil
+}
+
+var end = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+
+func series(v float64, labels ...string) *model.SampleStream {
+	m := model.Metric{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		m[model.LabelName(labels[i])] = model.LabelValue(labels[i+1])
+	}
+	return &model.SampleStream{Metric: m, Values: []model.SamplePair{{Timestamp: model.TimeFromUnixNano(end.UnixNano()), Value: model.SampleValue(v)}}}
+}
+
+func TestFetchJoinsSeries(t *testing.T) {
+	mig := []string{"UUID", "GPU-p", "GPU_I_ID", "3", "GPU_I_PROFILE", "1g.10gb", "Hostname", "old-host", "pod", "nb", "namespace", "lab"}
+	gpu := []string{"UUID", "GPU-a", "hostname", "h1", "modelName", "H100", "hpc_job", "77"}
+	// Each expression's answer, keyed by its function and metric.
+	answers := map[string]model.Matrix{
+		"count_over_time|" + catalogue.FBUsed.Name:       {series(10, gpu...), series(10, mig...)},
+		"max_over_time|" + catalogue.FBUsed.Name:         {series(40000, gpu...), series(2000, mig...)},
+		"min_over_time|" + catalogue.FBFree.Name:         {series(41000, gpu...), series(7800, mig...)},
+		"avg_over_time|" + catalogue.GPUUtil.Name:        {series(55, gpu...)},
+		"max_over_time|" + catalogue.GPUUtil.Name:        {series(90, gpu...)},
+		"avg_over_time|" + catalogue.ProfSMActive.Name:   {series(0.4, gpu...), series(0.2, mig...)},
+		"max_over_time|" + catalogue.AllocationInfo.Name: {series(1, append(gpu, "job_id", "77", "user", "ann", "team", "nlp", "kind", "Batch")...)},
+		"max_over_time|" + catalogue.OrphanProcess.Name:  {series(1, "UUID", "GPU-b", "hostname", "h1", "pid", "4242", "job_id", "66", "command", "python")},
+		"avg_over_time|" + catalogue.PowerUsage.Name:     {series(0.5, gpu...)},
+	}
+	q := &answerer{answers: answers}
+	steps, err := Fetch(context.Background(), q, end, 1, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.n != Queries {
+		t.Errorf("%d queries, want %d", q.n, Queries)
+	}
+	s := steps[0]
+	if !s.End.Equal(end) || !s.Start.Equal(end.Add(-5*time.Minute)) || s.Expected != 10 {
+		t.Fatalf("step %v..%v expected %v", s.Start, s.End, s.Expected)
+	}
+	if len(s.GPUs) != 2 {
+		t.Fatalf("GPUs: %+v", s.GPUs)
+	}
+	a, m := s.GPUs[0], s.GPUs[1]
+	if a.Device != "GPU-a" || a.Host != "h1" || a.Job != "77" || !a.HasUtil || a.UtilAvg != 55 || a.FBTotalMiB != 81000 ||
+		!a.HasSM || a.SMAvg != 0.4 || !a.HasPower || a.PowerRatio != 0.5 || a.Model != "H100" {
+		t.Errorf("GPU row %+v", a)
+	}
+	if m.Device != "GPU-p/3" || m.Host != "old-host" || m.Job != "lab/nb" || m.HasUtil || m.SMAvg != 0.2 || m.FBTotalMiB != 9800 {
+		t.Errorf("MIG row %+v", m)
+	}
+	if in := s.Info[DeviceID("h1", "GPU-a")+"|77"]; in.User != "ann" || in.Team != "nlp" || in.Kind != "batch" {
+		t.Errorf("info %+v", s.Info)
+	}
+	if len(s.Orphans) != 1 || s.Orphans[0].PID != "4242" || s.Orphans[0].Job != "66" {
+		t.Errorf("orphans %+v", s.Orphans)
+	}
+}
+
+// answerer looks up "fn|metric" of an expression of the form fn(metric[w]).
+type answerer struct {
+	answers map[string]model.Matrix
+	n       int
+}
+
+func (a *answerer) Query(context.Context, string, time.Time) (model.Value, error) {
+	return nil, errors.New("unused")
+}
+
+func (a *answerer) QueryRange(_ context.Context, expr string, _ query.Range) (model.Value, error) {
+	a.n++
+	fn := expr[:strings.Index(expr, "(")]
+	metric := expr[strings.Index(expr, "(")+1 : strings.Index(expr, "[")]
+	return a.answers[fn+"|"+metric], nil
+}
+
+func TestFetchErrors(t *testing.T) {
+	f := &fake{fail: catalogue.PowerUsage.Name}
+	if _, err := Fetch(context.Background(), f, end, 1, 5*time.Minute); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("error %v, want the query's", err)
+	}
+	if _, err := Fetch(context.Background(), f, end, 0, 5*time.Minute); err == nil {
+		t.Error("zero steps accepted")
+	}
+}
+
+// The window is a millisecond short of the step so that Prometheus 2.x
+// (closed on the left) and 3.x (open) count the same samples.
+func TestExprsWindow(t *testing.T) {
+	for _, e := range Exprs(5 * time.Minute) {
+		if !strings.Contains(e, "[299999ms]") {
+			t.Errorf("%s: want a 299999ms window", e)
+		}
+	}
+	if len(Exprs(time.Minute)) != Queries {
+		t.Errorf("%d expressions, Queries says %d", len(Exprs(time.Minute)), Queries)
+	}
+}

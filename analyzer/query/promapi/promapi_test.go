@@ -1,0 +1,71 @@
+package promapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+)
+
+func TestNewValidatesURL(t *testing.T) {
+	for _, u := range []string{"", "prometheus:9090", "ftp://x"} {
+		if _, err := New(u, Options{}); err == nil {
+			t.Errorf("New(%q) accepted", u)
+		}
+	}
+}
+
+func server(t *testing.T, warnings string) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.Form.Get("query") == "" || r.Form.Get("timeout") == "" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"status":"success",%s"data":{"resultType":"matrix","result":[
+			{"metric":{"UUID":"GPU-1"},"values":[[1767225600,"42"],[1767225900,"43"]]}]}}`, warnings)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestQueryRange(t *testing.T) {
+	r := query.Range{Start: time.Unix(1767225600, 0), End: time.Unix(1767225900, 0), Step: 5 * time.Minute}
+	for _, c := range []struct {
+		name, warnings string
+		allow          bool
+		err            string
+	}{
+		{"clean", "", false, ""},
+		{"partial refused", `"warnings":["partial response"],`, false, "partial response"},
+		{"partial allowed", `"warnings":["partial response"],`, true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl, err := New(server(t, c.warnings).URL, Options{AllowWarnings: c.allow, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := cl.QueryRange(context.Background(), "up", r)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), `"up"`) {
+					t.Fatalf("error %v, want one naming %q and the query", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, ok := v.(model.Matrix)
+			if !ok || len(m) != 1 || len(m[0].Values) != 2 || m[0].Values[1].Value != 43 {
+				t.Fatalf("got %v", v)
+			}
+		})
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+)
+
+// analyzeStore writes 3 hours of one idle Slurm job into an embedded store,
+// as the agent keeps it (DIR/tsdb).
+func analyzeStore(t *testing.T, from time.Time) string {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := embedded.Open(filepath.Join(dir, "tsdb"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ss []embedded.Sample
+	for off := time.Duration(0); off < 3*time.Hour; off += 30 * time.Second {
+		for _, m := range []struct {
+			metric *catalogue.Metric
+			v      float64
+		}{{catalogue.GPUUtil, 0}, {catalogue.FBUsed, 0}, {catalogue.FBFree, 81000}} {
+			l := map[string]string{"__name__": m.metric.Name, catalogue.LabelUUID: "GPU-1", catalogue.LabelGPU: "0",
+				catalogue.LabelOldHost: "node-7", catalogue.LabelModelName: "A100"}
+			if off >= 10*time.Minute {
+				l[catalogue.LabelHPCJob] = "4242"
+			}
+			ss = append(ss, embedded.Sample{Labels: l, T: from.Add(off), V: m.v})
+		}
+	}
+	if err := db.Appender().AppendSamples(context.Background(), ss); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// captureStdout runs f with os.Stdout redirected and returns what it wrote.
+func captureStdout(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	f()
+	w.Close()
+	os.Stdout = old
+	return <-done
+}
+
+func TestAnalyzeCommand(t *testing.T) {
+	from := time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC)
+	dir := analyzeStore(t, from)
+	window := []string{"--from=" + from.Format(time.RFC3339), "--to=" + from.Add(3*time.Hour).Format(time.RFC3339)}
+	var stderr bytes.Buffer
+	out := captureStdout(t, func() {
+		if code := run(append([]string{"analyze", "--storage.path=" + dir, "--format=json"}, window...), &stderr); code != 0 {
+			t.Errorf("exit %d: %s", code, stderr.String())
+		}
+	})
+	var res struct {
+		Findings []struct {
+			Pattern, Job, Hostname, Action string
+			GPUs                           []string `json:"gpus"`
+			Wasted                         float64  `json:"wasted_gpu_hours"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if len(res.Findings) != 1 || res.Findings[0].Pattern != "cpu_only" || res.Findings[0].Job != "4242" ||
+		res.Findings[0].Hostname != "node-7" || res.Findings[0].Wasted < 2.5 {
+		t.Fatalf("findings %+v, want cpu_only on 4242@node-7 (~2.8 GPU-hours)", res.Findings)
+	}
+	out = captureStdout(t, func() {
+		if code := run(append([]string{"analyze", "--storage.path=" + dir}, window...), &stderr); code != 0 {
+			t.Errorf("exit %d: %s", code, stderr.String())
+		}
+	})
+	if !strings.Contains(out, "cpu_only") || !strings.Contains(out, "TOTAL") {
+		t.Errorf("table output:\n%s", out)
+	}
+}
+
+func TestAnalyzeCommandUsage(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("patterns:\n  cpu_only:\n    min_duraton: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"no source", []string{"analyze"}, "exactly one of --prometheus.url and --storage.path"},
+		{"two sources", []string{"analyze", "--prometheus.url=http://x", "--storage.path=" + dir}, "exactly one"},
+		{"bad time", []string{"analyze", "--storage.path=" + dir, "--from=yesterday"}, "--from"},
+		{"empty window", []string{"analyze", "--storage.path=" + dir, "--from=-1h", "--to=-2h"}, "must be after"},
+		{"bad config", []string{"analyze", "--storage.path=" + dir, "--config=" + bad}, "line 3"},
+		{"bad url", []string{"analyze", "--prometheus.url=prometheus:9090"}, "http://"},
+		{"bad format", []string{"analyze", "--storage.path=" + dir, "--format=xml"}, "format"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tc.args, &stderr); code != 2 {
+				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.msg) {
+				t.Errorf("stderr lacks %q: %s", tc.msg, stderr.String())
+			}
+		})
+	}
+}
