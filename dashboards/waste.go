@@ -15,13 +15,13 @@ import (
 func Waste() (dashboard.Dashboard, error) {
 	team := fmt.Sprintf(`%s=~"$%s", %s=~"$%s"`, c.LabelHostname, varHostname, c.LabelTeam, varTeam)
 	host := fmt.Sprintf(`%s=~"$%s"`, c.LabelHostname, varHostname)
-	wasted := sel(c.AnalyzerWastedGPUHours, team)
+	wasted := sel(c.AnalyzerWastedGPUSeconds, team)
 	idle := fmt.Sprintf("(max_over_time(%s[10m]) == 0)", sel(c.GPUUtil, hw))
 	return numbered(newDashboard("gpuwatch-waste", "gpuwatch / Waste and reclamation",
 		"GPU-hours wasted by pattern and team, open findings, actions taken and the most wasteful jobs.", false).
 		WithRow(row("Summary")).
 		WithPanel(singleStat("Wasted GPU-hours in range", "GPU-hours the analyzer classified as wasted over the dashboard's time range.", "h",
-			query(fmt.Sprintf("sum(increase(%s[$__range]))", wasted), "{{hostname}}"))).
+			query(fmt.Sprintf("sum(increase(%s[$__range])) / 3600", wasted), "{{hostname}}"))).
 		WithPanel(singleStat("Open findings", "Findings open after the analyzer's last cycle.", "short",
 			query(fmt.Sprintf("sum(%s) or vector(0)", sel(c.AnalyzerFindings, team)), "{{hostname}}"))).
 		WithPanel(singleStat("Actions in range", "Actions the policy decided over the dashboard's time range (dry-run included).", "short",
@@ -32,9 +32,9 @@ func Waste() (dashboard.Dashboard, error) {
 			query(fmt.Sprintf("time() - max(%s or %s)", sel(c.AnalyzerLastCycle, ""), sel(c.AnalyzerLastEscalation, "")), ""))).
 		WithRow(row("Wasted GPU-hours")).
 		WithPanel(timeSeries("Wasted GPU-hours by pattern", "GPU-hours classified as wasted per interval, by waste pattern and node.", "h", 12,
-			query(fmt.Sprintf("sum by (hostname, pattern) (increase(%s[$__rate_interval]))", wasted), "{{hostname}} {{pattern}}"))).
+			query(fmt.Sprintf("sum by (hostname, pattern) (increase(%s[$__rate_interval])) / 3600", wasted), "{{hostname}} {{pattern}}"))).
 		WithPanel(timeSeries("Wasted GPU-hours by team", "GPU-hours classified as wasted per interval, by team and node.", "h", 12,
-			query(fmt.Sprintf("sum by (hostname, team) (increase(%s[$__rate_interval]))", wasted), "{{hostname}} {{team}}"))).
+			query(fmt.Sprintf("sum by (hostname, team) (increase(%s[$__rate_interval])) / 3600", wasted), "{{hostname}} {{team}}"))).
 		WithPanel(timeSeries("Idle allocated GPUs by team", "GPUs held by a job and idle for 10 minutes, by team and node.", "short", 12,
 			query(fmt.Sprintf("count by (hostname, team) (%s and on (hostname, UUID, GPU_I_ID) %s) or 0 * count by (hostname, team) (%s)", holders, idle, holders), "{{hostname}} {{team}}"))).
 		WithPanel(timeSeries("Actions taken", "Policy actions per interval, by action and result.", "short", 12,
@@ -43,6 +43,6 @@ func Waste() (dashboard.Dashboard, error) {
 		WithPanel(tableOf("Current findings", "Open findings by node, team, pattern and severity.", 12, []string{"Findings"},
 			instant(fmt.Sprintf("sum by (hostname, team, pattern, severity) (%s)", sel(c.AnalyzerFindings, team))))).
 		WithPanel(tableOf("Top jobs by wasted GPU-hours", "The ten jobs with the most GPU-hours wasted so far.", 12, []string{"Wasted GPU-hours"},
-			instant(fmt.Sprintf("topk(10, %s)", sel(c.AnalyzerJobWastedGPUHours, team))))).
+			instant(fmt.Sprintf("topk(10, %s) / 3600", sel(c.AnalyzerJobWastedGPUSeconds, team))))).
 		Build())
 }

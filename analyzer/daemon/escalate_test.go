@@ -486,10 +486,10 @@ func TestFindingMetrics(t *testing.T) {
 	fresh.Start, fresh.WastedGPUHours = r.start.Add(time.Minute), 0.5
 	old.WastedGPUHours = 5.25
 	m.ObserveFindings(r.start.Add(5*time.Minute), []finding.Finding{old, fresh})
-	if v := testutil.ToFloat64(m.Wasted.WithLabelValues("n1", "cpu_only", "t")); v != 0.75 {
-		t.Errorf("wasted counter = %v, want 0.25 (growth of the old finding) + 0.5 (the new one)", v)
+	if v := testutil.ToFloat64(m.Wasted.WithLabelValues("n1", "cpu_only", "t")); v != 0.75*3600 {
+		t.Errorf("wasted counter = %v GPU-seconds, want (0.25 h growth of the old finding + 0.5 h of the new one) × 3600", v)
 	}
-	if v := testutil.ToFloat64(m.JobWasted.WithLabelValues("n1", "1", "bob", "t", "cpu_only")); v != 5.25 {
+	if v := testutil.ToFloat64(m.JobWasted.WithLabelValues("n1", "1", "bob", "t", "cpu_only")); v != 5.25*3600 {
 		t.Errorf("job gauge = %v", v)
 	}
 	if v := testutil.ToFloat64(m.Findings.WithLabelValues("n1", "cpu_only", "warning", "t")); v != 2 {

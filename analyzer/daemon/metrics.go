@@ -36,8 +36,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		LastEscalated: catalogue.AnalyzerLastEscalation.Gauge(),
 		LastCycle:     catalogue.AnalyzerLastCycle.Gauge(),
 		Findings:      catalogue.AnalyzerFindings.GaugeVec(),
-		JobWasted:     catalogue.AnalyzerJobWastedGPUHours.GaugeVec(),
-		Wasted:        catalogue.AnalyzerWastedGPUHours.CounterVec(),
+		JobWasted:     catalogue.AnalyzerJobWastedGPUSeconds.GaugeVec(),
+		Wasted:        catalogue.AnalyzerWastedGPUSeconds.CounterVec(),
 		seen:          map[string]float64{},
 	}
 	reg.MustRegister(m.Actions, m.Cycles, m.LastEscalated, m.LastCycle, m.Findings, m.JobWasted, m.Wasted)
@@ -59,16 +59,16 @@ func (m *Metrics) ObserveFindings(now time.Time, fs []finding.Finding) {
 		f := &fs[i]
 		k := f.Key()
 		m.Findings.WithLabelValues(f.Hostname, string(f.Pattern), string(f.Severity), f.Team).Inc()
-		m.JobWasted.WithLabelValues(f.Hostname, f.Job, f.User, f.Team, string(f.Pattern)).Set(f.WastedGPUHours)
+		m.JobWasted.WithLabelValues(f.Hostname, f.Job, f.User, f.Team, string(f.Pattern)).Set(f.WastedGPUHours * 3600)
 		prev, ok := m.seen[k]
 		switch {
 		case ok && f.WastedGPUHours > prev:
-			m.Wasted.WithLabelValues(f.Hostname, string(f.Pattern), f.Team).Add(f.WastedGPUHours - prev)
+			m.Wasted.WithLabelValues(f.Hostname, string(f.Pattern), f.Team).Add((f.WastedGPUHours - prev) * 3600)
 		case !ok && !f.Start.Before(m.started):
 			// A finding that began while we were watching counts in full;
 			// one open when the daemon started is a baseline, so that a
 			// restart does not count its waste twice.
-			m.Wasted.WithLabelValues(f.Hostname, string(f.Pattern), f.Team).Add(f.WastedGPUHours)
+			m.Wasted.WithLabelValues(f.Hostname, string(f.Pattern), f.Team).Add(f.WastedGPUHours * 3600)
 		default:
 			// Touch the series so that it exists from the first sighting.
 			m.Wasted.WithLabelValues(f.Hostname, string(f.Pattern), f.Team)

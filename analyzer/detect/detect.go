@@ -171,7 +171,7 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		gs := rows[k]
 		a := st.Allocs[k]
 		if a == nil || a.Ended {
-			a = d.newAlloc(st, s, gs)
+			a = d.newAlloc(st, s, gs, known)
 			st.Allocs[k] = a
 		}
 		d.meta(a, s, gs)
@@ -313,7 +313,7 @@ func (d *Detector) gpu(a *Alloc, g features.GPU, act bool) {
 	}
 }
 
-func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU) *Alloc {
+func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU, known func(string) bool) *Alloc {
 	g := gs[0]
 	a := &Alloc{Host: g.Host, Job: g.Job, Namespace: g.NS, Pod: g.Pod, Model: g.Model,
 		GPUs: map[string]*GPUState{}, Open: map[finding.Pattern]*finding.Finding{}}
@@ -326,9 +326,14 @@ func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU) *Allo
 	}
 	frac = math.Min(frac, 1)
 	a.Start = s.End.Add(-time.Duration(frac * float64(s.End.Sub(s.Start))))
-	// Seen in the first step ever read, and for all of it: it may have
-	// started long before, so runtime-based patterns must not use Start.
-	a.StartKnown = s.Start.After(st.Origin) || frac < 0.9
+	// Seen in the first step ever read, and for all of it, it may have
+	// started long before; seen on a device without data before, it may
+	// have too. Then runtime-based patterns must not use Start.
+	devKnown := true
+	for _, x := range gs {
+		devKnown = devKnown && known(features.DeviceID(x.Host, x.Device))
+	}
+	a.StartKnown = devKnown && (s.Start.After(st.Origin) || frac < 0.9)
 	if g.HPCJob != "" {
 		a.Scheduler = "slurm"
 	} else {

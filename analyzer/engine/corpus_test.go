@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/detect"
+	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
@@ -340,4 +341,54 @@ func podOf(e sim.Expectation) string {
 		}
 	}
 	return ""
+}
+
+// TestCorpusCyclesMatchOneShot runs the daemon's path, one incremental
+// cycle per step with its state in the store, over the corpus' first two
+// days and requires the one-shot analysis' findings over the same window.
+// Cumulative patterns may show while a job's history is short (a service's
+// first night looks light); those are never reclaim-level.
+func TestCorpusCyclesMatchOneShot(t *testing.T) {
+	f := getFixture(t)
+	span := 48 * time.Hour
+	e, err := New(Options{Querier: f.native, Store: openStore(t), Config: config.Default(), WarmUp: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fromCycles := map[string]finding.Finding{}
+	for at := f.c.origin.Add(5 * time.Minute); !at.After(f.c.origin.Add(span)); at = at.Add(5 * time.Minute) {
+		res, err := e.Cycle(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Queries != features.Queries {
+			t.Fatalf("cycle at %s: %d queries", at, res.Queries)
+		}
+		for _, x := range res.Findings {
+			fromCycles[x.Key()] = x
+		}
+	}
+	oneShot, err := e.Analyze(ctx, f.c.origin, f.c.origin.Add(span))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, x := range oneShot {
+		want[x.Key()] = true
+		if _, ok := fromCycles[x.Key()]; !ok {
+			t.Errorf("one-shot finding %s never reported by a cycle", x.Key())
+		}
+	}
+	for k, x := range fromCycles {
+		if want[k] {
+			continue
+		}
+		if !detect.Cumulative(x.Pattern) || x.Action == finding.ActionReclaim || x.Action == finding.ActionKill {
+			t.Errorf("cycle finding %s (%s) not in the one-shot analysis", k, x.Action)
+		} else {
+			t.Logf("transient %s in cycles (history still short)", k)
+		}
+	}
+	t.Logf("%d one-shot findings, %d distinct cycle findings over %s", len(oneShot), len(fromCycles), span)
 }

@@ -49,9 +49,9 @@ func (m *Metrics) Observe(res CycleResult) {
 }
 
 var (
-	descWasted   = desc(catalogue.AnalyzerWastedGPUHours)
+	descWasted   = desc(catalogue.AnalyzerWastedGPUSeconds)
 	descFindings = desc(catalogue.AnalyzerFindings)
-	descJob      = desc(catalogue.AnalyzerJobWastedGPUHours)
+	descJob      = desc(catalogue.AnalyzerJobWastedGPUSeconds)
 	descLast     = desc(catalogue.AnalyzerLastCycle)
 )
 
@@ -72,7 +72,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, v := range m.wasted {
-		ch <- prometheus.MustNewConstMetric(descWasted, prometheus.CounterValue, v, k[0], k[1], k[2])
+		ch <- prometheus.MustNewConstMetric(descWasted, prometheus.CounterValue, v*3600, k[0], k[1], k[2])
 	}
 	counts := map[[4]string]float64{}
 	jobs := map[[5]string]float64{}
@@ -84,7 +84,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descFindings, prometheus.GaugeValue, v, k[0], k[1], k[2], k[3])
 	}
 	for k, v := range jobs {
-		ch <- prometheus.MustNewConstMetric(descJob, prometheus.GaugeValue, v, k[0], k[1], k[2], k[3], k[4])
+		ch <- prometheus.MustNewConstMetric(descJob, prometheus.GaugeValue, v*3600, k[0], k[1], k[2], k[3], k[4])
 	}
 	if !m.lastCycle.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, float64(m.lastCycle.UnixMilli())/1000)

@@ -20,14 +20,14 @@ func TestMetrics(t *testing.T) {
 		m.Observe(CycleResult{To: at, Findings: []finding.Finding{f}})
 	}
 	want := `
-# HELP gpuwatch_analyzer_wasted_gpu_hours_total GPU-hours classified as wasted by the analyzer, by node, waste pattern and team.
-# TYPE gpuwatch_analyzer_wasted_gpu_hours_total counter
-gpuwatch_analyzer_wasted_gpu_hours_total{hostname="n1",pattern="cpu_only",team="nlp"} 3
+# HELP gpuwatch_analyzer_wasted_gpu_seconds_total GPU time classified as wasted by the analyzer, in GPU-seconds (divide by 3600 for GPU-hours), by node, waste pattern and team.
+# TYPE gpuwatch_analyzer_wasted_gpu_seconds_total counter
+gpuwatch_analyzer_wasted_gpu_seconds_total{hostname="n1",pattern="cpu_only",team="nlp"} 10800
 # HELP gpuwatch_analyzer_findings Open findings after the last analyzer cycle, by node, pattern, severity and team.
 # TYPE gpuwatch_analyzer_findings gauge
 gpuwatch_analyzer_findings{hostname="n1",pattern="cpu_only",severity="critical",team="nlp"} 1
 `
-	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "gpuwatch_analyzer_wasted_gpu_hours_total", "gpuwatch_analyzer_findings"); err != nil {
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "gpuwatch_analyzer_wasted_gpu_seconds_total", "gpuwatch_analyzer_findings"); err != nil {
 		t.Error(err)
 	}
 	// The finding closes: no open finding, the counter keeps its total.
@@ -35,7 +35,7 @@ gpuwatch_analyzer_findings{hostname="n1",pattern="cpu_only",severity="critical",
 	if n := testutil.CollectAndCount(m, "gpuwatch_analyzer_findings"); n != 0 {
 		t.Errorf("%d open finding series after the finding closed", n)
 	}
-	if n := testutil.CollectAndCount(m, "gpuwatch_analyzer_wasted_gpu_hours_total"); n != 1 {
+	if n := testutil.CollectAndCount(m, "gpuwatch_analyzer_wasted_gpu_seconds_total"); n != 1 {
 		t.Errorf("counter series: %d", n)
 	}
 }

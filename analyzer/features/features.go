@@ -12,7 +12,9 @@ package features
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -67,9 +69,9 @@ type Orphan struct {
 // Step is the features of every device over (End-Step, End].
 type Step struct {
 	Start, End time.Time
-	// Expected is the sample count of the best-covered device: the scrape
-	// interval need not be configured, and a device far below it is
-	// missing data (unknown), not idle.
+	// Expected is the sample count of the best-covered device over the
+	// fetched steps: the scrape interval need not be configured, and a
+	// device far below it is missing data (unknown), not idle.
 	Expected float64
 	// DeviceSamples counts samples per host|device over all holders: a job
 	// that ends mid-step shares its device's samples with the next holder.
@@ -152,6 +154,8 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 	// The queries run side by side: each is one pass over one metric, and
 	// a Prometheus (or the embedded engine) answers them on several cores.
 	exprs := Exprs(step)
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	results := make([]model.Matrix, len(exprs))
 	errs := make([]error, len(exprs))
 	sem := make(chan struct{}, parallel)
@@ -162,9 +166,10 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			v, err := q.QueryRange(ctx, expr, r)
+			v, err := q.QueryRange(qctx, expr, r)
 			if err != nil {
 				errs[f] = err
+				cancel() // one missing feature spoils the step: stop the rest
 				return
 			}
 			m, ok := v.(model.Matrix)
@@ -176,10 +181,15 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 		}()
 	}
 	wg.Wait()
+	// Report the first error that is not the cancellation it caused.
+	var first error
 	for _, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("fetch features: %w", err)
+		if err != nil && (first == nil || errors.Is(first, context.Canceled)) {
+			first = err
 		}
+	}
+	if first != nil {
+		return nil, fmt.Errorf("fetch features: %w", first)
 	}
 	for f, m := range results {
 		for _, ss := range m {
@@ -193,6 +203,9 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 					continue
 				}
 				val := float64(p.Value)
+				if math.IsNaN(val) || math.IsInf(val, 0) {
+					continue // e.g. power over a zero limit: no reading, not a reading of zero
+				}
 				switch feature(f) {
 				case fInfo:
 					if val > 0 {
@@ -218,6 +231,7 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 			}
 		}
 	}
+	var expected float64
 	for i := range steps {
 		s := &steps[i]
 		for _, g := range rows[i] {
@@ -234,6 +248,7 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 		for _, c := range s.DeviceSamples {
 			s.Expected = max(s.Expected, c)
 		}
+		expected = max(expected, s.Expected)
 		sort.Slice(s.GPUs, func(a, b int) bool {
 			x, y := &s.GPUs[a], &s.GPUs[b]
 			if x.Host != y.Host {
@@ -248,6 +263,11 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 			x, y := &s.Orphans[a], &s.Orphans[b]
 			return x.Host+x.Device+x.PID < y.Host+y.Device+y.PID
 		})
+	}
+	// A fetch's steps share one expectation: when the whole fleet's data
+	// starts (or thins out) inside a step, that step is partial, not full.
+	for i := range steps {
+		steps[i].Expected = expected
 	}
 	return steps, nil
 }

@@ -37,7 +37,6 @@ func newApp(stderr io.Writer) (*kingpin.Application, *logFlags, map[string]func(
 	app.HelpFlag.Short('h')
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
-	app.Terminate(nil) // report parse errors through the return value, not os.Exit
 	logs := registerLogFlags(app)
 	runs := map[string]func(ctx context.Context) error{}
 	for _, c := range []command{
@@ -49,6 +48,7 @@ func newApp(stderr io.Writer) (*kingpin.Application, *logFlags, map[string]func(
 		auditCommand,
 		analyzeCommand,
 		agentCommand,
+		demoCommand,
 	} {
 		name, fn := c(app)
 		runs[name] = fn
@@ -58,7 +58,21 @@ func newApp(stderr io.Writer) (*kingpin.Application, *logFlags, map[string]func(
 
 func run(args []string, stderr io.Writer) int {
 	app, logs, runs := newApp(stderr)
+	// --help and --version end the program through Terminate; record it
+	// instead, so that tests can call run and the exit code is ours.
+	exit := -1
+	app.Terminate(func(code int) {
+		if exit < 0 {
+			exit = code
+		}
+	})
 	selected, err := app.Parse(args)
+	if len(args) == 0 {
+		return 2 // kingpin printed the usage: a command is required
+	}
+	if exit >= 0 {
+		return exit
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gpuwatch: %v (see gpuwatch --help)\n", explainParseError(err, args))
 		return 2

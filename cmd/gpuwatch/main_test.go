@@ -35,6 +35,9 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"unknown sim node", []string{"exporter", "--source=sim", "--sim.node=nope", "--web.listen-address=127.0.0.1:0"}, 2, []string{"--sim.node", "nope"}},
 		{"scenario without sim", []string{"exporter", "--sim.scenario=" + badScenario}, 2, []string{"--source=sim"}},
 		{"unknown command", []string{"frobnicate"}, 2, []string{"frobnicate"}},
+		{"no command", nil, 2, []string{"usage: gpuwatch"}},
+		{"help", []string{"exporter", "--help"}, 0, []string{"--collect-interval"}},
+		{"version", []string{"--version"}, 0, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer

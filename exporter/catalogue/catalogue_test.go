@@ -23,6 +23,11 @@ func TestNamingConventions(t *testing.T) {
 		if !strings.HasPrefix(m.Name, "gpuwatch_") || !snake.MatchString(m.Name) {
 			t.Errorf("%s: gpuwatch metrics are snake_case gpuwatch_*", m.Name)
 		}
+		for _, unit := range []string{"_hours", "_minutes", "_milliseconds", "_mib", "_kib", "_percent", "_celsius_"} {
+			if strings.Contains(m.Name, unit) {
+				t.Errorf("%s: use base units (seconds, bytes, ratio), not %s", m.Name, unit)
+			}
+		}
 		if (m.Type == Counter) != strings.HasSuffix(m.Name, "_total") {
 			t.Errorf("%s: counters and only counters end in _total", m.Name)
 		}

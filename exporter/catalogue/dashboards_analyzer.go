@@ -7,15 +7,15 @@ package catalogue
 const LabelSeverity = "severity"
 
 var (
-	AnalyzerWastedGPUHours = def(Metric{Name: "gpuwatch_analyzer_wasted_gpu_hours_total", Type: Counter, Unit: "hours", Origin: OriginAnalyzer,
+	AnalyzerWastedGPUSeconds = def(Metric{Name: "gpuwatch_analyzer_wasted_gpu_seconds_total", Type: Counter, Unit: "seconds", Origin: OriginAnalyzer,
 		Labels: []string{LabelHostname, LabelPattern, LabelTeam},
-		Help:   "GPU-hours classified as wasted by the analyzer, by node, waste pattern and team."})
+		Help:   "GPU time classified as wasted by the analyzer, in GPU-seconds (divide by 3600 for GPU-hours), by node, waste pattern and team."})
 	AnalyzerFindings = def(Metric{Name: "gpuwatch_analyzer_findings", Type: Gauge, Origin: OriginAnalyzer,
 		Labels: []string{LabelHostname, LabelPattern, LabelSeverity, LabelTeam},
 		Help:   "Open findings after the last analyzer cycle, by node, pattern, severity and team."})
-	AnalyzerJobWastedGPUHours = def(Metric{Name: "gpuwatch_analyzer_job_wasted_gpu_hours", Type: Gauge, Unit: "hours", Origin: OriginAnalyzer,
+	AnalyzerJobWastedGPUSeconds = def(Metric{Name: "gpuwatch_analyzer_job_wasted_gpu_seconds", Type: Gauge, Unit: "seconds", Origin: OriginAnalyzer,
 		Labels: []string{LabelHostname, LabelJob, LabelUser, LabelTeam, LabelPattern},
-		Help:   "GPU-hours wasted so far by each job with an open finding."})
+		Help:   "GPU time wasted so far by each job with an open finding, in GPU-seconds."})
 	AnalyzerActions = def(Metric{Name: "gpuwatch_analyzer_actions_total", Type: Counter, Origin: OriginAnalyzer,
 		Labels: []string{LabelHostname, LabelAction, LabelResult},
 		Help:   "Actions decided by the policy, by node, action (notify, warn, checkpoint, reclaim, kill) and result (dry_run, done, failed)."})

@@ -182,7 +182,7 @@ func (a *Appender) AppendFamilies(ctx context.Context, ts time.Time, fams []*dto
 				continue // summaries and histograms: not read by the analyzer
 			}
 			b.Reset()
-			b.Add(labels.MetricName, name)
+			b.Add(model.MetricNameLabel, name)
 			for _, lp := range m.GetLabel() {
 				if lp.GetValue() == "" {
 					continue // Prometheus drops empty labels on ingest; so do we

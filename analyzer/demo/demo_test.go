@@ -1,0 +1,291 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/dashboards"
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+)
+
+// origin is a Monday, so the small scenario's span starts a report week.
+var origin = time.Date(2026, 11, 16, 0, 0, 0, 0, time.UTC)
+
+func smallScenarioB() (*sim.Scenario, error) {
+	return sim.LoadScenario(filepath.Join("testdata", "demo-small.yaml"))
+}
+
+func smallScenario(t *testing.T) *sim.Scenario {
+	t.Helper()
+	sc, err := smallScenarioB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func teamsOf(sc *sim.Scenario) map[string]bool {
+	teams := map[string]bool{}
+	for _, e := range sc.Expectations() {
+		if e.Team != "" {
+			teams[e.Team] = true
+		}
+	}
+	return teams
+}
+
+// TestSimulateWritesEverything runs the small fleet through 30 simulated
+// hours and checks every output the demo promises.
+func TestSimulateWritesEverything(t *testing.T) {
+	sc := smallScenario(t)
+	out := t.TempDir()
+	// A stale file from an earlier run must not survive.
+	if err := os.WriteFile(filepath.Join(out, "findings.json"), []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	d, err := New(Options{Scenario: sc, Seed: 1, Length: 30 * time.Hour, Origin: origin, Out: out, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	res, err := d.Simulate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 30*120 + 1; res.Collections != want {
+		t.Errorf("collections = %d, want %d (every 30s step of 30h, both ends)", res.Collections, want)
+	}
+	if want := 30 * 12; res.Cycles != want {
+		t.Errorf("cycles = %d, want %d (every 5m analyzer step)", res.Cycles, want)
+	}
+	if n := strings.Count(progress.String(), "\n"); n < 2 || n > 5 {
+		t.Errorf("non-terminal progress wrote %d lines, want a few:\n%s", n, progress.String())
+	}
+
+	var doc struct {
+		Findings []finding.Finding `json:"findings"`
+	}
+	readJSON(t, filepath.Join(out, "findings.json"), &doc)
+	got := map[finding.Pattern]bool{}
+	for _, f := range doc.Findings {
+		got[f.Pattern] = true
+		if f.WastedGPUHours <= 0 {
+			t.Errorf("finding %s wastes %.2f GPU-hours", f.Key(), f.WastedGPUHours)
+		}
+	}
+	for _, p := range finding.Patterns {
+		if !got[p] {
+			t.Errorf("findings.json has no %s finding", p)
+		}
+	}
+
+	for team := range teamsOf(sc) {
+		body := readFile(t, filepath.Join(out, "reports", team+".html"))
+		if !strings.Contains(body, "<html") || !strings.Contains(body, team) {
+			t.Errorf("reports/%s.html is not the team's HTML report", team)
+		}
+	}
+	if body := readFile(t, filepath.Join(out, "reports", "fleet.html")); !strings.Contains(body, "<html") {
+		t.Error("reports/fleet.html is not HTML")
+	}
+	if len(res.Teams) != len(teamsOf(sc)) {
+		t.Errorf("reported teams %v, want %v", res.Teams, teamsOf(sc))
+	}
+	if res.AllocatedGPUHours <= 0 || res.WastedGPUHours <= 0 || res.WastedGPUHours > res.AllocatedGPUHours {
+		t.Errorf("fleet totals: allocated %.1f, wasted %.1f", res.AllocatedGPUHours, res.WastedGPUHours)
+	}
+
+	for _, s := range dashboards.All() {
+		var dash map[string]any
+		readJSON(t, filepath.Join(out, "dashboards", filepath.Base(s.File)), &dash)
+		if dash["panels"] == nil {
+			t.Errorf("dashboard %s has no panels", s.File)
+		}
+	}
+
+	var evs []audit.Event
+	readJSON(t, filepath.Join(out, "audit.json"), &evs)
+	steps := map[string]int{}
+	for _, e := range evs {
+		if !e.DryRun && e.Actuator != "policy" {
+			t.Errorf("audit event not in dry-run: %+v", e)
+		}
+		steps[e.Step+" "+string(e.State)]++
+	}
+	for _, want := range []string{"notify done", "warn done", "reclaim dry_run", "checkpoint dry_run"} {
+		if steps[want] == 0 {
+			t.Errorf("audit.json has no %q step; has %v", want, steps)
+		}
+	}
+	if res.Notifications == 0 {
+		t.Error("no notification recorded")
+	}
+	if _, err := os.Stat(filepath.Join(out, "gpuwatch.db")); err != nil {
+		t.Errorf("state store: %v", err)
+	}
+
+	var sum bytes.Buffer
+	if err := WriteSummary(&sum, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range finding.Patterns {
+		if !strings.Contains(sum.String(), string(p)) {
+			t.Errorf("summary lacks pattern %s:\n%s", p, sum.String())
+		}
+	}
+	if !strings.Contains(sum.String(), "WOULD RECLAIM") {
+		t.Errorf("summary lacks the dry-run reclaims:\n%s", sum.String())
+	}
+}
+
+// TestRunServes starts the demo's server mode, fetches the live exporter's
+// /metrics and the analyzer page, and stops it by cancelling.
+func TestRunServes(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	noFile, noSystemd := "", false
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Run(ctx, RunOptions{
+			Options:  Options{Scenario: smallScenario(t), Seed: 1, Length: 8 * time.Hour, Origin: origin, Out: t.TempDir()},
+			Web:      &web.FlagConfig{WebListenAddresses: &[]string{}, WebSystemdSocket: &noSystemd, WebConfigFile: &noFile},
+			Listener: l, Stdout: io.Discard,
+		})
+	}()
+	base := "http://" + l.Addr().String()
+	// Connections wait in the listener's backlog until the simulation is
+	// done and the server starts.
+	client := &http.Client{Timeout: 60 * time.Second}
+	get := func(path string) string {
+		t.Helper()
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s\n%s", path, resp.Status, body)
+		}
+		return string(body)
+	}
+	metrics := get("/metrics")
+	for _, want := range []string{catalogue.GPUUtil.Name, `hostname="a100-01"`, `hostname="h100-01"`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if node := get("/nodes/h100-01/metrics"); !strings.Contains(node, `hostname="h100-01"`) || strings.Contains(node, `hostname="a100-01"`) {
+		t.Error("/nodes/h100-01/metrics is not that node's exposition")
+	}
+	page := get("/")
+	for _, want := range []string{"pretrain-kevin", "over_requested"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("analyzer page lacks %q", want)
+		}
+	}
+	get("/audit")
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop after cancel")
+	}
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"no output folder", Options{}, "output folder"},
+		{"step too coarse", Options{Step: 5 * time.Minute}, "half the analyzer step"},
+		{"sub-second step", Options{Step: time.Millisecond}, "shorter than a second"},
+		{"too short", Options{Length: time.Minute}, "shorter than the analyzer step"},
+		{"cycle not a multiple", Options{CycleEvery: 7 * time.Minute}, "multiple of the analyzer step"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name != "no output folder" {
+				tc.o.Out = t.TempDir()
+			}
+			_, err := New(tc.o)
+			var ue *cli.UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want a usage error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestPolicyAlwaysDryRun: a policy written for a real cluster (the example
+// kills orphans for real) is run in dry-run by the demo.
+func TestPolicyAlwaysDryRun(t *testing.T) {
+	p, err := policy.LoadFile(filepath.Join("..", "..", "deploy", "examples", "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &finding.Finding{Pattern: finding.OrphanProcess, Job: "1", Hostname: "n", Namespace: "team-a", Labels: map[string]string{"partition": "dev"},
+		Start: origin, End: origin.Add(time.Hour), WastedGPUHours: 5}
+	if ev := p.Evaluate(f, origin.Add(time.Hour)); ev.DryRun {
+		t.Fatal("the example policy no longer kills orphans for real; pick another rule for this test")
+	}
+	forceDryRun(p)
+	if ev := p.Evaluate(f, origin.Add(time.Hour)); !ev.DryRun {
+		t.Error("forced policy still acts for real")
+	}
+}
+
+func TestLastWeek(t *testing.T) {
+	for _, tc := range []struct{ now, want string }{
+		{"2026-11-29T18:00:00Z", "2026-11-16T00:00:00Z"}, // Sunday
+		{"2026-11-30T00:00:00Z", "2026-11-23T00:00:00Z"}, // Monday midnight
+		{"2026-12-02T23:59:00-05:00", "2026-11-23T00:00:00Z"},
+	} {
+		now, _ := time.Parse(time.RFC3339, tc.now)
+		if got := lastWeek(now).Format(time.RFC3339); got != tc.want {
+			t.Errorf("lastWeek(%s) = %s, want %s", tc.now, got, tc.want)
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(readFile(t, path)), v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}

@@ -1,0 +1,85 @@
+package demo
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/gpuwatch/gpuwatch/exporter/server"
+)
+
+// RunOptions are `gpuwatch demo`'s: the simulation, then the summary, then
+// (unless Exit) the server until ctx ends.
+type RunOptions struct {
+	Options
+	Exit bool
+	// Web holds the listen address and the TLS/basic-auth web config.
+	Web *web.FlagConfig
+	// Listener, when set, is served instead of Web's addresses (tests).
+	Listener net.Listener
+	// Stdout receives the summary; Verbose adds timing and peak memory.
+	Stdout  io.Writer
+	Verbose bool
+	Version string
+}
+
+// Run runs the demo.
+func Run(ctx context.Context, o RunOptions) error {
+	d, err := New(o.Options)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	res, err := d.Simulate(ctx)
+	if err != nil {
+		return err
+	}
+	if err := WriteSummary(o.Stdout, res); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, "\nWrote %d files to %s: reports/ (%d teams and the fleet), dashboards/, findings.json, audit.json, gpuwatch.db, tsdb/\n",
+		len(res.Files), d.o.Out, len(res.Teams))
+	if o.Verbose {
+		fmt.Fprintf(o.Stdout, "%d collections, %d analyzer cycles, %d findings, %d audit events in %s; peak RSS %s\n",
+			res.Collections, res.Cycles, len(res.Findings), len(res.Audit), res.Elapsed, PeakRSS())
+	}
+	if o.Exit {
+		return nil
+	}
+	h, err := d.Handler(ctx, o.Version)
+	if err != nil {
+		return err
+	}
+	if o.Listener != nil {
+		fmt.Fprintf(o.Stdout, "Serving http://%s/ (analyzer page) and /metrics (live exporter) until interrupted.\n", o.Listener.Addr())
+		return server.ServeListener(ctx, o.Listener, h, o.Web, d.o.Logger)
+	}
+	if o.Web != nil && o.Web.WebListenAddresses != nil {
+		fmt.Fprintf(o.Stdout, "Serving %s: / (analyzer page) and /metrics (live exporter) until interrupted.\n",
+			strings.Join(*o.Web.WebListenAddresses, ", "))
+	}
+	return server.Serve(ctx, h, o.Web, d.o.Logger)
+}
+
+// PeakRSS reads the process's peak resident memory (VmHWM) from
+// /proc/self/status; "unknown" where there is none.
+func PeakRSS() string {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}

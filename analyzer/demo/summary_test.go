@@ -1,0 +1,126 @@
+package demo
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+func fnd(job, host, team string, p finding.Pattern, gpus int, wasted float64, end time.Duration) finding.Finding {
+	f := finding.Finding{Job: job, Hostname: host, Team: team, User: "u-" + job, Pattern: p, WastedGPUHours: wasted,
+		Start: origin, End: origin.Add(end)}
+	for i := 0; i < gpus; i++ {
+		f.GPUs = append(f.GPUs, fmt.Sprintf("GPU-%s-%d", job, i))
+	}
+	return f
+}
+
+func ev(job, host, pattern, step string, state audit.State, at time.Duration) audit.Event {
+	return audit.Event{Job: job, Hostname: host, Pattern: pattern, Step: step, State: state, DryRun: true, At: origin.Add(at)}
+}
+
+func TestReclaims(t *testing.T) {
+	res := &Result{
+		Findings: []finding.Finding{
+			fnd("1", "a", "t1", finding.Stuck, 4, 20, 10*time.Hour),
+			fnd("2", "a", "t1", finding.CPUOnly, 1, 5, 3*time.Hour),
+			fnd("3", "b", "t2", finding.IdleSession, 1, 2, time.Hour),
+		},
+		Audit: []audit.Event{
+			ev("1", "a", "stuck", "warn", audit.Done, 0),
+			ev("1", "a", "stuck", "reclaim", audit.Intended, 2*time.Hour),
+			ev("1", "a", "stuck", "reclaim", audit.DryRun, 2*time.Hour),
+			ev("2", "a", "cpu_only", "reclaim", audit.DryRun, time.Hour),
+			ev("2", "a", "cpu_only", "reclaim", audit.DryRun, time.Hour), // a repeat must not count twice
+			// Reclaimed after the finding's end: nothing left to free.
+			ev("3", "b", "idle_session", "reclaim", audit.DryRun, 2*time.Hour),
+			// A real reclaim is not a dry-run one.
+			{Job: "4", Hostname: "b", Pattern: "stuck", Step: "reclaim", State: audit.Done, At: origin},
+		},
+	}
+	got := res.Reclaims()
+	want := []Reclaim{
+		{Job: "1", Hostname: "a", Pattern: "stuck", At: origin.Add(2 * time.Hour), GPUs: 4, FreedGPUHours: 32},
+		{Job: "2", Hostname: "a", Pattern: "cpu_only", At: origin.Add(time.Hour), GPUs: 1, FreedGPUHours: 2},
+		{Job: "3", Hostname: "b", Pattern: "idle_session", At: origin.Add(2 * time.Hour), GPUs: 1, FreedGPUHours: 0},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Reclaims() =\n%v\nwant\n%v", got, want)
+	}
+}
+
+func TestWriteSummary(t *testing.T) {
+	res := &Result{Scenario: "s", Nodes: 1, GPUs: 8, Origin: origin, End: origin.Add(24 * time.Hour), Step: 30 * time.Second,
+		AllocatedGPUHours: 100, ActiveGPUHours: 60, WastedGPUHours: 25}
+	// Seven jobs, so that only the five worst are listed; job 7 has two
+	// patterns whose sum makes it the worst.
+	for i, w := range []float64{3, 9, 1, 7, 2, 5} {
+		res.Findings = append(res.Findings, fnd(fmt.Sprint(i+1), "h", "team-long-name", finding.LowUtilization, 1, w, time.Hour))
+	}
+	res.Findings = append(res.Findings, fnd("7", "h", "x", finding.Stuck, 1, 6, time.Hour), fnd("7", "h", "x", finding.Overlong, 1, 6, time.Hour))
+	var b bytes.Buffer
+	if err := WriteSummary(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"100.0 allocated, 60.0 active, 25.0 wasted (25.0% of allocated)", "low_utilization", "27.0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	lines := strings.Split(out, "\n")
+	var worst []string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "WORST JOBS") {
+			col := strings.Index(l, "GPU-HOURS")
+			for _, r := range lines[i+1:] {
+				if strings.TrimSpace(r) == "" {
+					break
+				}
+				worst = append(worst, strings.Fields(r)[0])
+				if r[col-2:col] != "  " || r[col] == ' ' {
+					t.Errorf("column not aligned under GPU-HOURS: %q", r)
+				}
+			}
+		}
+	}
+	if got, want := strings.Join(worst, " "), "7 2 4 6 1"; got != want {
+		t.Errorf("worst jobs %q, want %q:\n%s", got, want, out)
+	}
+	if !strings.Contains(out, "reclaimed 0 job(s)") || strings.Contains(out, "WOULD RECLAIM") {
+		t.Errorf("summary without reclaims:\n%s", out)
+	}
+}
+
+func TestProgress(t *testing.T) {
+	for _, tc := range []struct {
+		terminal   bool
+		wantLines  int
+		wantReturn bool
+	}{
+		{terminal: false, wantLines: 4, wantReturn: false}, // 25, 50, 75 %, done
+		{terminal: true, wantLines: 1, wantReturn: true},
+	} {
+		var b bytes.Buffer
+		p := newProgress(&b, tc.terminal, 1000)
+		for n := 1; n <= 1000; n++ {
+			p.set(n, time.Duration(n)*time.Minute)
+		}
+		p.done()
+		if got := strings.Count(b.String(), "\n"); got != tc.wantLines {
+			t.Errorf("terminal=%v: %d lines, want %d:\n%q", tc.terminal, got, tc.wantLines, b.String())
+		}
+		if got := strings.Contains(b.String(), "\r"); got != tc.wantReturn {
+			t.Errorf("terminal=%v: carriage returns %v, want %v", tc.terminal, got, tc.wantReturn)
+		}
+		if tc.terminal && !strings.Contains(b.String(), "100%") {
+			t.Errorf("terminal bar never reached 100%%: %q", b.String())
+		}
+	}
+	newProgress(nil, true, 10).set(5, time.Minute) // no writer: no panic
+}

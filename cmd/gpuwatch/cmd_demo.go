@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/demo"
+	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+)
+
+func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+	cmd := app.Command("demo", "The whole product on a simulated cluster: fast-forward a simulated week through the embedded store, analyze it, escalate under the policy in dry-run, write reports, dashboards, findings and the audit log, print a summary, then serve /metrics (live exporter) and the analyzer's web page until interrupted.")
+	var (
+		o                                  demo.RunOptions
+		scenario, policyFile, cfgAt, start string
+	)
+	o.Web = kingpinflag.AddFlags(cmd, "127.0.0.1:9400")
+	cmd.Flag("scenario", "Simulator scenario file (YAML, see exporter/sim/scenarios/); the built-in default (4 nodes x 8 A100/H100 GPUs, every waste pattern) when empty.").StringVar(&scenario)
+	cmd.Flag("seed", "Seed of the simulator's noise.").Default("1").Int64Var(&o.Seed)
+	cmd.Flag("length", "Simulated time span.").Default("168h").DurationVar(&o.Length)
+	cmd.Flag("step", "Sample step of the simulated telemetry.").Default("30s").DurationVar(&o.Step)
+	cmd.Flag("start", "Start of the simulated span (RFC 3339); default: the scenario's origin, else Monday 00:00 UTC of last week.").StringVar(&start)
+	cmd.Flag("cycle-interval", "How often the analyzer cycle runs in simulated time (a multiple of the analyzer step); default: every step.").DurationVar(&o.CycleEvery)
+	cmd.Flag("out", "Output folder: reports/, dashboards/, findings.json, audit.json, gpuwatch.db, tsdb/ (previous demo files there are replaced).").Default("gpuwatch-demo").StringVar(&o.Out)
+	cmd.Flag("policy.file", "Reclamation policy (YAML) to escalate under, always in dry-run; a built-in policy covering every pattern when empty.").StringVar(&policyFile)
+	cmd.Flag("analyzer.config", "Detection thresholds (YAML); built-in defaults when empty.").StringVar(&cfgAt)
+	cmd.Flag("exit", "Exit after the summary instead of serving.").BoolVar(&o.Exit)
+	cmd.Flag("verbose", "Also print collection and cycle counts, elapsed time and peak memory.").BoolVar(&o.Verbose)
+	return cmd.FullCommand(), func(ctx context.Context) error {
+		o.Logger, o.Stdout, o.Version = loggerFrom(ctx), os.Stdout, version
+		if scenario != "" {
+			sc, err := sim.LoadScenario(scenario)
+			if err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--scenario: %w", err)}
+			}
+			o.Scenario = sc
+		}
+		if start != "" {
+			t, err := time.Parse(time.RFC3339, start)
+			if err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--start: %w", err)}
+			}
+			o.Origin = t
+		}
+		if policyFile != "" {
+			p, err := policy.LoadFile(policyFile)
+			if err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
+			}
+			o.Policy = p
+		}
+		o.Config = config.Default()
+		if cfgAt != "" {
+			c, err := config.Load(cfgAt)
+			if err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--analyzer.config: %w", err)}
+			}
+			o.Config = c
+		}
+		if o.Web.WebConfigFile != nil && *o.Web.WebConfigFile != "" {
+			if err := web.Validate(*o.Web.WebConfigFile); err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--web.config.file %s: %w", *o.Web.WebConfigFile, err)}
+			}
+		}
+		if fi, err := os.Stderr.Stat(); err == nil {
+			o.Progress, o.Terminal = os.Stderr, fi.Mode()&os.ModeCharDevice != 0
+		}
+		return demo.Run(ctx, o)
+	}
+}
