@@ -49,7 +49,7 @@ func (a demoActuator) Act(_ context.Context, req *action.Request) (string, error
 		a.rec.mu.Lock()
 		a.rec.n++
 		a.rec.mu.Unlock()
-		return fmt.Sprintf("demo: %s recorded, not delivered: %s", a.name, action.Summary(req)), nil
+		return fmt.Sprintf("%s recorded, not delivered: %s", a.name, action.Summary(req)), nil
 	}
 	return "", fmt.Errorf("demo %s %s: %w", a.name, req.Step, action.ErrUnsupported)
 }

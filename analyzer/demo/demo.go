@@ -106,7 +106,7 @@ type Demo struct {
 // analyzer state starts fresh.
 func New(o Options) (*Demo, error) {
 	if o.Out == "" {
-		return nil, &cli.UsageError{Err: errors.New("demo: no output folder")}
+		return nil, &cli.UsageError{Err: errors.New("no output folder")}
 	}
 	if o.Scenario == nil {
 		o.Scenario = sim.DefaultScenario()
@@ -132,20 +132,20 @@ func New(o Options) (*Demo, error) {
 	}
 	switch {
 	case o.Step < time.Second:
-		return nil, usage("demo: step %s is shorter than a second", o.Step)
+		return nil, usage("--step %s is shorter than a second", o.Step)
 	case o.Step > an/2:
 		// The analyzer needs several samples per step to tell a known
 		// step from missing data.
-		return nil, usage("demo: step %s must be at most half the analyzer step %s", o.Step, an)
+		return nil, usage("--step %s must be at most half the analyzer step %s", o.Step, an)
 	case o.Length < an:
-		return nil, usage("demo: length %s is shorter than the analyzer step %s", o.Length, an)
+		return nil, usage("--length %s is shorter than the analyzer step %s", o.Length, an)
 	case o.CycleEvery < an || o.CycleEvery%an != 0:
-		return nil, usage("demo: cycle interval %s must be a multiple of the analyzer step %s", o.CycleEvery, an)
+		return nil, usage("--cycle-interval %s must be a multiple of the analyzer step %s", o.CycleEvery, an)
 	}
 	if o.Policy == nil {
 		p, err := policy.Parse(DefaultPolicy)
 		if err != nil {
-			return nil, fmt.Errorf("demo: built-in policy: %w", err)
+			return nil, fmt.Errorf("built-in policy: %w", err)
 		}
 		o.Policy = p
 	}
@@ -157,11 +157,11 @@ func New(o Options) (*Demo, error) {
 		o.Origin = lastWeek(o.Now())
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("demo: output folder: %w", err)
+		return nil, fmt.Errorf("output folder: %w", err)
 	}
 	for _, name := range []string{"tsdb", "gpuwatch.db", "gpuwatch.db-wal", "gpuwatch.db-shm", "reports", "dashboards", "findings.json", "audit.json"} {
 		if err := os.RemoveAll(filepath.Join(o.Out, name)); err != nil {
-			return nil, fmt.Errorf("demo: clear previous output: %w", err)
+			return nil, fmt.Errorf("clear previous output: %w", err)
 		}
 	}
 	return &Demo{o: o, sc: o.Scenario, rec: &recorder{}}, nil
@@ -197,18 +197,18 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 	began := time.Now()
 	db, err := embedded.Open(filepath.Join(o.Out, "tsdb"), embedded.Options{Logger: atLeast(o.Logger, slog.LevelError), Retention: o.Length + 15*24*time.Hour})
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("telemetry store: %w", err)
 	}
 	defer db.Close()
 	if d.st, err = store.Open(filepath.Join(o.Out, "gpuwatch.db")); err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("state store: %w", err)
 	}
 	if d.log, err = audit.Open(ctx, d.st); err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	eng, err := engine.New(engine.Options{Querier: db, Store: d.st, Config: o.Config, Logger: atLeast(o.Logger, slog.LevelWarn)})
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("analyzer: %w", err)
 	}
 	var now time.Time
 	dmn := &daemon.Daemon{
@@ -243,7 +243,7 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 	}
 	if _, err := simload.Replay(ctx, d.sc, simload.Options{Seed: o.Seed, Origin: o.Origin, To: o.Length, Resolution: o.Step}, sink); err != nil {
 		bar.done()
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("simulation: %w", err)
 	}
 	bar.done()
 	if err := d.writeOutputs(ctx, res); err != nil {

@@ -289,3 +289,14 @@ func readJSON(t *testing.T, path string, v any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+// TestRunInterrupted: cancelling during the simulation stops it quietly.
+func TestRunInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	err := Run(ctx, RunOptions{Options: Options{Scenario: smallScenario(t), Length: 6 * time.Hour, Origin: origin, Out: t.TempDir()}, Stdout: &out})
+	if err != nil || out.Len() != 0 {
+		t.Errorf("Run on a cancelled context: err %v, output %q; want nil and no summary", err, out.String())
+	}
+}

@@ -23,22 +23,22 @@ func (d *Demo) writeOutputs(ctx context.Context, res *Result) error {
 	// The upper bound is exclusive; the last cycle is stamped at the end.
 	fs, err := d.st.FindingsBetween(ctx, res.Origin, res.End.Add(time.Millisecond))
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return fmt.Errorf("findings: %w", err)
 	}
 	res.Findings = fs
 	var buf bytes.Buffer
 	if err := present.JSON(&buf, fs); err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return fmt.Errorf("findings.json: %w", err)
 	}
 	if err := d.write(res, "findings.json", buf.Bytes()); err != nil {
 		return err
 	}
 	if res.Audit, err = d.log.Events(ctx, audit.Filter{}); err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
 	buf.Reset()
 	if err := audit.WriteJSON(&buf, res.Audit); err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return fmt.Errorf("audit.json: %w", err)
 	}
 	if err := d.write(res, "audit.json", buf.Bytes()); err != nil {
 		return err
@@ -48,7 +48,7 @@ func (d *Demo) writeOutputs(ctx context.Context, res *Result) error {
 	}
 	files, err := dashboards.Write(filepath.Join(out, "dashboards"))
 	if err != nil {
-		return fmt.Errorf("demo: dashboards: %w", err)
+		return fmt.Errorf("dashboards: %w", err)
 	}
 	res.Files = append(res.Files, files...)
 	return nil
@@ -57,10 +57,10 @@ func (d *Demo) writeOutputs(ctx context.Context, res *Result) error {
 func (d *Demo) write(res *Result, name string, data []byte) error {
 	path := filepath.Join(d.o.Out, name)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return fmt.Errorf("write %s: %w", name, err)
 	}
 	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return fmt.Errorf("demo: write %s: %w", name, err)
+		return fmt.Errorf("write %s: %w", name, err)
 	}
 	res.Files = append(res.Files, path)
 	return nil
@@ -72,7 +72,7 @@ func (d *Demo) reportConfig(ctx context.Context, from, to time.Time) (*report.Co
 	cfg.Defaults()
 	us, err := d.st.UsageBetween(ctx, from, to)
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("report teams: %w", err)
 	}
 	cfg.Teams = map[string]report.Team{}
 	for _, u := range us {
@@ -103,7 +103,7 @@ func (d *Demo) builder(cfg *report.Config, end time.Time) *report.Builder {
 // reports/fleet.html, the administrators' report, for the simulated span.
 func (d *Demo) writeReports(ctx context.Context, res *Result) error {
 	if _, err := report.OpenOutbox(ctx, d.st); err != nil { // creates the indexes reports read with
-		return fmt.Errorf("demo: %w", err)
+		return fmt.Errorf("reports: %w", err)
 	}
 	cfg, err := d.reportConfig(ctx, res.Origin, res.End)
 	if err != nil {
@@ -113,16 +113,16 @@ func (d *Demo) writeReports(ctx context.Context, res *Result) error {
 	sort.Strings(res.Teams)
 	teams, fleet, err := d.builder(cfg, res.End).BuildAll(ctx, d.period(res), res.Teams, true)
 	if err != nil {
-		return fmt.Errorf("demo: reports: %w", err)
+		return fmt.Errorf("reports: %w", err)
 	}
 	rd, err := report.NewRenderer()
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return fmt.Errorf("reports: %w", err)
 	}
 	render := func(r *report.Report, name string) error {
 		x, err := rd.Render(r, report.ImagesDataURI)
 		if err != nil {
-			return fmt.Errorf("demo: render report %s: %w", name, err)
+			return fmt.Errorf("render report %s: %w", name, err)
 		}
 		return d.write(res, filepath.Join("reports", name+".html"), []byte(x.HTML))
 	}

@@ -3,6 +3,7 @@ package demo
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +39,9 @@ func Run(ctx context.Context, o RunOptions) error {
 	defer d.Close()
 	res, err := d.Simulate(ctx)
 	if err != nil {
+		if ctx.Err() != nil { // interrupted: as the server does, stop quietly
+			return nil
+		}
 		return err
 	}
 	if err := WriteSummary(o.Stdout, res); err != nil {
@@ -51,6 +55,9 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	if o.Exit {
 		return nil
+	}
+	if o.Web == nil {
+		return errors.New("no listen address to serve on (RunOptions.Web)")
 	}
 	h, err := d.Handler(ctx, o.Version)
 	if err != nil {

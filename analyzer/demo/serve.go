@@ -35,18 +35,18 @@ const LiveInterval = 10 * time.Second
 // Call it after Simulate.
 func (d *Demo) Handler(ctx context.Context, version string) (http.Handler, error) {
 	if d.result == nil {
-		return nil, errors.New("demo: Handler before Simulate")
+		return nil, errors.New("the web handler needs a finished simulation")
 	}
 	mux := http.NewServeMux()
 	var cols []*collector.Collector
 	for _, n := range d.sc.Nodes {
 		src, err := sim.New(d.sc, sim.Options{Seed: d.o.Seed, Clock: source.SystemClock{}, Node: n.Hostname, Origin: d.o.Origin})
 		if err != nil {
-			return nil, fmt.Errorf("demo: live simulator: %w", err)
+			return nil, fmt.Errorf("live simulator: %w", err)
 		}
 		col, err := collector.New(collector.Options{Source: src, Interval: LiveInterval, Logger: d.o.Logger.With("node", n.Hostname)})
 		if err != nil {
-			return nil, fmt.Errorf("demo: live collector %s: %w", n.Hostname, err)
+			return nil, fmt.Errorf("live collector %s: %w", n.Hostname, err)
 		}
 		if _, err := col.CollectOnce(ctx); err != nil {
 			d.o.Logger.Warn("first live collection failed", "node", n.Hostname, "err", err)
@@ -63,7 +63,7 @@ func (d *Demo) Handler(ctx context.Context, version string) (http.Handler, error
 	}
 	rd, err := report.NewRenderer()
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("web page reports: %w", err)
 	}
 	end := d.result.End
 	// The page's clock is the end of the simulation, so its current

@@ -2,11 +2,14 @@ package demo
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
@@ -123,4 +126,36 @@ func TestProgress(t *testing.T) {
 		}
 	}
 	newProgress(nil, true, 10).set(5, time.Minute) // no writer: no panic
+}
+
+// TestActuatorsOnlyRecord: notifications are recorded and counted; a
+// disruptive step is refused, never reported as done.
+func TestActuatorsOnlyRecord(t *testing.T) {
+	rec := &recorder{}
+	acts := rec.actuators()
+	for _, tc := range []struct {
+		actuator, step string
+		wantErr        bool
+	}{
+		{"webhook", "notify", false},
+		{"email", "warn", false},
+		{"slurm", "reclaim", true},
+		{"kubernetes", "checkpoint", true},
+		{"process", "reclaim", true},
+	} {
+		req := &action.Request{Step: tc.step, Finding: fnd("9", "h", "t", finding.Stuck, 1, 1, time.Hour), DryRun: true}
+		detail, err := acts[tc.actuator].Act(context.Background(), req)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s %s: err = %v, want error %v", tc.actuator, tc.step, err, tc.wantErr)
+		}
+		if tc.wantErr && !errors.Is(err, action.ErrUnsupported) {
+			t.Errorf("%s %s: err = %v, want ErrUnsupported (skipped)", tc.actuator, tc.step, err)
+		}
+		if !tc.wantErr && !strings.Contains(detail, "not delivered") {
+			t.Errorf("%s %s: detail %q does not say it was only recorded", tc.actuator, tc.step, detail)
+		}
+	}
+	if rec.count() != 2 {
+		t.Errorf("recorded %d notifications, want 2", rec.count())
+	}
 }
