@@ -15,21 +15,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
-
-// needBinary returns the path of an external tool, skipping the test when it
-// is missing, except in CI where a missing tool is a broken setup.
-func needBinary(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not installed (CI is set): %v", name, err)
-		}
-		t.Skipf("%s not installed; .ci/run installs it", name)
-	}
-	return p
-}
 
 func runTool(t *testing.T, bin string, args ...string) string {
 	t.Helper()
@@ -43,7 +30,7 @@ func runTool(t *testing.T, bin string, args ...string) string {
 }
 
 func TestPromtoolCheckRules(t *testing.T) {
-	promtool := needBinary(t, "promtool")
+	promtool := testtool.Need(t, "promtool")
 	out := runTool(t, promtool, "check", "rules", AlertsFile, RecordingFile)
 	// promtool prints lint findings (e.g. "duplicate rules") with SUCCESS; clean means none.
 	for _, line := range strings.Split(out, "\n") {
@@ -56,7 +43,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 }
 
 func TestPromtoolTestRules(t *testing.T) {
-	promtool := needBinary(t, "promtool")
+	promtool := testtool.Need(t, "promtool")
 	files, err := filepath.Glob("tests/*.yml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no rule unit tests found in tests/: %v", err)
@@ -65,12 +52,12 @@ func TestPromtoolTestRules(t *testing.T) {
 }
 
 func TestAmtoolCheckConfig(t *testing.T) {
-	amtool := needBinary(t, "amtool")
+	amtool := testtool.Need(t, "amtool")
 	runTool(t, amtool, "check-config", AlertmanagerFile)
 }
 
 func TestAmtoolRoutes(t *testing.T) {
-	amtool := needBinary(t, "amtool")
+	amtool := testtool.Need(t, "amtool")
 	f, err := os.Open("tests/alertmanager_routes.txt")
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package collector
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -11,27 +10,14 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
-
-// needBinary returns the path of an external tool the test needs. CI
-// installs them all (.ci/run), so there a missing tool fails the test.
-func needBinary(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not installed: .ci/run must install it", name)
-		}
-		t.Skipf("%s not installed; .ci/run installs it", name)
-	}
-	return p
-}
 
 // TestPromtoolCheckMetrics holds the contract of DESIGN.md: promtool's lint
 // may only flag the naming that dcgm-exporter compatibility requires, on
 // DCGM_* series, and nothing at all on gpuwatch_* series.
 func TestPromtoolCheckMetrics(t *testing.T) {
-	promtool := needBinary(t, "promtool")
+	promtool := testtool.Need(t, "promtool")
 	snap := fullSnapshot(8, 4)
 	c, err := New(Options{Source: &fakeSource{snap: snap}, Interval: time.Second})
 	if err != nil {

@@ -3,7 +3,6 @@ package nvml
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // TestScrapePassesPromtoolLint runs the NVML source (GPM, MIG, XID and all)
@@ -21,13 +21,7 @@ import (
 // the naming that dcgm-exporter compatibility requires may be flagged, and
 // only on DCGM_* series.
 func TestScrapePassesPromtoolLint(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not installed: .ci/run must install it (Debian package prometheus)")
-		}
-		t.Skip("promtool not installed; .ci/run installs it")
-	}
+	promtool := testtool.Need(t, "promtool")
 	f := newFake(t, dgxh100.New(), fakeOptions{procs: 4, links: 18, gpm: true})
 	f.addMIG(t, 7, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.GPU_INSTANCE_PROFILE_2_SLICE)
 	s := open(t, f, Options{})

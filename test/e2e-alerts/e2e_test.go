@@ -24,6 +24,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/dashboards"
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/rules"
 )
 
@@ -79,8 +80,8 @@ func TestAlertsEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test; run test/e2e-alerts/run.sh")
 	}
-	promBin := needBinary(t, "prometheus")
-	amBin := needBinary(t, "prometheus-alertmanager")
+	promBin := testtool.Need(t, "prometheus")
+	amBin := testtool.Need(t, "prometheus-alertmanager")
 	root := repoRoot(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -180,18 +181,6 @@ func TestAlertsEndToEnd(t *testing.T) {
 }
 
 // ---- processes ----
-
-func needBinary(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not installed (CI is set): %v", name, err)
-		}
-		t.Skipf("%s not installed; .ci/run installs it", name)
-	}
-	return p
-}
 
 func repoRoot(t *testing.T) string {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/report/reporttest"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // exampleReport is the docs example: three teams, five weeks of history.
@@ -49,7 +50,7 @@ func exampleReport(t *testing.T) (*report.Report, *report.Rendered) {
 
 func screenshot(t *testing.T, htmlPath, pngPath string, w, h int) image.Image {
 	t.Helper()
-	bin := need(t, "chromium", "/usr/bin/chromium")
+	bin := testtool.Need(t, "chromium", "/usr/bin/chromium")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -13,26 +13,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
-)
 
-// need finds an external binary: missing is a failure in CI (.ci/run
-// installs it) and a skip elsewhere.
-func need(t *testing.T, name string, paths ...string) string {
-	t.Helper()
-	for _, p := range paths {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s not installed", name)
-	}
-	t.Skipf("%s not installed; .ci/run installs it", name)
-	return ""
-}
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
+)
 
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -53,7 +36,7 @@ type mailpit struct {
 // startMailpit runs mailpit on smtpPort (0: any free port) with extra flags.
 func startMailpit(t *testing.T, smtpPort int, args ...string) *mailpit {
 	t.Helper()
-	bin := need(t, "mailpit", "/usr/local/bin/mailpit", filepath.Join(os.Getenv("HOME"), "go/bin/mailpit"))
+	bin := testtool.Need(t, "mailpit", "/usr/local/bin/mailpit", filepath.Join(os.Getenv("HOME"), "go/bin/mailpit"))
 	if smtpPort == 0 {
 		smtpPort = freePort(t)
 	}
