@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -45,6 +47,16 @@ type Daemon struct {
 	Logger   *slog.Logger
 	Now      func() time.Time
 	Location *time.Location
+
+	health health
+}
+
+// health remembers the outcome of the last cycle for /healthz.
+type health struct {
+	mu      sync.Mutex
+	lastOK  time.Time
+	lastErr error
+	errAt   time.Time
 }
 
 func (d *Daemon) now() time.Time {
@@ -67,6 +79,13 @@ func (d *Daemon) RunOnce(ctx context.Context) (CycleResult, error) {
 	now := d.now()
 	m := d.Escalator.Metrics
 	res, err := d.cycle(ctx, now)
+	d.health.mu.Lock()
+	if err != nil {
+		d.health.lastErr, d.health.errAt = err, now
+	} else {
+		d.health.lastOK, d.health.lastErr = now, nil
+	}
+	d.health.mu.Unlock()
 	if m != nil {
 		if err != nil {
 			m.Cycles.WithLabelValues("error").Inc()
@@ -135,6 +154,35 @@ func (d *Daemon) Run(ctx context.Context) error {
 	<-ctx.Done()
 	<-c.Stop().Done()
 	return nil
+}
+
+// Health says whether the daemon is doing its work: healthy until a cycle
+// fails, and again once one succeeds. The reason names the last good cycle
+// and the last error, so a probe's log says what went wrong (Prometheus
+// down, store unwritable) rather than only that something did.
+func (d *Daemon) Health() (ok bool, reason string) {
+	d.health.mu.Lock()
+	defer d.health.mu.Unlock()
+	last := "no cycle yet"
+	if !d.health.lastOK.IsZero() {
+		last = "last good cycle " + d.health.lastOK.UTC().Format(time.RFC3339)
+	}
+	if d.health.lastErr != nil {
+		return false, fmt.Sprintf("last cycle failed at %s: %v (%s)", d.health.errAt.UTC().Format(time.RFC3339), d.health.lastErr, last)
+	}
+	return true, "ok, " + last
+}
+
+// HealthHandler serves Health: 200 or 503 with the reason.
+func (d *Daemon) HealthHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, reason := d.Health()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = fmt.Fprintln(w, reason)
+	})
 }
 
 // ValidateSpec reports whether spec is a schedule Run accepts.

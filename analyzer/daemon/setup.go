@@ -144,6 +144,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/healthz", d.HealthHandler())
 	mux.Handle("/", analyzerweb.Handler(page))
 	errc := make(chan error, 2)
 	sctx, cancel := context.WithCancel(ctx)
