@@ -22,9 +22,11 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 	var (
 		o                                  demo.RunOptions
 		scenario, policyFile, cfgAt, start string
+		copies                             int
 	)
 	o.Web = kingpinflag.AddFlags(cmd, "127.0.0.1:9400")
 	cmd.Flag("scenario", "Simulator scenario file (YAML, see exporter/sim/scenarios/); the built-in default (4 nodes x 8 A100/H100 GPUs, every waste pattern) when empty.").StringVar(&scenario)
+	cmd.Flag("fleet.copies", "Size of the simulated cluster: the scenario's fleet repeated this many times (each copy of the default is 4 nodes x 8 GPUs, with its own jobs and noise).").Default("1").IntVar(&copies)
 	cmd.Flag("seed", "Seed of the simulator's noise.").Default("1").Int64Var(&o.Seed)
 	cmd.Flag("length", "Simulated time span.").Default("168h").DurationVar(&o.Length)
 	cmd.Flag("step", "Sample step of the simulated telemetry.").Default("30s").DurationVar(&o.Step)
@@ -43,6 +45,17 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 				return &cli.UsageError{Err: fmt.Errorf("--scenario: %w", err)}
 			}
 			o.Scenario = sc
+		}
+		if copies != 1 {
+			sc := o.Scenario
+			if sc == nil {
+				sc = sim.DefaultScenario()
+			}
+			big, err := sc.Replicate(copies)
+			if err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--fleet.copies: %w", err)}
+			}
+			o.Scenario = big
 		}
 		if start != "" {
 			t, err := time.Parse(time.RFC3339, start)

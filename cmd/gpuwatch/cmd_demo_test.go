@@ -20,6 +20,8 @@ func TestDemoCommand(t *testing.T) {
 		{"step too coarse", []string{"--step=10m"}, 2, []string{"half the analyzer step"}},
 		{"bad start", []string{"--start=monday"}, 2, []string{"--start"}},
 		{"missing scenario", []string{"--scenario=" + filepath.Join(t.TempDir(), "absent.yaml")}, 2, []string{"--scenario", "absent.yaml"}},
+		{"no fleet", []string{"--fleet.copies=0"}, 2, []string{"--fleet.copies", "at least 1"}},
+		{"fleet too large", []string{"--fleet.copies=1000"}, 2, []string{"--fleet.copies", "4096"}},
 		{"missing policy", []string{"--policy.file=" + filepath.Join(t.TempDir(), "absent.yaml")}, 2, []string{"--policy.file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
