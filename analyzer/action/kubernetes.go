@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
+	"strings"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,10 +26,6 @@ type Kubernetes struct {
 	// refused; 0 never does.
 	DeleteAfterRefusals int
 }
-
-// ScaledFromAnnotation records an owner's replica count before gpuwatch
-// scaled it to zero, so that people can restore it.
-const ScaledFromAnnotation = "gpuwatch.io/scaled-down-from"
 
 var dnsName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
 
@@ -144,49 +141,33 @@ func (k *Kubernetes) scaleOwner(ctx context.Context, pod *corev1.Pod) (string, e
 		return "", err
 	}
 	ns := pod.Namespace
-	zero := int32(0)
-	switch kind {
-	case "Deployment":
-		d, err := k.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return "", fmt.Errorf("get deployment %s/%s: %w", ns, name, err)
-		}
-		from := replicas(d.Spec.Replicas)
-		annotate(&d.ObjectMeta, from)
-		d.Spec.Replicas = &zero
-		if _, err := k.Client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
-			return "", fmt.Errorf("scale deployment %s/%s to zero: %w", ns, name, err)
-		}
-		return fmt.Sprintf("scaled deployment %s/%s from %d to 0 replicas", ns, name, from), nil
-	default:
-		s, err := k.Client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return "", fmt.Errorf("get statefulset %s/%s: %w", ns, name, err)
-		}
-		from := replicas(s.Spec.Replicas)
-		annotate(&s.ObjectMeta, from)
-		s.Spec.Replicas = &zero
-		if _, err := k.Client.AppsV1().StatefulSets(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			return "", fmt.Errorf("scale statefulset %s/%s to zero: %w", ns, name, err)
-		}
-		return fmt.Sprintf("scaled statefulset %s/%s from %d to 0 replicas", ns, name, from), nil
+	// Through the scale subresource only: the role needs get and update on
+	// deployments/scale and statefulsets/scale, never on the objects
+	// themselves. The previous replica count goes into the audit record.
+	s := k.scales(kind, ns)
+	sc, err := s.GetScale(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("get %s %s/%s scale: %w", strings.ToLower(kind), ns, name, err)
 	}
+	from := sc.Spec.Replicas
+	sc.Spec.Replicas = 0
+	if _, err := s.UpdateScale(ctx, name, sc, metav1.UpdateOptions{}); err != nil {
+		return "", fmt.Errorf("scale %s %s/%s to zero: %w", strings.ToLower(kind), ns, name, err)
+	}
+	return fmt.Sprintf("scaled %s %s/%s from %d to 0 replicas", strings.ToLower(kind), ns, name, from), nil
 }
 
-func replicas(p *int32) int32 {
-	if p == nil {
-		return 1 // the API's default
-	}
-	return *p
+// scaler is the scale subresource of a Deployment or StatefulSet.
+type scaler interface {
+	GetScale(ctx context.Context, name string, opts metav1.GetOptions) (*autoscalingv1.Scale, error)
+	UpdateScale(ctx context.Context, name string, scale *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error)
 }
 
-func annotate(m *metav1.ObjectMeta, from int32) {
-	if m.Annotations == nil {
-		m.Annotations = map[string]string{}
+func (k *Kubernetes) scales(kind, ns string) scaler {
+	if kind == "Deployment" {
+		return k.Client.AppsV1().Deployments(ns)
 	}
-	if _, ok := m.Annotations[ScaledFromAnnotation]; !ok {
-		m.Annotations[ScaledFromAnnotation] = strconv.Itoa(int(from))
-	}
+	return k.Client.AppsV1().StatefulSets(ns)
 }
 
 // Reconcile implements Reconciler: a reclaim took effect when the pod is gone
@@ -208,15 +189,7 @@ func (k *Kubernetes) Reconcile(ctx context.Context, req *Request) (Outcome, stri
 	}
 	if k.Mode == "scale_owner" {
 		if kind, oname, err := k.owner(ctx, pod); err == nil {
-			var r *int32
-			if kind == "Deployment" {
-				if d, err := k.Client.AppsV1().Deployments(ns).Get(ctx, oname, metav1.GetOptions{}); err == nil {
-					r = d.Spec.Replicas
-				}
-			} else if s, err := k.Client.AppsV1().StatefulSets(ns).Get(ctx, oname, metav1.GetOptions{}); err == nil {
-				r = s.Spec.Replicas
-			}
-			if r != nil && *r == 0 {
+			if sc, err := k.scales(kind, ns).GetScale(ctx, oname, metav1.GetOptions{}); err == nil && sc.Spec.Replicas == 0 {
 				return Applied, "owner " + oname + " is at zero replicas", nil
 			}
 		}

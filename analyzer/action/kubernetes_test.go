@@ -3,6 +3,7 @@ package action
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
@@ -102,14 +104,21 @@ func TestKubernetesPDBRefusal(t *testing.T) {
 
 func TestKubernetesScaleOwner(t *testing.T) {
 	c := fake.NewClientset(objects()...)
+	actiontest.ScaleSubresource(c)
 	k := &Kubernetes{Client: c, Mode: "scale_owner"}
 	ctx := context.Background()
-	if _, err := k.Act(ctx, podReq("nb-abc-xyz", 1)); err != nil {
+	detail, err := k.Act(ctx, podReq("nb-abc-xyz", 1))
+	if err != nil {
 		t.Fatal(err)
 	}
+	for _, a := range c.Actions() {
+		if a.GetResource().Resource == "deployments" && a.GetSubresource() != "scale" {
+			t.Errorf("touched the Deployment itself (%s), not its scale subresource", a.GetVerb())
+		}
+	}
 	d, _ := c.AppsV1().Deployments("ml").Get(ctx, "nb", metav1.GetOptions{})
-	if *d.Spec.Replicas != 0 || d.Annotations[ScaledFromAnnotation] != "2" {
-		t.Fatalf("deployment = %d replicas, annotations %v", *d.Spec.Replicas, d.Annotations)
+	if *d.Spec.Replicas != 0 || !strings.Contains(detail, "from 2 to 0") {
+		t.Fatalf("deployment = %d replicas, audit detail %q", *d.Spec.Replicas, detail)
 	}
 	if _, err := k.Act(ctx, podReq("db-0", 1)); err != nil {
 		t.Fatal(err)

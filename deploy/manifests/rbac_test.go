@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
@@ -64,6 +65,7 @@ func actuatorCalls(t *testing.T) []string {
 	calls := map[string]bool{}
 	for _, c := range cases {
 		client := fake.NewClientset(objects...)
+		actiontest.ScaleSubresource(client)
 		client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if a.GetSubresource() != "eviction" {
 				return false, nil, nil
