@@ -14,16 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
-	"github.com/gpuwatch/gpuwatch/exporter/attribution"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
-	"github.com/gpuwatch/gpuwatch/exporter/collector"
-	"github.com/gpuwatch/gpuwatch/exporter/server"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 )
 
@@ -83,8 +81,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.Config.Step == 0 {
 		o.Config = config.Default()
 	}
-	c := o.Exporter
-	if err := c.Validate(); err != nil {
+	// Fail on bad exporter flags before touching the storage folder.
+	if err := o.Exporter.Validate(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
@@ -104,44 +102,15 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	src, err := c.OpenSource(o.Logger, source.SystemClock{})
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	var attributors []source.Attributor
-	var chain *attribution.Chain
-	if c.Attribution != nil {
-		if chain, err = attribution.New(c.Attribution.Options(o.Logger, source.SystemClock{}, src, nil)); err != nil {
-			return err
-		}
-		defer chain.Close()
-		chain.Start(ctx)
-		attributors = append(attributors, chain)
-	}
-	in := NewIngest(db, o.StoreInterval, o.Logger)
-	col, err := collector.New(collector.Options{Source: src, Attributors: attributors, Interval: c.CollectInterval,
-		Hostname: c.Hostname, Logger: o.Logger, OnCollect: in.OnCollect})
-	if err != nil {
-		return err
-	}
-	if chain != nil {
-		if err := chain.Register(col.Registry()); err != nil {
-			return err
-		}
-	}
 	metrics := engine.NewMetrics()
-	if err := col.Registry().Register(metrics); err != nil {
-		return fmt.Errorf("register analyzer metrics: %w", err)
-	}
-	if _, err := col.CollectOnce(ctx); err != nil {
-		o.Logger.Warn("first collection failed", "err", err)
-	}
-	go col.Run(ctx)
-	go Cycles(ctx, eng, metrics, source.SystemClock{}, o.Logger)
-	o.Logger.Info("gpuwatch agent started", "source", src.Name(), "storage", o.Dir, "step", o.Config.Step,
-		"listen", *c.Web.WebListenAddresses)
-	return server.Serve(ctx, server.Handler(col, o.Version), c.Web, o.Logger)
+	o.Logger.Info("gpuwatch agent starting", "storage", o.Dir, "step", o.Config.Step)
+	// The exporter is the one of `gpuwatch exporter`; the agent only adds
+	// the store it feeds and the analyzer cycles that read it.
+	return cli.Run(ctx, o.Exporter, o.Logger, o.Version, cli.Hooks{
+		OnCollect:  NewIngest(db, o.StoreInterval, o.Logger).OnCollect,
+		Collectors: []prometheus.Collector{metrics},
+		Background: func(ctx context.Context) { Cycles(ctx, eng, metrics, source.SystemClock{}, o.Logger) },
+	})
 }
 
 // Cycles runs an analyzer cycle after each step boundary until ctx ends,

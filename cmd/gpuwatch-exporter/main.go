@@ -34,7 +34,7 @@ func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cli.Run(ctx, cfg, logger, version); err != nil {
+	if err := cli.Run(ctx, cfg, logger, version, cli.Hooks{}); err != nil {
 		fmt.Fprintf(os.Stderr, "gpuwatch-exporter: %v\n", err)
 		var ue *cli.UsageError
 		if errors.As(err, &ue) {

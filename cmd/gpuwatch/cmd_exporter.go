@@ -12,6 +12,6 @@ func exporterCommand(app *kingpin.Application) (string, func(ctx context.Context
 	cmd := app.Command("exporter", "Export per-GPU telemetry for Prometheus under dcgm-exporter's metric names (the node agent).")
 	cfg := cli.Register(cmd)
 	return cmd.FullCommand(), func(ctx context.Context) error {
-		return cli.Run(ctx, cfg, loggerFrom(ctx), version)
+		return cli.Run(ctx, cfg, loggerFrom(ctx), version, cli.Hooks{})
 	}
 }

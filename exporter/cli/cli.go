@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
@@ -129,8 +131,23 @@ func (c *Config) hostname() string {
 	return h
 }
 
+// Hooks let a command run more than the exporter in the same process (the
+// single-node agent feeds an embedded store and runs analyzer cycles) while
+// the exporter's own wiring stays in one place.
+type Hooks struct {
+	// Attributors run after the attribution chain of the flags.
+	Attributors []source.Attributor
+	// OnCollect receives every collection (collector.Options.OnCollect).
+	OnCollect func(snap *source.Snapshot, families []*dto.MetricFamily)
+	// Collectors join the exporter's registry, so /metrics serves them too.
+	Collectors []prometheus.Collector
+	// Background runs in its own goroutine once collection has started,
+	// until ctx ends.
+	Background func(ctx context.Context)
+}
+
 // Run starts collection and the HTTP server and blocks until ctx ends.
-func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, attributors ...source.Attributor) error {
+func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, h Hooks) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -139,6 +156,7 @@ func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, at
 		return err
 	}
 	defer src.Close()
+	attributors := h.Attributors
 	var chain *attribution.Chain
 	if c.Attribution != nil {
 		// The chain goes first, so later attributors see its allocations.
@@ -151,7 +169,7 @@ func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, at
 	}
 	col, err := collector.New(collector.Options{
 		Source: src, Attributors: attributors, Interval: c.CollectInterval,
-		Hostname: c.Hostname, Logger: logger,
+		Hostname: c.Hostname, Logger: logger, OnCollect: h.OnCollect,
 	})
 	if err != nil {
 		return err
@@ -162,11 +180,19 @@ func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, at
 			return err
 		}
 	}
+	for _, m := range h.Collectors {
+		if err := col.Registry().Register(m); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
 	// The first collection happens before we listen, so the first scrape has data.
 	if _, err := col.CollectOnce(ctx); err != nil {
 		logger.Warn("first collection failed", "err", err)
 	}
 	go col.Run(ctx)
+	if h.Background != nil {
+		go h.Background(ctx)
+	}
 	logger.Info("gpuwatch exporter started", "source", src.Name(), "collect_interval", c.CollectInterval, "listen", *c.Web.WebListenAddresses)
 	return server.Serve(ctx, server.Handler(col, version), c.Web, logger)
 }
