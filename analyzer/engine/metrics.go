@@ -10,42 +10,70 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 )
 
-// Metrics publishes what the cycles found, under the catalogue's
-// gpuwatch_analyzer_* names that the dashboards and alert rules read. Feed
-// it every CycleResult with Observe; register it on any registry.
+// Metrics publishes the open findings under the catalogue's
+// gpuwatch_analyzer_* names that the dashboards and alert rules read. The
+// agent feeds it every CycleResult (Observe); the daemon feeds it the
+// findings of each escalation cycle (ObserveFindings). Register it on any
+// registry.
 type Metrics struct {
-	mu        sync.Mutex
-	wasted    map[[3]string]float64 // hostname, pattern, team → GPU-hours (counter)
-	lastWaste map[string]float64    // finding key → wasted at the last cycle
+	mu      sync.Mutex
+	started time.Time
+	wasted  map[[3]string]float64 // hostname, pattern, team → GPU-hours (counter)
+	// seen holds each open finding's wasted GPU-hours at the last cycle, so
+	// that the counter grows by what was wasted since.
+	seen      map[string]float64
 	open      []finding.Finding
 	lastCycle time.Time
 }
 
 // NewMetrics returns an empty publisher.
 func NewMetrics() *Metrics {
-	return &Metrics{wasted: map[[3]string]float64{}, lastWaste: map[string]float64{}}
+	return &Metrics{wasted: map[[3]string]float64{}, seen: map[string]float64{}}
 }
 
-// Observe records one cycle's result. The wasted-hours counter grows by
-// what each finding added since the previous cycle, so a finding seen in
-// many cycles is counted once.
+// Observe records one cycle's result.
 func (m *Metrics) Observe(res CycleResult) {
 	if res.To.IsZero() {
 		return // nothing new was read
 	}
+	m.ObserveFindings(res.To, res.Findings)
+}
+
+// ObserveFindings records the findings open at now. The wasted counter grows
+// by what each finding added since the previous cycle, so a finding seen in
+// many cycles is counted once. A finding already open (with a known start
+// before it) when the publisher first observed is a baseline: after a
+// restart its past waste is not counted a second time.
+func (m *Metrics) ObserveFindings(now time.Time, fs []finding.Finding) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	seen := map[string]float64{}
-	for _, f := range res.Findings {
-		k := f.Key()
-		if d := f.WastedGPUHours - m.lastWaste[k]; d > 0 {
-			m.wasted[[3]string{f.Hostname, string(f.Pattern), f.Team}] += d
-		}
-		seen[k] = max(f.WastedGPUHours, m.lastWaste[k])
+	if m.started.IsZero() {
+		m.started = now
 	}
-	m.lastWaste = seen
-	m.open = res.Findings
-	m.lastCycle = res.To
+	next := make(map[string]float64, len(fs))
+	for i := range fs {
+		f := &fs[i]
+		k := f.Key()
+		series := [3]string{f.Hostname, string(f.Pattern), f.Team}
+		prev, ok := m.seen[k]
+		switch {
+		case ok && f.WastedGPUHours > prev:
+			m.wasted[series] += f.WastedGPUHours - prev
+		case !ok && (f.Start.IsZero() || !f.Start.Before(m.started)):
+			m.wasted[series] += f.WastedGPUHours
+		default:
+			m.wasted[series] += 0 // the series exists from the first sighting
+		}
+		if ok && f.WastedGPUHours < prev {
+			// A new episode of the same key: its waste counts from here.
+			next[k] = f.WastedGPUHours
+			continue
+		}
+		next[k] = max(prev, f.WastedGPUHours)
+	}
+	m.seen = next
+	m.open = fs
+	m.lastCycle = now
 }
 
 var (
@@ -67,7 +95,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descLast
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. Waste is published in
+// GPU-seconds (base units); findings keep GPU-hours.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
