@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // The whole chain on a real Slurm: the simulator feeds idle telemetry for
@@ -23,10 +24,7 @@ import (
 func TestEngineOnRealSlurm(t *testing.T) {
 	conf := os.Getenv("GPUWATCH_SLURM_CONF")
 	if conf == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("GPUWATCH_SLURM_CONF not set; .ci/run starts test/slurm/start.sh first")
-		}
-		t.Skip("GPUWATCH_SLURM_CONF not set: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does")
+		testtool.Missing(t, "GPUWATCH_SLURM_CONF not set: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does")
 	}
 	t.Setenv("SLURM_CONF", conf)
 	dir := t.TempDir()

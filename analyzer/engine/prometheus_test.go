@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // needProm skips (or, under CI, fails) when Prometheus is not installed.
@@ -22,10 +23,7 @@ func needProm(t testing.TB) {
 	if promAvailable() {
 		return
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("prometheus/promtool not installed")
-	}
-	t.Skip("prometheus not installed; .ci/run installs it")
+	testtool.Missing(t, "prometheus or promtool not installed; .ci/run installs them")
 }
 
 // startPrometheus backfills the OpenMetrics file with promtool and serves

@@ -17,6 +17,8 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // fakeServer is an in-test SMTP server (github.com/emersion/go-smtp) whose
@@ -93,17 +95,6 @@ func startFake(t *testing.T, f *fakeServer) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return p
-}
-
 func testMessage() Message {
 	return Message{
 		To:      []string{"alice@example.org", "bob@example.org"},
@@ -153,7 +144,7 @@ func TestSMTPSend(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			port := freePort(t)
+			port := testtool.FreePort(t)
 			if tc.srv != nil {
 				port = startFake(t, tc.srv)
 			}

@@ -23,9 +23,17 @@ func Need(t testing.TB, name string, paths ...string) string {
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s not installed: scripts/test.sh installs it, and CI is set", name)
-	}
-	t.Skipf("%s not installed; scripts/test.sh installs it", name)
+	Missing(t, name+" not installed; scripts/test.sh installs it")
 	return ""
+}
+
+// Missing ends a test whose environment lacks something scripts/test.sh
+// provides (a program, a running Slurm): a failure with CI set, else a skip
+// that says why.
+func Missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(why + " (CI is set, so this is a broken setup)")
+	}
+	t.Skip(why)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -98,7 +97,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
 
-	exporterAddr, promAddr, amAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	exporterAddr, promAddr, amAddr := testtool.FreeAddr(t), testtool.FreeAddr(t), testtool.FreeAddr(t)
 	start(ctx, t, dir, "exporter", gpuwatch, "exporter", "--source=sim",
 		"--sim.scenario="+filepath.Join(root, scenario), "--collect-interval=1s",
 		"--web.listen-address="+exporterAddr)
@@ -189,16 +188,6 @@ func repoRoot(t *testing.T) string {
 		t.Fatal("cannot locate the test file")
 	}
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // start runs a process with its output in dir/<name>.log, and stops it when

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // startAlertmanager runs a private Alertmanager on loopback and returns its URL.
@@ -32,7 +33,7 @@ func startAlertmanager(t *testing.T) string {
 	if err := os.WriteFile(cfg, []byte("route:\n  receiver: hold\nreceivers:\n  - name: hold\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	url := fmt.Sprintf("http://127.0.0.1:%d", testtool.FreePort(t))
 	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+strings.TrimPrefix(url, "http://"), "--cluster.listen-address=", "--log.level=warn")
 	var out strings.Builder

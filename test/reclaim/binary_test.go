@@ -18,6 +18,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // scancelWrapper logs each call to $GPUWATCH_SCANCEL_LOG and runs the real
@@ -251,7 +252,7 @@ tiers:
 	if err := os.WriteFile(findings, fs, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	cmd := exec.Command(bin, "analyzer", "--policy.file="+policyFile, "--storage.path="+filepath.Join(dir, "state.db"),
 		"--findings.file="+findings, "--schedule=@every 1s", "--web.listen-address="+addr)
 	var out strings.Builder

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,15 +13,13 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // need skips (or, under CI, fails) a test whose external binary is missing.
 func need(t *testing.T, why string) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
+	testtool.Missing(t, why)
 }
 
 func lookPath(names ...string) string {
@@ -40,16 +37,6 @@ func lookPath(names ...string) string {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 var slurmOnce sync.Once
 var slurmConf, slurmErr string

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/report/reporttest"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 var (
@@ -334,7 +335,7 @@ func TestDeliveryFailures(t *testing.T) {
 	n := len(teams) + 1
 
 	t.Run("SMTP down, then up", func(t *testing.T) {
-		port := freePort(t) // nothing listens yet
+		port := testtool.FreePort(t) // nothing listens yet
 		cfg := writeConfig(t, smtpOpts{port: port, password: smtpPassword})
 		db := filepath.Join(t.TempDir(), "state.db")
 		fill(t, db)

@@ -17,16 +17,6 @@ import (
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // mailpit is a real SMTP server with an HTTP API, started per test.
 type mailpit struct {
 	SMTPPort int
@@ -38,9 +28,9 @@ func startMailpit(t *testing.T, smtpPort int, args ...string) *mailpit {
 	t.Helper()
 	bin := testtool.Need(t, "mailpit", "/usr/local/bin/mailpit", filepath.Join(os.Getenv("HOME"), "go/bin/mailpit"))
 	if smtpPort == 0 {
-		smtpPort = freePort(t)
+		smtpPort = testtool.FreePort(t)
 	}
-	httpPort := freePort(t)
+	httpPort := testtool.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	all := append([]string{"--smtp", "127.0.0.1:" + strconv.Itoa(smtpPort), "--listen", "127.0.0.1:" + strconv.Itoa(httpPort),
 		"--disable-version-check", "--smtp-disable-rdns", "--database", filepath.Join(t.TempDir(), "mailpit.db")}, args...)

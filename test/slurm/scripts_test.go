@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/jobmap"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 func script(name string) string {
@@ -23,10 +24,7 @@ func needTools(t *testing.T) {
 	t.Helper()
 	for _, b := range []string{"sh", "flock", "awk", "mktemp"} {
 		if _, err := exec.LookPath(b); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s not installed", b)
-			}
-			t.Skipf("%s not installed; .ci/run installs it (util-linux)", b)
+			testtool.Missing(t, b+" not installed; .ci/run installs it (util-linux)")
 		}
 	}
 }
