@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -40,24 +39,13 @@ func podReq(pod string, attempt int) *Request {
 	return &Request{Step: StepReclaim, Attempt: attempt, Finding: finding.Finding{Scheduler: "kubernetes", Namespace: "ml", Pod: pod, Job: "ml/" + pod}}
 }
 
-func evictions(c *fake.Clientset) []string {
-	var out []string
-	for _, a := range c.Actions() {
-		if a.GetVerb() == "create" && a.GetSubresource() == "eviction" {
-			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-			out = append(out, ev.Namespace+"/"+ev.Name)
-		}
-	}
-	return out
-}
-
 func TestKubernetesEvictsTheRightPod(t *testing.T) {
 	c := fake.NewClientset(objects()...)
 	k := &Kubernetes{Client: c, Mode: "evict"}
 	if _, err := k.Act(context.Background(), podReq("train-0", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got := evictions(c); len(got) != 1 || got[0] != "ml/train-0" {
+	if got := actiontest.Evictions(c); len(got) != 1 || got[0] != "ml/train-0" {
 		t.Fatalf("evictions = %v, want [ml/train-0]", got)
 	}
 	if _, err := c.CoreV1().Pods("ml").Get(context.Background(), "other", metav1.GetOptions{}); err != nil {
@@ -127,8 +115,8 @@ func TestKubernetesScaleOwner(t *testing.T) {
 	if *s.Spec.Replicas != 0 {
 		t.Fatalf("statefulset at %d replicas", *s.Spec.Replicas)
 	}
-	if len(evictions(c)) != 0 {
-		t.Fatalf("owned pods evicted: %v", evictions(c))
+	if len(actiontest.Evictions(c)) != 0 {
+		t.Fatalf("owned pods evicted: %v", actiontest.Evictions(c))
 	}
 	out, _, err := k.Reconcile(ctx, podReq("nb-abc-xyz", 1))
 	if err != nil || out != Applied {
@@ -138,7 +126,7 @@ func TestKubernetesScaleOwner(t *testing.T) {
 	if _, err := k.Act(ctx, podReq("train-0", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got := evictions(c); len(got) != 1 || got[0] != "ml/train-0" {
+	if got := actiontest.Evictions(c); len(got) != 1 || got[0] != "ml/train-0" {
 		t.Fatalf("evictions = %v", got)
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -89,17 +88,6 @@ func kubeEscalator(t *testing.T, mode string, c *fake.Clientset) (*daemon.Escala
 	}}, lg
 }
 
-func evicted(c *fake.Clientset) []string {
-	var out []string
-	for _, a := range c.Actions() {
-		if a.GetVerb() == "create" && a.GetSubresource() == "eviction" {
-			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-			out = append(out, ev.Namespace+"/"+ev.Name)
-		}
-	}
-	return out
-}
-
 // Evictions go to the idle pods only; a PodDisruptionBudget refusal (429)
 // is recorded as failed and retried by later cycles until it is allowed.
 func TestKubernetesEvictionWithPDBRefusals(t *testing.T) {
@@ -123,7 +111,7 @@ func TestKubernetesEvictionWithPDBRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := evicted(c); strings.Join(got, ",") != "nb-ann/jupyter-ann,nb-ann/jupyter-ann,nb-ann/jupyter-ann" {
+	if got := actiontest.Evictions(c); strings.Join(got, ",") != "nb-ann/jupyter-ann,nb-ann/jupyter-ann,nb-ann/jupyter-ann" {
 		t.Fatalf("evictions = %v, want three tries of nb-ann/jupyter-ann only", got)
 	}
 	if _, err := c.CoreV1().Pods("nb-ben").Get(context.Background(), "jupyter-ben", metav1.GetOptions{}); err != nil {
@@ -162,7 +150,7 @@ func TestKubernetesScaleOwnerWhenConfigured(t *testing.T) {
 	if *d.Spec.Replicas != 0 {
 		t.Fatalf("deployment lab: replicas %d, want 0", *d.Spec.Replicas)
 	}
-	if got := evicted(c); len(got) != 0 {
+	if got := actiontest.Evictions(c); len(got) != 0 {
 		t.Fatalf("evicted %v instead of scaling the owner", got)
 	}
 }

@@ -1,5 +1,6 @@
-// Package actiontest helps tests of the actuators. client-go's fake
-// clientset does not implement the scale subresource (a GetScale answers
+// Package actiontest helps tests of the actuators against client-go's fake
+// clientset: Evictions lists what was evicted, and ScaleSubresource fills a
+// gap of the fake. The fake does not implement the scale subresource (a GetScale answers
 // with the Deployment itself), so ScaleSubresource adds reactors that serve
 // deployments/scale and statefulsets/scale from the fake's object tracker,
 // as the API server does.
@@ -10,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -74,4 +76,17 @@ func scaleOf(obj runtime.Object) *autoscalingv1.Scale {
 	}
 	return &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: meta.Name, Namespace: meta.Namespace},
 		Spec: autoscalingv1.ScaleSpec{Replicas: r}, Status: autoscalingv1.ScaleStatus{Replicas: r}}
+}
+
+// Evictions lists the pods ("namespace/name") for which c received an
+// Eviction, in order.
+func Evictions(c *fake.Clientset) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "create" && a.GetSubresource() == "eviction" {
+			ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+			out = append(out, ev.Namespace+"/"+ev.Name)
+		}
+	}
+	return out
 }
