@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,14 +23,16 @@ func main() {
 	app.Version(version)
 	app.HelpFlag.Short('h')
 	cfg := cli.Register(app)
-	level := app.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error")
+	logs := cli.RegisterLogFlags(app)
 	if _, err := app.Parse(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "gpuwatch-exporter: %v (see --help)\n", err)
 		os.Exit(2)
 	}
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(*level))
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	logger, err := logs.Logger()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gpuwatch-exporter: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cli.Run(ctx, cfg, logger, version, cli.Hooks{}); err != nil {

@@ -31,13 +31,13 @@ func main() {
 }
 
 // newApp builds the command line: every subcommand with its flags.
-func newApp(stderr io.Writer) (*kingpin.Application, *logFlags, map[string]func(ctx context.Context) error) {
+func newApp(stderr io.Writer) (*kingpin.Application, *cli.LogFlags, map[string]func(ctx context.Context) error) {
 	app := kingpin.New("gpuwatch", "Find and reclaim wasted GPU time: export GPU telemetry, classify waste per job, act under a policy, report to teams.")
 	app.Version(version)
 	app.HelpFlag.Short('h')
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
-	logs := registerLogFlags(app)
+	logs := cli.RegisterLogFlags(app)
 	runs := map[string]func(ctx context.Context) error{}
 	for _, c := range []command{
 		exporterCommand,
@@ -77,7 +77,7 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gpuwatch: %v (see gpuwatch --help)\n", explainParseError(err, args))
 		return 2
 	}
-	logger, err := logs.logger()
+	logger, err := logs.Logger()
 	if err != nil {
 		fmt.Fprintf(stderr, "gpuwatch: %v\n", err)
 		return 2
