@@ -70,10 +70,8 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	if err := ValidateSpec(o.Schedule); err != nil {
 		return &cli.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
 	}
-	if o.Web != nil && o.Web.WebConfigFile != nil && *o.Web.WebConfigFile != "" {
-		if err := web.Validate(*o.Web.WebConfigFile); err != nil {
-			return &cli.UsageError{Err: fmt.Errorf("--web.config.file %s: %w", *o.Web.WebConfigFile, err)}
-		}
+	if err := cli.ValidateWebConfig(o.Web); err != nil {
+		return err
 	}
 	st, err := store.Open(o.StoragePath)
 	if err != nil {

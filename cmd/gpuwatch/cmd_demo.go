@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
@@ -79,10 +78,8 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 			}
 			o.Config = c
 		}
-		if o.Web.WebConfigFile != nil && *o.Web.WebConfigFile != "" {
-			if err := web.Validate(*o.Web.WebConfigFile); err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--web.config.file %s: %w", *o.Web.WebConfigFile, err)}
-			}
+		if err := cli.ValidateWebConfig(o.Web); err != nil {
+			return err
 		}
 		if fi, err := os.Stderr.Stat(); err == nil {
 			o.Progress, o.Terminal = os.Stderr, fi.Mode()&os.ModeCharDevice != 0

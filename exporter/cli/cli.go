@@ -81,10 +81,8 @@ func (c *Config) Validate() error {
 	if c.CollectInterval < 10*time.Millisecond {
 		return &UsageError{fmt.Errorf("--collect-interval must be at least 10ms, got %s", c.CollectInterval)}
 	}
-	if c.Web.WebConfigFile != nil && *c.Web.WebConfigFile != "" {
-		if err := web.Validate(*c.Web.WebConfigFile); err != nil {
-			return &UsageError{fmt.Errorf("--web.config.file %s: %w", *c.Web.WebConfigFile, err)}
-		}
+	if err := ValidateWebConfig(c.Web); err != nil {
+		return err
 	}
 	if c.Source != "sim" && c.SimScenario != "" {
 		return &UsageError{errors.New("--sim.scenario needs --source=sim")}
@@ -93,6 +91,19 @@ func (c *Config) Validate() error {
 		if err := c.Attribution.Validate(); err != nil {
 			return &UsageError{err}
 		}
+	}
+	return nil
+}
+
+// ValidateWebConfig checks --web.config.file (TLS files, bcrypt hashes,
+// unknown keys with their line) before a listener starts; every command that
+// serves HTTP calls it, so a bad file is an exit 2 everywhere.
+func ValidateWebConfig(f *web.FlagConfig) error {
+	if f == nil || f.WebConfigFile == nil || *f.WebConfigFile == "" {
+		return nil
+	}
+	if err := web.Validate(*f.WebConfigFile); err != nil {
+		return &UsageError{fmt.Errorf("--web.config.file %s: %w", *f.WebConfigFile, err)}
 	}
 	return nil
 }
