@@ -47,10 +47,10 @@ func TestValidate(t *testing.T) {
 		{"1g.5gb@0 1g.5gb@1 1g.5gb@2 1g.5gb@3 1g.5gb@4 1g.5gb@5 1g.5gb@6", true},
 		{"1g.10gb@0 1g.10gb@2 1g.10gb@4 1g.10gb@6", true},
 		{"2g.10gb@0 2g.10gb@2 2g.10gb@4 1g.5gb@6", true},
-		{"1g.5gb@7", false},               // no 1g start on the eighth memory slice
-		{"3g.20gb@2", false},              // 3g starts at 0 or 4 only
-		{"4g.20gb@4", false},              // 4g starts at 0 only
-		{"4g.20gb@0 3g.20gb@0", false},    // overlap
+		{"1g.5gb@7", false},            // no 1g start on the eighth memory slice
+		{"3g.20gb@2", false},           // 3g starts at 0 or 4 only
+		{"4g.20gb@4", false},           // 4g starts at 0 only
+		{"4g.20gb@0 3g.20gb@0", false}, // overlap
 		{"3g.20gb@0 3g.20gb@4 1g.5gb@6", false},
 		{"7g.40gb@0 1g.5gb@0", false},
 		{"2g.10gb@0 2g.10gb@2 2g.10gb@4 1g.10gb@6 1g.5gb@7", false},
@@ -110,17 +110,34 @@ func TestPlaceAgreesWithValidate(t *testing.T) {
 	}
 }
 
+// anyPlacement tries every start of every instance, cutting a branch as
+// soon as two instances share a memory slice; Validate judges each
+// complete layout.
 func anyPlacement(m *Model, profiles []string) bool {
 	layout := make([]Instance, len(profiles))
+	used := make([]bool, m.MemorySlices)
 	var try func(k int) bool
 	try = func(k int) bool {
 		if k == len(profiles) {
 			return m.Validate(layout) == nil
 		}
 		p, _ := m.Profile(profiles[k])
+	starts:
 		for _, s := range p.Starts {
+			for j := s; j < s+p.Memory; j++ {
+				if used[j] {
+					continue starts
+				}
+			}
+			for j := s; j < s+p.Memory; j++ {
+				used[j] = true
+			}
 			layout[k] = Instance{Profile: p.Name, Start: s}
-			if try(k + 1) {
+			ok := try(k + 1)
+			for j := s; j < s+p.Memory; j++ {
+				used[j] = false
+			}
+			if ok {
 				return true
 			}
 		}
