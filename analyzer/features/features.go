@@ -47,12 +47,24 @@ type GPU struct {
 	FBMaxMiB, FBTotalMiB float64
 	fbFreeMin            float64
 	hasFree              bool
-	HasPower             bool
-	PowerRatio           float64 // mean power / power limit
-	HasSM                bool
-	SMAvg                float64
-	HasDRAM              bool
-	DRAMAvg              float64
+	// HasPowerW: mean power draw (W) over the step; HasLimit: the power
+	// limit, which dcgm-exporter's default counters leave out.
+	HasPowerW   bool
+	PowerW      float64
+	HasLimit    bool
+	PowerLimitW float64
+	HasSM       bool
+	SMAvg       float64
+	HasDRAM     bool
+	DRAMAvg     float64
+	// HasGR: graphics-engine activity, the one activity ratio DCGM has per
+	// MIG instance and in dcgm-exporter's default counters.
+	HasGR      bool
+	GRAvg      float64
+	HasTensor  bool
+	TensorAvg  float64
+	HasMemCopy bool
+	MemCopyAvg float64 // % of time device memory was read or written
 }
 
 // Info is gpuwatch_allocation_info for one holder of one device.
@@ -87,7 +99,7 @@ func DeviceID(host, device string) string { return host + "|" + device }
 
 // Queries is the number of queries Fetch issues, whatever the fleet size and
 // the number of steps.
-const Queries = 10
+const Queries = 14
 
 // parallel bounds the queries in flight at once.
 const parallel = 4
@@ -100,9 +112,13 @@ const (
 	fUtilMax
 	fFBMax
 	fFBFreeMin
-	fPower
+	fPowerW
+	fLimit
 	fSMAvg
 	fDRAMAvg
+	fGRAvg
+	fTensorAvg
+	fMemCopyAvg
 	fInfo
 	fOrphan
 )
@@ -121,12 +137,16 @@ func Exprs(step time.Duration) []string {
 		fFBMax:   o("max", catalogue.FBUsed),
 		// At the peak of used memory free memory is at its least: their
 		// sum is the device's memory, read without a second pass over used.
-		fFBFreeMin: o("min", catalogue.FBFree),
-		fPower:     o("avg", catalogue.PowerUsage) + " / " + o("max", catalogue.PowerLimit),
-		fSMAvg:     o("avg", catalogue.ProfSMActive),
-		fDRAMAvg:   o("avg", catalogue.ProfDRAMActive),
-		fInfo:      o("max", catalogue.AllocationInfo),
-		fOrphan:    o("max", catalogue.OrphanProcess),
+		fFBFreeMin:  o("min", catalogue.FBFree),
+		fPowerW:     o("avg", catalogue.PowerUsage),
+		fLimit:      o("max", catalogue.PowerLimit),
+		fSMAvg:      o("avg", catalogue.ProfSMActive),
+		fDRAMAvg:    o("avg", catalogue.ProfDRAMActive),
+		fGRAvg:      o("avg", catalogue.ProfGrEngineActive),
+		fTensorAvg:  o("avg", catalogue.ProfTensorActive),
+		fMemCopyAvg: o("avg", catalogue.MemCopyUtil),
+		fInfo:       o("max", catalogue.AllocationInfo),
+		fOrphan:     o("max", catalogue.OrphanProcess),
 	}
 }
 
@@ -284,8 +304,16 @@ func set(g *GPU, f feature, v float64) {
 		g.FBMaxMiB, g.HasFB = v, true
 	case fFBFreeMin:
 		g.fbFreeMin, g.hasFree = v, true
-	case fPower:
-		g.PowerRatio, g.HasPower = v, true
+	case fPowerW:
+		g.PowerW, g.HasPowerW = v, true
+	case fLimit:
+		g.PowerLimitW, g.HasLimit = v, true
+	case fGRAvg:
+		g.GRAvg, g.HasGR = v, true
+	case fTensorAvg:
+		g.TensorAvg, g.HasTensor = v, true
+	case fMemCopyAvg:
+		g.MemCopyAvg, g.HasMemCopy = v, true
 	case fSMAvg:
 		g.SMAvg, g.HasSM = v, true
 	case fDRAMAvg:

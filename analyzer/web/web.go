@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/detect"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
@@ -443,23 +444,7 @@ func humanDuration(d time.Duration) string {
 	}
 }
 
-var patternLabels = map[finding.Pattern]string{
-	finding.CPUOnly:         "CPU only",
-	finding.OverRequested:   "Over-requested",
-	finding.Stuck:           "Stuck",
-	finding.StartupOverhead: "Startup overhead",
-	finding.IdleSession:     "Idle session",
-	finding.LowUtilization:  "Low utilization",
-	finding.Overlong:        "Overlong",
-	finding.OrphanProcess:   "Orphan process",
-}
-
-func patternLabel(p finding.Pattern) string {
-	if l, ok := patternLabels[p]; ok {
-		return l
-	}
-	return string(p)
-}
+func patternLabel(p finding.Pattern) string { return detect.Label(p) }
 
 // evidence formats a finding's numbers compactly and in a stable order.
 func evidence(ev map[string]float64) string {

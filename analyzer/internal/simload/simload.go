@@ -62,8 +62,9 @@ func (f Format) Sink(next Sink) Sink {
 }
 
 // Read are the families the analyzer queries.
-var Read = []*catalogue.Metric{catalogue.GPUUtil, catalogue.FBUsed, catalogue.FBFree, catalogue.PowerUsage,
-	catalogue.PowerLimit, catalogue.ProfSMActive, catalogue.ProfDRAMActive, catalogue.AllocationInfo, catalogue.OrphanProcess}
+var Read = []*catalogue.Metric{catalogue.GPUUtil, catalogue.MemCopyUtil, catalogue.FBUsed, catalogue.FBFree, catalogue.PowerUsage,
+	catalogue.PowerLimit, catalogue.ProfSMActive, catalogue.ProfDRAMActive, catalogue.ProfGrEngineActive, catalogue.ProfTensorActive,
+	catalogue.AllocationInfo, catalogue.OrphanProcess}
 
 // Options of a replay.
 type Options struct {
