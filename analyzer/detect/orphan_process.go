@@ -92,4 +92,3 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out
 }
-

@@ -222,6 +222,7 @@ type meta struct {
 	Cursor  time.Time                      `json:"cursor"`
 	Origin  time.Time                      `json:"origin"`
 	Orphans map[string]*detect.OrphanState `json:"orphans"`
+	Power   detect.PowerBook               `json:"power,omitempty"`
 }
 
 func (e *Engine) load(ctx context.Context) (*detect.State, time.Time, error) {
@@ -242,6 +243,9 @@ func (e *Engine) load(ctx context.Context) (*detect.State, time.Time, error) {
 	st.Origin = m.Origin
 	if m.Orphans != nil {
 		st.Orphans = m.Orphans
+	}
+	if m.Power != nil {
+		st.Power = m.Power
 	}
 	rows, err := db.QueryContext(ctx, `SELECT akey, body FROM analyzer_allocations`)
 	if err != nil {
@@ -286,7 +290,7 @@ func (e *Engine) save(ctx context.Context, st *detect.State, cursor time.Time) e
 			return fmt.Errorf("save allocation %s: %w", k, err)
 		}
 	}
-	m, err := json.Marshal(meta{Cursor: cursor, Origin: st.Origin, Orphans: st.Orphans})
+	m, err := json.Marshal(meta{Cursor: cursor, Origin: st.Origin, Orphans: st.Orphans, Power: st.Power})
 	if err != nil {
 		return fmt.Errorf("encode analyzer state: %w", err)
 	}

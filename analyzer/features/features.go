@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -335,6 +336,31 @@ func Host(m model.Metric) string {
 	return lv(m, "instance")
 }
 
+// ExportedPrefix is what Prometheus puts before a target's own label when
+// the scrape sets it too and honor_labels is false.
+const ExportedPrefix = "exported_"
+
+// exporterPod matches the pods and containers of GPU exporters themselves
+// (GPU Operator's nvidia-dcgm-exporter DaemonSet, the dcgm-exporter Helm
+// chart, gpuwatch's own DaemonSets): with honor_labels: false their names
+// label every series they serve, and they hold no GPU.
+var exporterPod = regexp.MustCompile(`^(nvidia-)?dcgm-exporter(-|$)|^gpuwatch(-exporter|-agent)?(-|$)`)
+
+// Holder returns the pod and namespace holding a GPU. With honor_labels:
+// false the exporter's labels are exported_pod and exported_namespace, and
+// pod/namespace name the scrape target, the exporter itself; a series
+// carrying only the exporter's own pod is held by no one.
+func Holder(m model.Metric) (pod, namespace string) {
+	if p := lv(m, ExportedPrefix+catalogue.LabelPod); p != "" {
+		return p, lv(m, ExportedPrefix+catalogue.LabelNamespace)
+	}
+	pod, namespace = lv(m, catalogue.LabelPod), lv(m, catalogue.LabelNamespace)
+	if exporterPod.MatchString(pod) || exporterPod.MatchString(lv(m, catalogue.LabelContainer)) {
+		return "", ""
+	}
+	return pod, namespace
+}
+
 // identify extracts host, device and holder from a GPU series.
 func identify(m model.Metric) (GPU, bool) {
 	uuid := lv(m, catalogue.LabelUUID)
@@ -346,7 +372,8 @@ func identify(m model.Metric) (GPU, bool) {
 		dev = uuid + "/" + gi
 	}
 	g := GPU{Host: Host(m), Device: dev, UUID: uuid, Model: lv(m, catalogue.LabelModelName),
-		HPCJob: lv(m, catalogue.LabelHPCJob), Pod: lv(m, catalogue.LabelPod), NS: lv(m, catalogue.LabelNamespace)}
+		HPCJob: lv(m, catalogue.LabelHPCJob)}
+	g.Pod, g.NS = Holder(m)
 	switch {
 	case g.HPCJob != "":
 		g.Job = g.HPCJob
