@@ -136,7 +136,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		}
 	}
 	page := analyzerweb.Options{Findings: analyzerweb.StoreFindings{Store: st}, Audit: analyzerweb.AuditLog{Log: lg}, Logger: logger,
-		Title: "gpuwatch analyzer " + version}
+		Title: "gpuwatch analyzer " + version, Coverage: esc.Metrics.Found}
 	if rcfg != nil {
 		rd, err := report.NewRenderer()
 		if err != nil {

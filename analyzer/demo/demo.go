@@ -98,6 +98,8 @@ type Demo struct {
 	log    *audit.Log
 	rec    *recorder
 	result *Result
+	// seen is what the analyzer's cycles saw, for the web page.
+	seen *engine.Metrics
 }
 
 // New validates the options and prepares the output folder: the files a
@@ -164,7 +166,7 @@ func New(o Options) (*Demo, error) {
 			return nil, fmt.Errorf("clear previous output: %w", err)
 		}
 	}
-	return &Demo{o: o, sc: o.Scenario, rec: &recorder{}}, nil
+	return &Demo{o: o, sc: o.Scenario, rec: &recorder{}, seen: engine.NewMetrics()}, nil
 }
 
 // usage is a bad option: exit code 2.
@@ -212,7 +214,7 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 	}
 	var now time.Time
 	dmn := &daemon.Daemon{
-		Source:    daemon.EngineSource{Engine: eng},
+		Source:    daemon.EngineSource{Engine: eng, Metrics: d.seen},
 		Escalator: &daemon.Escalator{Policy: o.Policy, Log: d.log, Actuators: d.rec.actuators(), Logger: atLeast(o.Logger, slog.LevelWarn)},
 		Logger:    atLeast(o.Logger, slog.LevelWarn),
 		Now:       func() time.Time { return now },

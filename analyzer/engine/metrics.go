@@ -41,6 +41,16 @@ func (m *Metrics) Observe(res CycleResult) {
 	m.ObserveCoverage(res.Coverage)
 }
 
+// LastCoverage returns what the last cycle saw, if a cycle read anything.
+func (m *Metrics) LastCoverage() (Coverage, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.coverage == nil {
+		return Coverage{}, false
+	}
+	return *m.coverage, true
+}
+
 // ObserveCoverage records what the last cycle saw.
 func (m *Metrics) ObserveCoverage(c Coverage) {
 	m.mu.Lock()
