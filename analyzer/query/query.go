@@ -45,6 +45,5 @@ func (c *Counting) QueryRange(ctx context.Context, expr string, r Range) (model.
 	return c.Q.QueryRange(ctx, expr, r)
 }
 
-// Count returns the number of queries so far. Counting is safe for
-// concurrent use: features.Fetch issues its queries side by side.
+// Count returns the number of queries so far; queries may run side by side.
 func (c *Counting) Count() int64 { return c.n.Load() }
