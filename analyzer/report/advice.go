@@ -125,7 +125,10 @@ func Advise(f *finding.Finding) string {
 	gpus := len(f.GPUs)
 	switch f.Pattern {
 	case finding.LowUtilization:
-		util := firstOf(ev, "gpu_util_mean", "util_mean", "mean_util", "gpu_util", "sm_active_mean")
+		util := firstOf(ev, "gpu_util_mean", "util_mean", "mean_util", "mean_util_percent", "gpu_util", "sm_active_mean")
+		if sm, ok := ev["mean_sm_active"]; ok && math.IsNaN(util) {
+			util = 100 * sm // the detector's SM activity is a ratio
+		}
 		peak, ok := peakMemoryGiB(ev)
 		utilText := ""
 		if !math.IsNaN(util) {
@@ -151,6 +154,9 @@ func Advise(f *finding.Finding) string {
 		return fmt.Sprintf("Held %s without ever using the GPU: run it in a CPU partition (no --gres=gpu / no nvidia.com/gpu request), or check that the code actually selects CUDA.", plural(gpus, "GPU"))
 	case finding.OverRequested:
 		used := firstOf(ev, "gpus_used", "used_gpus", "active_gpus")
+		if idle, ok := ev["idle_gpus"]; ok && math.IsNaN(used) {
+			used = float64(gpus) - idle // the detector counts the idle ones
+		}
 		if !math.IsNaN(used) && gpus > 0 {
 			return fmt.Sprintf("Only %.0f of %d GPUs did work: request --gres=gpu:%.0f (or fix the data-parallel launch so every rank gets a GPU).", used, gpus, used)
 		}

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -13,9 +11,6 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
-	"github.com/gpuwatch/gpuwatch/analyzer/query"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 )
 
@@ -34,9 +29,6 @@ func analyzeCommand(app *kingpin.Application) (string, func(ctx context.Context)
 	cmd.Flag("query.timeout", "Timeout of one query.").Default("2m").DurationVar(&timeout)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		logger := loggerFrom(ctx)
-		if (promURL == "") == (storage == "") {
-			return &cli.UsageError{Err: errors.New("set exactly one of --prometheus.url and --storage.path")}
-		}
 		now := time.Now()
 		f, err := present.ParseTime(from, now)
 		if err != nil {
@@ -55,28 +47,11 @@ func analyzeCommand(app *kingpin.Application) (string, func(ctx context.Context)
 				return &cli.UsageError{Err: err}
 			}
 		}
-		var q query.Querier
-		if promURL != "" {
-			c, err := promapi.New(promURL, promapi.Options{Timeout: timeout, Logger: logger})
-			if err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
-			}
-			q = c
-		} else {
-			if _, err := os.Stat(storage); err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
-			}
-			// Accept the agent's --storage.path as well as its tsdb folder.
-			if fi, err := os.Stat(filepath.Join(storage, "tsdb")); err == nil && fi.IsDir() {
-				storage = filepath.Join(storage, "tsdb")
-			}
-			db, err := embedded.Open(storage, embedded.Options{Timeout: timeout, Logger: logger})
-			if err != nil {
-				return fmt.Errorf("%w (is a gpuwatch agent holding it? query its data through Prometheus instead)", err)
-			}
-			defer db.Close()
-			q = db
+		q, closeQ, err := openQuerier(promURL, storage, timeout, logger)
+		if err != nil {
+			return err
 		}
+		defer closeQ()
 		e, err := engine.New(engine.Options{Querier: q, Config: cfg, Logger: logger})
 		if err != nil {
 			return err
