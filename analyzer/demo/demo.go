@@ -24,6 +24,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
@@ -156,7 +157,7 @@ func New(o Options) (*Demo, error) {
 	if o.Origin.IsZero() {
 		o.Origin = lastWeek(o.Now())
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+	if err := os.MkdirAll(o.Out, 0o750); err != nil {
 		return nil, fmt.Errorf("output folder: %w", err)
 	}
 	for _, name := range []string{"tsdb", "gpuwatch.db", "gpuwatch.db-wal", "gpuwatch.db-shm", "reports", "dashboards", "findings.json", "audit.json"} {
@@ -212,10 +213,12 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 	}
 	var now time.Time
 	dmn := &daemon.Daemon{
-		Source:    daemon.EngineSource{Engine: eng},
-		Escalator: &daemon.Escalator{Policy: o.Policy, Log: d.log, Actuators: d.rec.actuators(), Logger: atLeast(o.Logger, slog.LevelWarn)},
-		Logger:    atLeast(o.Logger, slog.LevelWarn),
-		Now:       func() time.Time { return now },
+		Source: daemon.EngineSource{Engine: eng},
+		Escalator: &daemon.Escalator{Policy: o.Policy, Log: d.log, Actuators: d.rec.actuators(), Logger: atLeast(o.Logger, slog.LevelWarn),
+			// The scenario owns the simulated jobs: it answers for their scheduler.
+			Facts: &facts.Resolver{Sources: simload.FactSources(d.sc)}},
+		Logger: atLeast(o.Logger, slog.LevelWarn),
+		Now:    func() time.Time { return now },
 	}
 	res := &Result{Scenario: d.sc.Name, Origin: o.Origin, End: o.Origin.Add(o.Length), Step: o.Step, Nodes: len(d.sc.Nodes)}
 	for _, n := range d.sc.Nodes {

@@ -17,10 +17,11 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
-// actuatorCalls runs the Kubernetes actuator of analyzer/action through every
+// actuatorCalls runs the Kubernetes fact source (analyzer/facts) and the Kubernetes actuator of analyzer/action through every
 // mode it has (evict; evict refused by a disruption budget, then delete;
 // delete; scale the owning Deployment or StatefulSet) and the crash-recovery
 // reconcile, against client-go's fake clientset, and returns every API call
@@ -101,6 +102,15 @@ func actuatorCalls(t *testing.T) []string {
 			}
 			calls[a.GetResource().Group+" "+res+" "+a.GetVerb()] = true
 		}
+	}
+	// The policy's facts: one list of pods and one of namespaces per cycle.
+	client := fake.NewClientset(objects...)
+	src := &facts.KubernetesSource{Client: client}
+	if got, err := src.Lookup(context.Background(), []string{"ml/bare"}); err != nil || got["ml/bare"] == nil {
+		t.Fatalf("facts lookup: %v %v", got, err)
+	}
+	for _, a := range client.Actions() {
+		calls[a.GetResource().Group+" "+a.GetResource().Resource+" "+a.GetVerb()] = true
 	}
 	out := make([]string, 0, len(calls))
 	for c := range calls {
