@@ -22,8 +22,8 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 		"With --summary (from the Slurm epilog), write a compact summary into the job's AdminComment instead; `gpuwatch job` shows that summary once Prometheus no longer holds the job.")
 	var (
 		id, promURL, storage, format, cfgPath, scontrol, lookback string
-		timeout, summaryTimeout                         time.Duration
-		summary                                         bool
+		timeout, summaryTimeout                                   time.Duration
+		summary                                                   bool
 	)
 	cmd.Arg("job", "Slurm job id (1234, 1234_5) or Kubernetes namespace/pod.").Required().StringVar(&id)
 	cmd.Flag("prometheus.url", "Prometheus-compatible API to read telemetry from (Prometheus, Thanos, Mimir, VictoriaMetrics).").StringVar(&promURL)
