@@ -54,7 +54,7 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 		if summary && (ref.Slurm == "" || scontrol == "") {
 			return &cli.UsageError{Err: errors.New("--summary needs a Slurm job id and --slurm.scontrol")}
 		}
-		q, closeQ, err := openQuerier(promURL, storage, timeout, logger)
+		q, closeQ, err := (&telemetryFlags{promURL: promURL, storage: storage, timeout: timeout}).open(logger)
 		if err != nil {
 			return err
 		}

@@ -48,6 +48,7 @@ func newApp(stderr io.Writer) (*kingpin.Application, *cli.LogFlags, map[string]f
 		auditCommand,
 		analyzeCommand,
 		jobCommand,
+		planCommand,
 		agentCommand,
 		demoCommand,
 	} {
