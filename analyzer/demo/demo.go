@@ -157,7 +157,7 @@ func New(o Options) (*Demo, error) {
 	if o.Origin.IsZero() {
 		o.Origin = lastWeek(o.Now())
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+	if err := os.MkdirAll(o.Out, 0o750); err != nil {
 		return nil, fmt.Errorf("output folder: %w", err)
 	}
 	for _, name := range []string{"tsdb", "gpuwatch.db", "gpuwatch.db-wal", "gpuwatch.db-shm", "reports", "dashboards", "findings.json", "audit.json"} {

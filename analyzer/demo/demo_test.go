@@ -106,6 +106,18 @@ func TestSimulateWritesEverything(t *testing.T) {
 	if body := readFile(t, filepath.Join(out, "reports", "fleet.html")); !strings.Contains(body, "<html") {
 		t.Error("reports/fleet.html is not HTML")
 	}
+	// Reports, findings and the store name users, jobs and recipients: none
+	// is readable by others (dashboards, generated JSON, may be).
+	reports, _ := filepath.Glob(filepath.Join(out, "reports", "*"))
+	for _, f := range append(reports, filepath.Join(out, "gpuwatch.db"), filepath.Join(out, "findings.json")) {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o007 != 0 {
+			t.Errorf("%s mode %v: readable by others", f, fi.Mode().Perm())
+		}
+	}
 	if len(res.Teams) != len(teamsOf(sc)) {
 		t.Errorf("reported teams %v, want %v", res.Teams, teamsOf(sc))
 	}

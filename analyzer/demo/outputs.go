@@ -56,10 +56,10 @@ func (d *Demo) writeOutputs(ctx context.Context, res *Result) error {
 
 func (d *Demo) write(res *Result, name string, data []byte) error {
 	path := filepath.Join(d.o.Out, name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), report.DirMode); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	if err := os.WriteFile(path, data, report.FileMode); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	res.Files = append(res.Files, path)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 )
 
 // ParseTime reads "now", a relative time ("-7d", "-90m", "now-2h") or an
@@ -68,7 +69,14 @@ func Table(w io.Writer, fs []finding.Finding) error {
 		return sorted[i].Key() < sorted[j].Key()
 	})
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t") }
+	// Job names, users and hosts are others' text: escaped, so that none
+	// can move the cursor, clear the screen or forge a row or column.
+	row := func(cols ...string) {
+		for i, c := range cols {
+			cols[i] = termsafe.String(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	}
 	row("WASTED_GPU_H", "PATTERN", "SEVERITY", "ACTION", "JOB", "USER", "TEAM", "KIND", "HOST", "GPUS", "START", "END")
 	totals := map[finding.Pattern]float64{}
 	counts := map[finding.Pattern]int{}

@@ -87,3 +87,21 @@ func TestTable(t *testing.T) {
 		}
 	}
 }
+
+// TestTableEscapesTerminalControls: a finding's job, user and host come from
+// users (and /proc); the analyze table shows them escaped, one row each.
+func TestTableEscapesTerminalControls(t *testing.T) {
+	fs := append([]finding.Finding(nil), sample...)
+	fs[0].Job = "job\x1b[31m\nforged\trow"
+	fs[0].User = "u\u202ex"
+	var b bytes.Buffer
+	if err := Table(&b, fs); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(b.String(), "\x1b\u202e") || !strings.Contains(b.String(), `job\x1b[31m\nforged\trow`) {
+		t.Fatalf("table:\n%q", b.String())
+	}
+	if n := strings.Count(b.String(), "\n"); n != 7 {
+		t.Fatalf("table has %d lines, want 7:\n%s", n, b.String())
+	}
+}

@@ -6,10 +6,18 @@
 package report
 
 import (
+	"os"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
+
+// FileMode is the mode of a report written to a file: reports name users,
+// jobs and costs, so they are readable by their owner and group only.
+const FileMode os.FileMode = 0o640
+
+// DirMode is the mode of a folder created to hold reports.
+const DirMode os.FileMode = 0o750
 
 // Report is one report's numbers; renderers only format them.
 type Report struct {

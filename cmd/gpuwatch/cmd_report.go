@@ -42,7 +42,7 @@ func reportCommand(app *kingpin.Application) (string, func(ctx context.Context) 
 		if _, err := os.Stat(*storage); err != nil {
 			return &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
 		}
-		st, err := store.Open(*storage)
+		st, err := store.OpenReadOnly(*storage)
 		if err != nil {
 			return err
 		}
@@ -79,7 +79,7 @@ func reportCommand(app *kingpin.Application) (string, func(ctx context.Context) 
 			_, err = os.Stdout.Write(body)
 			return err
 		}
-		if err := os.WriteFile(*out, body, 0o644); err != nil {
+		if err := os.WriteFile(*out, body, report.FileMode); err != nil {
 			return fmt.Errorf("write report: %w", err)
 		}
 		loggerFrom(ctx).Info("report written", "path", *out, "team", *team, "period", p.Label, "format", *format)

@@ -47,6 +47,7 @@ func newApp(stderr io.Writer) (*kingpin.Application, *cli.LogFlags, map[string]f
 		checkConfigCommand,
 		auditCommand,
 		analyzeCommand,
+		planCommand,
 		agentCommand,
 		demoCommand,
 	} {
