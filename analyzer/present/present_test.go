@@ -40,14 +40,14 @@ var sample = []finding.Finding{
 
 func TestJSON(t *testing.T) {
 	var b bytes.Buffer
-	if err := JSON(&b, nil); err != nil {
+	if err := JSON(&b, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), `"findings": []`) {
 		t.Errorf("empty result is %s, want an empty list", b.String())
 	}
 	b.Reset()
-	if err := JSON(&b, sample); err != nil {
+	if err := JSON(&b, sample, nil); err != nil {
 		t.Fatal(err)
 	}
 	var out struct {
@@ -65,7 +65,7 @@ func TestJSON(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	var b bytes.Buffer
-	if err := Table(&b, sample); err != nil {
+	if err := Table(&b, sample, nil); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
