@@ -49,6 +49,7 @@ func newApp(stderr io.Writer) (*kingpin.Application, *cli.LogFlags, map[string]f
 		checkConfigCommand,
 		auditCommand,
 		analyzeCommand,
+		jobCommand,
 		planCommand,
 		agentCommand,
 		demoCommand,
