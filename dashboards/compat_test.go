@@ -2,7 +2,11 @@ package dashboards
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -125,5 +129,21 @@ func TestCompatibleStripsNewerOptions(t *testing.T) {
 	if d.SchemaVersion != SchemaVersion || d.Links[0].Placement != nil || d.Templating.List[1].AllowCustomValue != nil {
 		t.Errorf("compatible left newer options: schema %d, placement %v, allowCustomValue %v",
 			d.SchemaVersion, d.Links[0].Placement, d.Templating.List[1].AllowCustomValue)
+	}
+}
+
+// TestREADMEStatesSupportedVersions: the README promises what this package
+// generates for.
+func TestREADMEStatesSupportedVersions(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("Grafana %s onwards", OldestGrafana)
+	if !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not say %q", want)
+	}
+	if !strings.Contains(string(readme), fmt.Sprintf("schema %d", SchemaVersion)) {
+		t.Errorf("README.md does not name JSON schema %d", SchemaVersion)
 	}
 }

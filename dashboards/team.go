@@ -40,7 +40,8 @@ func Team(opts Options) (dashboard.Dashboard, error) {
 		WithPanel(timeSeries("GPUs used, idle and wasted by team",
 			fmt.Sprintf("Held GPUs busier than %d%%, held GPUs at 0%% for 10 minutes, and the GPUs the analyzer counts as wasted (rate of its wasted GPU-seconds).", rules.BusyUtil), "short", 12,
 			query(byTeam(rules.UsedGPUs), "{{team}} used"),
-			query(byTeam(rules.IdleGPUs), "{{team}} idle"),
+			// A team with no idle GPU shows 0, not a gap.
+			query(fmt.Sprintf("%s or 0 * %s", byTeam(rules.IdleGPUs), byTeam(rules.AllocatedGPUs)), "{{team}} idle"),
 			query(fmt.Sprintf("sum by (%s) (rate(%s[$__rate_interval]))", c.LabelTeam, sel(c.AnalyzerWastedGPUSeconds, teams)), "{{team}} wasted"))).
 		WithPanel(timeSeries("Fleet capacity and unallocated GPUs", "Every GPU publishing telemetry, and those no job holds: the capacity left for the pool.", "short", 12,
 			query(fmt.Sprintf("count(%s)", gpus(c.GPUTemp)), "capacity"),
