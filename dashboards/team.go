@@ -27,7 +27,10 @@ func Team(opts Options) (dashboard.Dashboard, error) {
 	jobCPU := sel(c.JobCPUSeconds, fmt.Sprintf(`%s=~"$%s", %s=~"$%s"`, c.LabelHostname, varHostname, c.LabelJob, varJob))
 	teams := fmt.Sprintf(`%s=~"$%s"`, c.LabelTeam, varTeam)
 	byTeam := func(r rules.Rule) string { return fmt.Sprintf("sum by (%s) (%s{%s})", c.LabelTeam, r.Record, teams) }
-	cost := costPerHour(opts, teams)
+	cost := costExpr(opts, teams, "%s")
+	// The pooling rules' samples summed over the range, times their
+	// interval, are GPU-hours: no subquery needed.
+	costInRange := fmt.Sprintf("%s * %g / 3600", costExpr(opts, teams, "sum_over_time(%s[$__range])"), rules.PoolingInterval.Seconds())
 	b := newDashboard("gpuwatch-team", "gpuwatch / Team and job",
 		"GPU pooling between teams over time and its cost; GPUs allocated and used per team and job, and their efficiency over time.", false)
 	for _, v := range priceVariables(opts) {
@@ -49,7 +52,7 @@ func Team(opts Options) (dashboard.Dashboard, error) {
 		WithPanel(timeSeries("Cost per hour by team", "GPUs held times the price per GPU-hour of their model (dashboard variables "+varPrice+"*), per hour.", "short", 12,
 			query(cost, "{{team}}"))).
 		WithPanel(tableOf("Cost in range by team", "What each team's held GPUs cost over the dashboard's time range, at the prices of the dashboard variables.", 24, []string{"Cost"},
-			instant(fmt.Sprintf("avg_over_time((%s)[$__range:5m]) * $__range_s / 3600", cost)))).
+			instant(costInRange))).
 		WithRow(row("Team")).
 		WithPanel(singleStat("GPUs held", "GPUs held by the selected teams and jobs.", "short",
 			query(fmt.Sprintf("count(%s) or vector(0)", holders()), "{{hostname}}"))).
@@ -111,15 +114,17 @@ func priceVariables(opts Options) []cog.Builder[dashboard.VariableModel] {
 	return out
 }
 
-// costPerHour is each team's cost per hour: its held GPUs of each model times
-// that model's price; `or` keeps the first (longest) match of a model.
-func costPerHour(opts Options, teams string) string {
+// costExpr is each team's cost: its held GPUs of each model, through fn (a
+// format with one %s for the selector), times that model's price; `or` keeps
+// the first (longest) match of a model. With fn "%s" it is the cost per hour.
+func costExpr(opts Options, teams, fn string) string {
 	alloc := rules.AllocatedGPUs.Record
 	expr := ""
 	for i, m := range modelPrices(opts) {
 		// A raw string, so the escapes of QuoteMeta reach the regexp.
-		expr += fmt.Sprintf("(%s{%s, %s=~`.*%s.*`} * $%s_%d) or ", alloc, teams, c.LabelModelName, regexp.QuoteMeta(m), varPrice, i+1)
+		s := fmt.Sprintf("%s{%s, %s=~`.*%s.*`}", alloc, teams, c.LabelModelName, regexp.QuoteMeta(m))
+		expr += fmt.Sprintf("(%s * $%s_%d) or ", fmt.Sprintf(fn, s), varPrice, i+1)
 	}
-	expr += fmt.Sprintf("(%s{%s} * $%s)", alloc, teams, varPrice)
+	expr += fmt.Sprintf("(%s * $%s)", fmt.Sprintf(fn, fmt.Sprintf("%s{%s}", alloc, teams)), varPrice)
 	return fmt.Sprintf("sum by (%s) (%s)", c.LabelTeam, expr)
 }

@@ -2,9 +2,16 @@ package rules
 
 import (
 	"fmt"
+	"time"
+
+	"github.com/prometheus/common/model"
 
 	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
 )
+
+// PoolingInterval is the evaluation interval of the pooling rules: a sum of
+// their samples over a range times this interval is GPU-time.
+const PoolingInterval = 30 * time.Second
 
 // BusyUtil is the GPU utilization (%) above which a held GPU counts as used
 // in the pooling rules and the dashboards.
@@ -54,6 +61,6 @@ func recordingGroups() []Group {
 		"so per-team figures join the GPU series to it."
 	return []Group{
 		{Name: "gpuwatch-alerts.rules", Interval: "30s", Rules: []Rule{team}},
-		{Name: "gpuwatch-pooling.rules", Interval: "30s", Rules: []Rule{alloc, used, idle}},
+		{Name: "gpuwatch-pooling.rules", Interval: model.Duration(PoolingInterval).String(), Rules: []Rule{alloc, used, idle}},
 	}
 }
