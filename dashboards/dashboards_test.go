@@ -416,3 +416,25 @@ func TestNamesComeFromCatalogue(t *testing.T) {
 		}
 	}
 }
+
+// TestCountersAsRates: no graph plots a counter's raw total, which only says
+// how long the exporter has run; rates and increases say what happens. (A
+// health table may show a current count: any non-zero is the news there.)
+func TestCountersAsRates(t *testing.T) {
+	isCounter := func(n string) bool {
+		m, ok := catalogue.Lookup(n)
+		return ok && m.Type == catalogue.Counter
+	}
+	for _, q := range allQueries(t) {
+		if q.PanelType != "timeseries" && q.PanelType != "state-timeline" {
+			continue
+		}
+		raw, err := promqltest.OutsideRange(q.Expr, isCounter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(raw) > 0 {
+			t.Errorf("%s / %s %s plots counters as raw totals: %v", q.Dashboard, q.Panel, q.RefID, raw)
+		}
+	}
+}
