@@ -112,13 +112,18 @@ func (es Errors) Err() error {
 type Doc struct {
 	File  string
 	Root  *yaml.Node // the document's top node; nil for an empty file
-	paths map[string]*yaml.Node
-	lines map[int]string // line -> deepest key path starting on it
+	paths   map[string]*yaml.Node
+	keys    map[string]int // key path -> line of the key itself
+	lines   map[int]string // line -> deepest key path starting on it
+	shallow map[int]string // line -> shortest key path starting on it
 }
 
 // Line returns the line of a key path, or of its nearest parent present.
 func (d *Doc) Line(path string) int {
 	for p := path; ; {
+		if l, ok := d.keys[p]; ok {
+			return l
+		}
 		if n, ok := d.paths[p]; ok {
 			return n.Line
 		}
@@ -159,7 +164,7 @@ func unwrapPath(err error, path string) string {
 // current content is the default that keys left out keep). On failure the
 // error is Errors, every problem found.
 func Decode(file string, data []byte, out any) (*Doc, error) {
-	doc := &Doc{File: file, paths: map[string]*yaml.Node{}, lines: map[int]string{}}
+	doc := &Doc{File: file, paths: map[string]*yaml.Node{}, keys: map[string]int{}, lines: map[int]string{}, shallow: map[int]string{}}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var top yaml.Node
 	if err := dec.Decode(&top); err != nil {
@@ -211,10 +216,15 @@ func lineOf(msg string) int {
 func stripLine(msg string) string { return lineRE.ReplaceAllString(msg, "") }
 
 // at turns a decoder message ("line 3: cannot unmarshal ...") into an
-// Error naming the key path of that line.
+// Error naming the key path of that line: the innermost one, unless a whole
+// map or list was the wrong type, which the outermost key on the line holds.
 func (d *Doc) at(msg string) *Error {
 	line := lineOf(msg)
-	return &Error{File: d.File, Line: line, Path: d.lines[line], Msg: stripLine(msg)}
+	path := d.lines[line]
+	if strings.Contains(msg, "unmarshal !!map") || strings.Contains(msg, "unmarshal !!seq") {
+		path = d.shallow[line]
+	}
+	return &Error{File: d.File, Line: line, Path: path, Msg: stripLine(msg)}
 }
 
 var unmarshaler = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
@@ -229,6 +239,9 @@ func (d *Doc) walk(n *yaml.Node, path string, t reflect.Type, errs *Errors) {
 		d.paths[path] = n
 		if _, ok := d.lines[n.Line]; !ok || len(path) > len(d.lines[n.Line]) {
 			d.lines[n.Line] = path
+		}
+		if _, ok := d.shallow[n.Line]; !ok || len(path) < len(d.shallow[n.Line]) {
+			d.shallow[n.Line] = path
 		}
 	}
 	for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface) {
@@ -267,6 +280,7 @@ func (d *Doc) walk(n *yaml.Node, path string, t reflect.Type, errs *Errors) {
 			if path != "" {
 				p = path + "." + k.Value
 			}
+			d.keys[p] = k.Line
 			var ft reflect.Type
 			if known {
 				f, ok := fields[k.Value]

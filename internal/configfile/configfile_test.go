@@ -38,7 +38,7 @@ func TestDecode(t *testing.T) {
 		{"type errors collected", "price: cheap\nenabled: maybe\n", []string{"f:1: price: cannot unmarshal", "f:2: enabled: cannot unmarshal"}},
 		{"bad duration", "inner:\n  wait: 1 fortnight\n", []string{"f:2: inner.wait: duration \"1 fortnight\""}},
 		{"negative duration", "inner:\n  wait: -1h\n", []string{"f:2: inner.wait:"}},
-		{"map as a value", "name: {weird: 1h}\n", []string{"f:1: name.weird: cannot unmarshal !!map"}},
+		{"map as a value", "name: {weird: 1h}\n", []string{"f:1: name: cannot unmarshal !!map"}},
 		{"syntax error", "name: [a\n", []string{"f:"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
