@@ -112,8 +112,13 @@ func (es Errors) Err() error {
 type Doc struct {
 	File  string
 	Root  *yaml.Node // the document's top node; nil for an empty file
-	paths   map[string]*yaml.Node
-	keys    map[string]int // key path -> line of the key itself
+	paths map[string]*yaml.Node
+	keys  map[string]int // key path -> line of the key itself
+	// Warnings are "file:line: key.path: ..." notes on keys still accepted
+	// under an old name (Options.Renamed).
+	Warnings []string
+
+	renamed map[string]string
 	lines   map[int]string // line -> deepest key path starting on it
 	shallow map[int]string // line -> shortest key path starting on it
 }
@@ -160,11 +165,23 @@ func unwrapPath(err error, path string) string {
 	return strings.TrimPrefix(err.Error(), path+": ")
 }
 
+// Options adjust Decode.
+type Options struct {
+	// Renamed maps an old key name to its new one: the old name is still
+	// read, with a deprecation warning in Doc.Warnings.
+	Renamed map[string]string
+}
+
 // Decode parses one YAML document into out, a pointer to the target (its
 // current content is the default that keys left out keep). On failure the
 // error is Errors, every problem found.
 func Decode(file string, data []byte, out any) (*Doc, error) {
-	doc := &Doc{File: file, paths: map[string]*yaml.Node{}, keys: map[string]int{}, lines: map[int]string{}, shallow: map[int]string{}}
+	return DecodeWith(file, data, out, Options{})
+}
+
+// DecodeWith is Decode with options.
+func DecodeWith(file string, data []byte, out any, o Options) (*Doc, error) {
+	doc := &Doc{File: file, renamed: o.Renamed, paths: map[string]*yaml.Node{}, keys: map[string]int{}, lines: map[int]string{}, shallow: map[int]string{}}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var top yaml.Node
 	if err := dec.Decode(&top); err != nil {
@@ -276,10 +293,13 @@ func (d *Doc) walk(n *yaml.Node, path string, t reflect.Type, errs *Errors) {
 				d.walk(v, path, t, errs)
 				continue
 			}
-			p := k.Value
-			if path != "" {
-				p = path + "." + k.Value
+			if nw, old := d.renamed[k.Value]; old && known {
+				if _, ok := fields[nw]; ok {
+					d.Warnings = append(d.Warnings, fmt.Sprintf("%s:%d: %s: %q is deprecated, write %q", d.File, k.Line, join(path, nw), k.Value, nw))
+					k.Value = nw // the decoder then reads it under the new name
+				}
 			}
+			p := join(path, k.Value)
 			d.keys[p] = k.Line
 			var ft reflect.Type
 			if known {
@@ -303,6 +323,14 @@ func (d *Doc) walk(n *yaml.Node, path string, t reflect.Type, errs *Errors) {
 
 // special is true for a float scalar that is NaN or infinite (".nan",
 // "-.Inf", and anything else yaml.v3 resolves that way, such as "1e999").
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// special is true for a float scalar that is NaN or infinite.
 func special(v string) bool {
 	var f float64
 	if err := yaml.Unmarshal([]byte(v), &f); err != nil {
