@@ -270,3 +270,29 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// Names come from users and schedulers: a job name cannot drive the
+// terminal, and the HTML escapes it.
+func TestForeignTextIsInert(t *testing.T) {
+	s, err := jobview.EncodeSummary(&jobview.Report{Job: "77", JobName: "x\x1b]0;owned\x07\x1b[31mred<script>"}, "", 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := jobview.DecodeSummary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var txt, html bytes.Buffer
+	if err := jobview.Text(&txt, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobview.HTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(txt.String(), "\x1b\x07") || !strings.Contains(txt.String(), "red<script>") {
+		t.Errorf("text: %q", txt.String())
+	}
+	if strings.Contains(html.String(), "<script>") {
+		t.Error("HTML carries the name unescaped")
+	}
+}

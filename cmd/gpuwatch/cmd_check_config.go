@@ -19,15 +19,19 @@ import (
 
 func checkConfigCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("check-config", "Validate every file gpuwatch reads: reclamation policy, analyzer thresholds, report/SMTP config, teams file, web config and simulator scenario; every error names file, line and key (exit 2), all of them at once. For a policy, print the effective policy (each tier, its match, each rule's steps with the effective dry-run and reclaim) and warn about risky choices, such as a catch-all tier that reclaims.")
-	pol := cmd.Flag("policy", "Reclamation policy file (YAML) to check.").String()
-	cfg := cmd.Flag("config", "Analyzer thresholds file (YAML) to check.").String()
+	var polFile, cfgFile string
+	pol, cfg := &polFile, &cfgFile
+	cmd.Flag("policy.file", "Reclamation policy file (YAML) to check.").StringVar(pol)
+	oldSpelling(cmd, "policy", "policy.file").StringVar(pol)
+	cmd.Flag("analyzer.config", "Analyzer thresholds file (YAML) to check.").StringVar(cfg)
+	oldSpelling(cmd, "config", "analyzer.config").StringVar(cfg)
 	rep := cmd.Flag("report.config", "Report and SMTP configuration file (YAML) to check.").String()
 	tm := cmd.Flag("teams.file", "Teams file (YAML) to check; old camelCase keys are reported as deprecated.").String()
 	webCfg := cmd.Flag("web.config.file", "exporter-toolkit web config (TLS, basic auth) to check.").String()
 	scenario := cmd.Flag("scenario", "Simulator scenario file (YAML) to check.").String()
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if *pol == "" && *cfg == "" && *rep == "" && *tm == "" && *webCfg == "" && *scenario == "" {
-			return &cli.UsageError{Err: errors.New("nothing to check: give --policy, --config, --report.config, --teams.file, --web.config.file or --scenario")}
+			return &cli.UsageError{Err: errors.New("nothing to check: give --policy.file, --analyzer.config, --report.config, --teams.file, --web.config.file or --scenario")}
 		}
 		var errs []error
 		ok := func(path string) { fmt.Fprintf(os.Stdout, "%s: OK\n", path) }
