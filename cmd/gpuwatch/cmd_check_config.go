@@ -28,10 +28,10 @@ func checkConfigCommand(app *kingpin.Application) (string, func(ctx context.Cont
 	rep := cmd.Flag("report.config", "Report and SMTP configuration file (YAML) to check.").String()
 	tm := cmd.Flag("teams.file", "Teams file (YAML) to check; old camelCase keys are reported as deprecated.").String()
 	webCfg := cmd.Flag("web.config.file", "exporter-toolkit web config (TLS, basic auth) to check.").String()
-	scenario := cmd.Flag("scenario", "Simulator scenario file (YAML) to check.").String()
+	scenario := cmd.Flag("sim.scenario", "Simulator scenario file (YAML) to check.").String()
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if *pol == "" && *cfg == "" && *rep == "" && *tm == "" && *webCfg == "" && *scenario == "" {
-			return &cli.UsageError{Err: errors.New("nothing to check: give --policy.file, --analyzer.config, --report.config, --teams.file, --web.config.file or --scenario")}
+			return &cli.UsageError{Err: errors.New("nothing to check: give --policy.file, --analyzer.config, --report.config, --teams.file, --web.config.file or --sim.scenario")}
 		}
 		var errs []error
 		ok := func(path string) { fmt.Fprintf(os.Stdout, "%s: OK\n", path) }
