@@ -26,6 +26,8 @@ func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context
 	cmd.Flag("command.timeout", "Time limit of each scheduler command.").Default("30s").DurationVar(&o.CommandTimeout)
 	cmd.Flag("kubernetes.kubeconfig", "Kubeconfig for reclaiming pods (Eviction API, owner scale-down) and for reading pod labels, annotations and namespace labels for the policy; no Kubernetes actions or facts when empty.").StringVar(&o.Kubeconfig)
 	cmd.Flag("kubernetes.in-cluster", "Use the pod's service account for Kubernetes actions.").BoolVar(&o.InCluster)
+	cmd.Flag("lease.duration", "How long this analyzer's claim on the store lasts without renewal: a second analyzer on the same store stands by, and takes over this long after the first stops renewing.").Default(daemon.DefaultLeaseDuration.String()).DurationVar(&o.LeaseDuration)
+	cmd.Flag("kubernetes.lease-namespace", "With Kubernetes access, elect one acting replica through a coordination.k8s.io Lease named gpuwatch-analyzer in this namespace (the others stand by); empty: no election.").Envar("POD_NAMESPACE").StringVar(&o.LeaseNamespace)
 	cmd.Flag("teams.file", "Teams file (the exporter's --attribution.teams-file format): gives each allocation its team and kind from the facts its scheduler reports, for policy tiers and exemptions by team; without it those cannot be decided and only notify.").StringVar(&o.TeamsFile)
 	cmd.Flag("process.local", "Kill orphaned GPU processes on this host (the analyzer runs on the node).").BoolVar(&o.ProcessLocal)
 	cmd.Flag("hostname", "This host's name for --process.local; defaults to $NODE_NAME, then the machine's host name.").Envar("NODE_NAME").StringVar(&o.Hostname)
