@@ -42,6 +42,9 @@ func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context
 		if (o.JupyterHubURL == "") != (o.JupyterHubTokenFile == "") {
 			return &cli.UsageError{Err: errors.New("--jupyterhub.url and --jupyterhub.token-file go together")}
 		}
+		if o.JupyterHubURL != "" && o.Kubeconfig == "" && !o.InCluster {
+			return &cli.UsageError{Err: errors.New("--jupyterhub.url needs Kubernetes (--kubernetes.kubeconfig or --kubernetes.in-cluster): the pods' annotations name the Hub users")}
+		}
 		if o.JupyterHubURL != "" {
 			if u, err := url.Parse(o.JupyterHubURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return &cli.UsageError{Err: fmt.Errorf("--jupyterhub.url %q: want http(s)://host:port", o.JupyterHubURL)}
