@@ -17,13 +17,13 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
-	"github.com/gpuwatch/gpuwatch/internal/configfile"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	nvmlsource "github.com/gpuwatch/gpuwatch/exporter/nvml"
 	"github.com/gpuwatch/gpuwatch/exporter/server"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 // DefaultListenAddress is dcgm-exporter's port, so scrape configs carry over.
