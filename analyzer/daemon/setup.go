@@ -128,6 +128,10 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	esc := &Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: NewMetrics(reg), Facts: resolver}
+	if es, ok := src.(EngineSource); ok {
+		es.Metrics = esc.Metrics.Found
+		src = es
+	}
 	d := &Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger}
 	if o.Once {
 		res, err := d.RunOnce(ctx)
@@ -169,7 +173,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		}
 	}
 	page := analyzerweb.Options{Findings: analyzerweb.StoreFindings{Store: st}, Audit: analyzerweb.AuditLog{Log: lg}, Logger: logger,
-		Title: "gpuwatch analyzer " + version}
+		Title: "gpuwatch analyzer " + version, Coverage: esc.Metrics.Found}
 	if rcfg != nil {
 		rd, err := report.NewRenderer()
 		if err != nil {
@@ -323,13 +327,21 @@ func (f FileSource) Findings(ctx context.Context, now time.Time) ([]finding.Find
 
 // EngineSource runs an engine cycle and drops findings on allocations whose
 // data was unknown in the newest step.
-type EngineSource struct{ Engine *engine.Engine }
+type EngineSource struct {
+	Engine *engine.Engine
+	// Metrics, when set, publishes what each cycle saw (GPUs, allocations,
+	// coverage).
+	Metrics *engine.Metrics
+}
 
 // Findings implements Source.
 func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Finding, error) {
 	res, err := s.Engine.Cycle(ctx, now)
 	if err != nil {
 		return nil, err
+	}
+	if s.Metrics != nil && !res.To.IsZero() {
+		s.Metrics.ObserveCoverage(res.Coverage)
 	}
 	unknown := map[string]bool{}
 	for _, u := range res.Unknown {

@@ -102,7 +102,13 @@ type Demo struct {
 	log    *audit.Log
 	rec    *recorder
 	result *Result
+	// seen is what the analyzer's cycles saw, for the web page.
+	seen *engine.Metrics
 }
+
+// MaxLength bounds the simulated span: eight weeks simulate in minutes,
+// a century would run for hours.
+const MaxLength = 8 * 7 * 24 * time.Hour
 
 // New validates the options and prepares the output folder: the files a
 // previous demo left there are removed (only those: tsdb/, gpuwatch.db,
@@ -168,7 +174,7 @@ func New(o Options) (*Demo, error) {
 			return nil, fmt.Errorf("clear previous output: %w", err)
 		}
 	}
-	return &Demo{o: o, sc: o.Scenario, rec: &recorder{}}, nil
+	return &Demo{o: o, sc: o.Scenario, rec: &recorder{}, seen: engine.NewMetrics()}, nil
 }
 
 // usage is a bad option: exit code 2.
@@ -216,7 +222,7 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 	}
 	var now time.Time
 	dmn := &daemon.Daemon{
-		Source: daemon.EngineSource{Engine: eng},
+		Source: daemon.EngineSource{Engine: eng, Metrics: d.seen},
 		Escalator: &daemon.Escalator{Policy: o.Policy, Log: d.log, Actuators: d.rec.actuators(), Logger: atLeast(o.Logger, slog.LevelWarn),
 			// The scenario owns the simulated jobs: it answers for their scheduler.
 			Facts: &facts.Resolver{Sources: simload.FactSources(d.sc)}},

@@ -28,7 +28,7 @@ func (d *Demo) writeOutputs(ctx context.Context, res *Result) error {
 	}
 	res.Findings = fs
 	var buf bytes.Buffer
-	if err := present.JSON(&buf, fs); err != nil {
+	if err := present.JSON(&buf, fs, nil); err != nil {
 		return fmt.Errorf("findings.json: %w", err)
 	}
 	if err := d.write(res, "findings.json", buf.Bytes()); err != nil {

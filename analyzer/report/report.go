@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/detect"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
@@ -143,24 +144,4 @@ type TeamRow struct {
 }
 
 // PatternLabel is a pattern's name for people.
-func PatternLabel(p finding.Pattern) string {
-	switch p {
-	case finding.CPUOnly:
-		return "GPU never used (CPU only)"
-	case finding.OverRequested:
-		return "More GPUs than used"
-	case finding.Stuck:
-		return "Stuck, no progress"
-	case finding.StartupOverhead:
-		return "Slow start (staging)"
-	case finding.IdleSession:
-		return "Idle interactive session"
-	case finding.LowUtilization:
-		return "Low utilisation (fits MIG / smaller GPU)"
-	case finding.Overlong:
-		return "Ran past time limit"
-	case finding.OrphanProcess:
-		return "Orphaned GPU process"
-	}
-	return string(p)
-}
+func PatternLabel(p finding.Pattern) string { return detect.Title(p) }

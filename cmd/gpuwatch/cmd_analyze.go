@@ -40,13 +40,13 @@ func analyzeCommand(app *kingpin.Application) (string, func(ctx context.Context)
 		if err != nil {
 			return err
 		}
-		fs, err := e.Analyze(ctx, f, t)
+		a, err := e.AnalyzeWindow(ctx, f, t)
 		if err != nil {
 			return err
 		}
 		if format == "json" {
-			return present.JSON(os.Stdout, fs)
+			return present.JSON(os.Stdout, a.Findings, &a.Coverage)
 		}
-		return present.Table(os.Stdout, fs)
+		return present.Table(os.Stdout, a.Findings, &a.Coverage)
 	}
 }

@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"time"
+	"fmt"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
 )
 
 func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -32,7 +33,7 @@ func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context
 	cmd.Flag("report.config", "Report configuration (YAML): adds the weekly report and daily digest jobs; its smtp section also sends email warnings.").StringVar(&o.ReportConfig)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if o.CommandTimeout <= 0 {
-			o.CommandTimeout = 30 * time.Second
+			return &cli.UsageError{Err: fmt.Errorf("--command.timeout must be positive, got %s", o.CommandTimeout)}
 		}
 		return daemon.Run(ctx, *o, loggerFrom(ctx), version)
 	}

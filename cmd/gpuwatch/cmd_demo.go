@@ -37,6 +37,12 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 	cmd.Flag("exit", "Exit after the summary instead of serving.").BoolVar(&o.Exit)
 	cmd.Flag("verbose", "Also print collection and cycle counts, elapsed time and peak memory.").BoolVar(&o.Verbose)
 	return cmd.FullCommand(), func(ctx context.Context) error {
+		if o.Length <= 0 || o.Length > demo.MaxLength {
+			return &cli.UsageError{Err: fmt.Errorf("--length must be positive and at most %s, got %s", demo.MaxLength, o.Length)}
+		}
+		if o.Step <= 0 || o.CycleEvery < 0 || copies < 1 {
+			return &cli.UsageError{Err: fmt.Errorf("--step must be positive, --cycle-interval not negative and --fleet.copies at least 1 (got %s, %s, %d)", o.Step, o.CycleEvery, copies)}
+		}
 		o.Logger, o.Stdout, o.Version = loggerFrom(ctx), os.Stdout, version
 		if scenario != "" {
 			sc, err := sim.LoadScenario(scenario)

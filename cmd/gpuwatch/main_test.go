@@ -8,6 +8,9 @@ import (
 	"testing"
 )
 
+// examplePolicy is the shipped example, a valid policy.
+var examplePolicy = filepath.Join("..", "..", "deploy", "examples", "policy.yaml")
+
 func TestExitCodesAndMessages(t *testing.T) {
 	dir := t.TempDir()
 	badWeb := filepath.Join(dir, "web.yml")
@@ -34,6 +37,14 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"bad scenario", []string{"exporter", "--source=sim", "--sim.scenario=" + badScenario, "--web.listen-address=127.0.0.1:0"}, 2, []string{"scenario.yaml", "3", "not_a_key"}},
 		{"unknown sim node", []string{"exporter", "--source=sim", "--sim.node=nope", "--web.listen-address=127.0.0.1:0"}, 2, []string{"--sim.node", "nope"}},
 		{"scenario without sim", []string{"exporter", "--sim.scenario=" + badScenario}, 2, []string{"--source=sim"}},
+		{"@every 0s", []string{"analyzer", "--policy.file", examplePolicy, "--storage.path", filepath.Join(dir, "a.db"), "--schedule", "@every 0s"}, 2, []string{"--schedule", "at least 1s"}},
+		{"@every -1s", []string{"analyzer", "--policy.file", examplePolicy, "--storage.path", filepath.Join(dir, "a.db"), "--schedule=@every -1s"}, 2, []string{"--schedule", "at least 1s"}},
+		{"negative command timeout", []string{"analyzer", "--policy.file", examplePolicy, "--command.timeout=-1s"}, 2, []string{"--command.timeout must be positive"}},
+		{"negative retention", []string{"agent", "--storage.retention=-1h"}, 2, []string{"--storage.retention"}},
+		{"zero store interval", []string{"agent", "--storage.interval=0s"}, 2, []string{"--storage.interval must be at least 1s"}},
+		{"year zero", []string{"report", "--week=0000-W01"}, 2, []string{"--week", "before 1970"}},
+		{"negative limit", []string{"audit", "--limit=-1"}, 2, []string{"--limit"}},
+		{"a century of demo", []string{"demo", "--length=876000h"}, 2, []string{"--length", "at most"}},
 		{"unknown command", []string{"frobnicate"}, 2, []string{"frobnicate"}},
 		{"no command", nil, 2, []string{"usage: gpuwatch"}},
 		{"help", []string{"exporter", "--help"}, 0, []string{"--collect-interval"}},
