@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/alecthomas/kingpin/v2"
 )
 
 // examplePolicy is the shipped example, a valid policy.
@@ -91,4 +94,48 @@ func TestCLIDocCurrent(t *testing.T) {
 		return
 	}
 	t.Errorf("%s is out of date; run UPDATE_DOCS=1 go test ./cmd/gpuwatch", path)
+}
+
+// TestOldSpellingsHidden: every retired flag name is hidden and its current
+// spelling is shown, so --help teaches one spelling per flag.
+func TestOldSpellingsHidden(t *testing.T) {
+	app, _, _ := newApp(io.Discard)
+	tests := []struct{ command, old, current string }{
+		{"analyze", "config", "analyzer.config"},
+		{"job", "config", "analyzer.config"},
+		{"agent", "config", "analyzer.config"},
+		{"check-config", "config", "analyzer.config"},
+		{"check-config", "policy", "policy.file"},
+		{"report", "config", "report.config"},
+		{"demo", "seed", "sim.seed"},
+		{"demo", "scenario", "sim.scenario"},
+	}
+	for _, tc := range tests {
+		cmd := app.GetCommand(tc.command)
+		if cmd == nil {
+			t.Fatalf("no command %s", tc.command)
+		}
+		flags := map[string]*kingpin.FlagModel{}
+		for _, f := range cmd.Model().Flags {
+			flags[f.Name] = f
+		}
+		if f := flags[tc.old]; f == nil || !f.Hidden {
+			t.Errorf("%s --%s: want a hidden alias, got %+v", tc.command, tc.old, f)
+		}
+		if f := flags[tc.current]; f == nil || f.Hidden {
+			t.Errorf("%s --%s: want a shown flag, got %+v", tc.command, tc.current, f)
+		}
+	}
+	// The same option must not be spelled two ways across commands.
+	retired := map[string]bool{}
+	for _, tc := range tests {
+		retired[tc.old] = true
+	}
+	for _, c := range app.Model().Commands {
+		for _, f := range c.Flags {
+			if !f.Hidden && retired[f.Name] {
+				t.Errorf("%s shows the retired spelling --%s (see the table above for the current one)", c.FullCommand, f.Name)
+			}
+		}
+	}
 }
