@@ -20,14 +20,21 @@ command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
 command -v slurmctld >/dev/null || need_apt+=(slurm-wlm)
 command -v munged >/dev/null || need_apt+=(munge)
 command -v chromium >/dev/null || need_apt+=(chromium)
+command -v jupyterhub >/dev/null || need_apt+=(jupyterhub)       # the JupyterHub actuator's tests (3.0.0)
+command -v npm >/dev/null || need_apt+=(npm)                     # installs configurable-http-proxy below
 command -v systemd-analyze >/dev/null || need_apt+=(systemd)   # systemd-analyze verify of deploy/systemd units
 [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || need_apt+=(fonts-dejavu-core) # text in screenshots
+command -v aarch64-linux-gnu-gcc >/dev/null || need_apt+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) # release.sh: cgo for linux/arm64
+command -v dpkg-deb >/dev/null || need_apt+=(dpkg)             # the .deb checks (build/packages, package-check.sh)
+command -v curl >/dev/null || need_apt+=(curl)                 # package-check.sh
 if ((${#need_apt[@]})); then
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 command -v mailpit >/dev/null || GOBIN=/usr/local/bin go install github.com/axllent/mailpit@v1.33.1
 command -v staticcheck >/dev/null || GOBIN=/usr/local/bin go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# Debian's node-configurable-http-proxy lacks a module: npm's, in its own prefix (actiontest.StartHub looks there).
+[[ -x /opt/configurable-http-proxy/bin/configurable-http-proxy ]] || npm install -g --silent --prefix /opt/configurable-http-proxy configurable-http-proxy@5.3.0 >/dev/null
 
 step "start a single-node Slurm (munge, slurmctld, slurmd)"
 # start.sh prints export lines (SLURM_CONF, GPUWATCH_SLURM_CONF, GPUWATCH_JOB_MAPPING_DIR, ...).
@@ -42,6 +49,11 @@ staticcheck ./...
 
 step "go test"
 go test -count=1 -timeout 45m ./...
+
+step "release build (linux/amd64 and linux/arm64 tarballs, packages, images) and .deb install check"
+# GPUWATCH_TRIMPATH=0: reuse the build cache of the tests above for amd64.
+GPUWATCH_TRIMPATH=0 bash scripts/release.sh v0.0.0-ci amd64 arm64
+bash scripts/package-check.sh
 
 step "benchmark: scrape cost against a prepared buffer"
 bash scripts/bench-scrape.sh
