@@ -134,4 +134,3 @@ func TestPrometheusFleetIndependent(t *testing.T) {
 		t.Errorf("4× the GPUs took %.1f× the time: worse than linear", ratio)
 	}
 }
-

@@ -129,19 +129,19 @@ func Exprs(w time.Duration) []string {
 	}
 	mem := func(fn, arg string) string { return fn + "(" + arg + catalogue.FBUsed.Name + win + ")" }
 	return []string{
-		qComputeP50:  compute("quantile_over_time", "0.5, ", win),
-		qComputeP95:  compute("quantile_over_time", "0.95, ", win),
-		qMemP50:      mem("quantile_over_time", "0.5, "),
-		qMemP95:      mem("quantile_over_time", "0.95, "),
+		qComputeP50: compute("quantile_over_time", "0.5, ", win),
+		qComputeP95: compute("quantile_over_time", "0.95, ", win),
+		qMemP50:     mem("quantile_over_time", "0.5, "),
+		qMemP95:     mem("quantile_over_time", "0.95, "),
 		// The device's memory is used + free at any instant: one reading
 		// an hour is enough.
 		qTotal: "max_over_time((" + catalogue.FBUsed.Name + " + " + catalogue.FBFree.Name + ")" +
 			fmt.Sprintf("[%dms:1h]", w.Milliseconds()-1) + ")",
-		qInfo:        "max_over_time(" + catalogue.AllocationInfo.Name + win + ")",
-		qHourP95:     compute("quantile_over_time", "0.95, ", hour),
-		qHourPeak:    compute("max_over_time", "", hour),
-		qHourCount:   "count_over_time(" + catalogue.FBUsed.Name + hour + ")",
-		qHourMem:     "max_over_time(" + catalogue.FBUsed.Name + hour + ")",
+		qInfo:      "max_over_time(" + catalogue.AllocationInfo.Name + win + ")",
+		qHourP95:   compute("quantile_over_time", "0.95, ", hour),
+		qHourPeak:  compute("max_over_time", "", hour),
+		qHourCount: "count_over_time(" + catalogue.FBUsed.Name + hour + ")",
+		qHourMem:   "max_over_time(" + catalogue.FBUsed.Name + hour + ")",
 	}
 }
 
