@@ -261,6 +261,22 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestSpinIsNotUse: a spin-waiting GPU is allocated and wasted, never used,
+// and used + wasted stays within allocated.
+func TestSpinIsNotUse(t *testing.T) {
+	_, res := feed(t, config.Default(), 12, job{id: "1", start: 0, end: 12, gpus: []gpuFn{spin, busy}})
+	var alloc, used float64
+	for _, r := range res {
+		for _, x := range r.Usage {
+			alloc += x.AllocatedGPUHours
+			used += x.ActiveGPUHours
+		}
+	}
+	if want := 12 * step.Hours(); abs(used-want) > 1e-9 || abs(alloc-2*want) > 1e-9 {
+		t.Errorf("allocated %v used %v, want %v and %v (the spinning GPU unused)", alloc, used, 2*want, want)
+	}
+}
+
 func abs(x float64) float64 {
 	if x < 0 {
 		return -x

@@ -185,10 +185,11 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		allIdle, anyActive, held, allSpin := true, false, false, true
 		for _, g := range gs {
 			frac := math.Min(1, g.Samples/math.Max(s.Expected, 1))
-			act := d.active(st, g)
+			act, spinning := d.active(st, g), d.spin(st, g)
 			u.GPUs++
 			u.AllocatedGPUHours += frac * stepH
-			if act && !unknown {
+			// A spin-waiting GPU reads busy and does nothing: wasted, not used.
+			if act && !spinning && !unknown {
 				u.ActiveGPUHours += frac * stepH
 			}
 			if act {
@@ -198,7 +199,7 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 			if g.HasFB && g.FBMaxMiB > d.cfg.Idle.MemoryHeldMiB {
 				held = true
 			}
-			if !d.spin(st, g) {
+			if !spinning {
 				allSpin = false
 			}
 			if !unknown {

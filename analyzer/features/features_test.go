@@ -124,3 +124,35 @@ func TestExprsWindow(t *testing.T) {
 		t.Errorf("%d expressions, Queries says %d", len(Exprs(time.Minute)), Queries)
 	}
 }
+
+func TestHolderConventions(t *testing.T) {
+	m := func(kv ...string) model.Metric {
+		out := model.Metric{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[model.LabelName(kv[i])] = model.LabelValue(kv[i+1])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		m         model.Metric
+		host, job string
+		pod, ns   string
+	}{
+		{"gpuwatch", m("UUID", "G", "hostname", "n1", "pod", "train-1", "namespace", "ml"), "n1", "ml/train-1", "train-1", "ml"},
+		{"old Hostname", m("UUID", "G", "Hostname", "n2", "hpc_job", "42"), "n2", "42", "", ""},
+		{"instance only", m("UUID", "G", "instance", "10.0.0.7:9400", "hpc_job", "42"), "10.0.0.7:9400", "42", "", ""},
+		{"honor_labels false", m("UUID", "G", "hostname", "n1", "pod", "nvidia-dcgm-exporter-x7k2p", "namespace", "gpu-operator",
+			"container", "nvidia-dcgm-exporter", "exported_pod", "train-1", "exported_namespace", "ml"), "n1", "ml/train-1", "train-1", "ml"},
+		{"honor_labels false, free GPU", m("UUID", "G", "hostname", "n1", "pod", "nvidia-dcgm-exporter-x7k2p", "namespace", "gpu-operator",
+			"container", "nvidia-dcgm-exporter"), "n1", "", "", ""},
+		{"gpuwatch's own pod", m("UUID", "G", "hostname", "n1", "pod", "gpuwatch-exporter-abcde", "namespace", "monitoring"), "n1", "", "", ""},
+		{"exporter known by its container", m("UUID", "G", "hostname", "n1", "pod", "metrics-7f9c", "container", "dcgm-exporter"), "n1", "", "", ""},
+		{"a job named like a tool", m("UUID", "G", "hostname", "n1", "pod", "gpuwatcher-eval", "namespace", "ml"), "n1", "ml/gpuwatcher-eval", "gpuwatcher-eval", "ml"},
+	} {
+		g, ok := identify(tc.m)
+		if !ok || g.Host != tc.host || g.Job != tc.job || g.Pod != tc.pod || g.NS != tc.ns {
+			t.Errorf("%s: got host %q job %q pod %q ns %q", tc.name, g.Host, g.Job, g.Pod, g.NS)
+		}
+	}
+}
