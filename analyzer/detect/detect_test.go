@@ -291,6 +291,8 @@ func TestGuessKind(t *testing.T) {
 		{"", "interactive-bash", KindInteractive, ""},
 		{"", "sys/dashboard/sys/jupyter", KindInteractive, ""},
 		{"trainer-0", "", KindBatch, ""},
+		{"chat-api-7d9f8b6c5-x2k4p", "", KindService, ""},
+		{"bert-large-train-q8x2z", "", KindBatch, ""},
 		{"", "", KindBatch, ""},
 	} {
 		k, u := GuessKind(c.pod, c.name)
