@@ -87,7 +87,10 @@ func TestSimulateWritesEverything(t *testing.T) {
 	got := map[finding.Pattern]bool{}
 	for _, f := range doc.Findings {
 		got[f.Pattern] = true
-		if f.WastedGPUHours <= 0 {
+		switch {
+		case f.Pattern == finding.Overlong && f.Evidence["over_limit_gpu_hours"] <= 0:
+			t.Errorf("finding %s is %.2f GPU-hours over the limit", f.Key(), f.Evidence["over_limit_gpu_hours"])
+		case f.Pattern != finding.Overlong && f.WastedGPUHours <= 0:
 			t.Errorf("finding %s wastes %.2f GPU-hours", f.Key(), f.WastedGPUHours)
 		}
 	}

@@ -195,7 +195,14 @@ func TestDetectors(t *testing.T) {
 				}
 			}
 			for _, f := range fs {
-				if f.Job == jobID && f.WastedGPUHours <= 0 && f.Pattern != finding.LowUtilization {
+				switch {
+				case f.Job != jobID || f.Pattern == finding.LowUtilization:
+				case f.Pattern == finding.Overlong:
+					// A busy job past its limit is over the limit, not waste.
+					if f.WastedGPUHours != 0 || f.Evidence["over_limit_gpu_hours"] <= 0 {
+						t.Errorf("overlong: wasted %v, over the limit %v GPU-hours", f.WastedGPUHours, f.Evidence["over_limit_gpu_hours"])
+					}
+				case f.WastedGPUHours <= 0:
 					t.Errorf("%s: wasted %v GPU-hours", f.Pattern, f.WastedGPUHours)
 				}
 			}
