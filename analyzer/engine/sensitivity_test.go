@@ -52,7 +52,9 @@ var thresholds = []threshold{
 func TestSensitivity(t *testing.T) {
 	f := getFixture(t)
 	exps := f.c.sc.ExpectationsAt(f.c.origin)
-	skip := func(e sim.Expectation) bool { return e.Behaviour == string(sim.Orphan) || e.Kind == "interactive" && podOf(e) == "" }
+	skip := func(e sim.Expectation) bool {
+		return e.Behaviour == string(sim.Orphan) || e.Kind == "interactive" && podOf(e) == ""
+	}
 	var b strings.Builder
 	b.WriteString("# Threshold sensitivity\n\n")
 	b.WriteString("Precision and recall on the labelled corpus (`exporter/sim/scenarios/corpus.yaml`) in dcgm-exporter's\n")
