@@ -34,7 +34,9 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 			cur.Orphan = o
 			continue
 		}
-		st.Orphans[k] = &OrphanState{Orphan: o, Since: s.Start, LastSeen: s.End}
+		// Seen at the step's end; when in the step it began is unknown,
+		// and a process killed on this evidence must have earned it.
+		st.Orphans[k] = &OrphanState{Orphan: o, Since: s.End, LastSeen: s.End}
 	}
 	for k := range st.Orphans {
 		if !seen[k] {
