@@ -156,3 +156,28 @@ func TestHolderConventions(t *testing.T) {
 		}
 	}
 }
+
+// TestExporterRestartIsOneHolder: an exporter replaced mid-step (honor_labels:
+// false puts its new pod name on every series) leaves one holder whose
+// samples add up, not two half-covered ones.
+func TestExporterRestartIsOneHolder(t *testing.T) {
+	old := []string{"UUID", "GPU-a", "hostname", "h1", "pod", "nvidia-dcgm-exporter-b2x4k", "exported_pod", "etl", "exported_namespace", "data"}
+	cur := []string{"UUID", "GPU-a", "hostname", "h1", "pod", "nvidia-dcgm-exporter-q9z7m", "exported_pod", "etl", "exported_namespace", "data"}
+	answers := map[string]model.Matrix{
+		"count_over_time|" + catalogue.FBUsed.Name: {series(4, old...), series(6, cur...)},
+		"max_over_time|" + catalogue.FBUsed.Name:   {series(100, old...), series(300, cur...)},
+		"avg_over_time|" + catalogue.GPUUtil.Name:  {series(10, old...), series(30, cur...)},
+		"max_over_time|" + catalogue.GPUUtil.Name:  {series(12, old...), series(40, cur...)},
+	}
+	steps, err := Fetch(context.Background(), &answerer{answers: answers}, end, 1, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps[0].GPUs) != 1 {
+		t.Fatalf("rows %+v, want one holder", steps[0].GPUs)
+	}
+	g := steps[0].GPUs[0]
+	if g.Job != "data/etl" || g.Samples != 10 || g.FBMaxMiB != 300 || g.UtilMax != 40 || g.UtilAvg != 20 {
+		t.Errorf("merged row %+v", g)
+	}
+}
