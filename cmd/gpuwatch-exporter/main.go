@@ -19,6 +19,7 @@ import (
 var version = "dev"
 
 func main() {
+	kingpin.EnableFileExpansion = false // an argument starting with @ is a value, never a file to read
 	app := kingpin.New("gpuwatch-exporter", "Export per-GPU telemetry for Prometheus under dcgm-exporter's metric names, with who holds each GPU.")
 	app.Version(version)
 	app.HelpFlag.Short('h')

@@ -18,7 +18,8 @@ func analyzeCommand(app *kingpin.Application) (string, func(ctx context.Context)
 	var format, cfgPath string
 	tf := registerTelemetryFlags(cmd)
 	cmd.Flag("format", "Output: table (aligned, for people) or json ({\"findings\": [...]}).").Default("table").EnumVar(&format, "table", "json")
-	cmd.Flag("config", "Detection thresholds (YAML); built-in defaults when empty.").StringVar(&cfgPath)
+	cmd.Flag("analyzer.config", "Detection thresholds (YAML); built-in defaults when empty.").StringVar(&cfgPath)
+	oldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		logger := loggerFrom(ctx)
 		f, t, err := tf.window(time.Now())

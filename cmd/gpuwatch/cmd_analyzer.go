@@ -2,18 +2,22 @@ package main
 
 import (
 	"context"
-	"time"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
 )
 
 func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("analyzer", "Run the analyzer daemon: detection cycles and policy escalation (notify, warn, checkpoint, reclaim) on a cron schedule, with an audit log; dry-run unless the policy says otherwise.")
 	o := &daemon.Options{Web: kingpinflag.AddFlags(cmd, ":9836")}
-	cmd.Flag("policy.file", "Reclamation policy (YAML); see deploy/examples/policy.yaml. Check it with `gpuwatch check-config --policy FILE`.").Required().StringVar(&o.PolicyFile)
+	cmd.Flag("policy.file", "Reclamation policy (YAML); see deploy/examples/policy.yaml. Check it with `gpuwatch check-config --policy.file FILE`.").Required().StringVar(&o.PolicyFile)
 	cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite): analyzer state, findings and the audit log.").Default("gpuwatch.db").StringVar(&o.StoragePath)
 	cmd.Flag("schedule", "Cron schedule of the cycles (5 fields, @every 5m, CRON_TZ=... allowed); a cycle that would overlap the previous one is skipped.").Default("@every 5m").StringVar(&o.Schedule)
 	cmd.Flag("once", "Run one cycle (after reconciling any step a crash interrupted) and exit.").BoolVar(&o.Once)
@@ -26,13 +30,26 @@ func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context
 	cmd.Flag("command.timeout", "Time limit of each scheduler command.").Default("30s").DurationVar(&o.CommandTimeout)
 	cmd.Flag("kubernetes.kubeconfig", "Kubeconfig for reclaiming pods (Eviction API, owner scale-down) and for reading pod labels, annotations and namespace labels for the policy; no Kubernetes actions or facts when empty.").StringVar(&o.Kubeconfig)
 	cmd.Flag("kubernetes.in-cluster", "Use the pod's service account for Kubernetes actions.").BoolVar(&o.InCluster)
+	cmd.Flag("jupyterhub.url", "JupyterHub (e.g. http://hub:8081): idle notebooks of KubeSpawner pods are stopped through the Hub API (DELETE /hub/api/users/NAME/server) instead of evicted; needs Kubernetes (the pod's annotations name the Hub user and server).").StringVar(&o.JupyterHubURL)
+	cmd.Flag("jupyterhub.token-file", "File holding a JupyterHub API token with the scopes list:users, read:users, read:servers and servers; read at each use, never logged.").StringVar(&o.JupyterHubTokenFile)
 	cmd.Flag("teams.file", "Teams file (the exporter's --attribution.teams-file format): gives each allocation its team and kind from the facts its scheduler reports, for policy tiers and exemptions by team; without it those cannot be decided and only notify.").StringVar(&o.TeamsFile)
 	cmd.Flag("process.local", "Kill orphaned GPU processes on this host (the analyzer runs on the node).").BoolVar(&o.ProcessLocal)
 	cmd.Flag("hostname", "This host's name for --process.local; defaults to $NODE_NAME, then the machine's host name.").Envar("NODE_NAME").StringVar(&o.Hostname)
 	cmd.Flag("report.config", "Report configuration (YAML): adds the weekly report and daily digest jobs; its smtp section also sends email warnings.").StringVar(&o.ReportConfig)
 	return cmd.FullCommand(), func(ctx context.Context) error {
+		if (o.JupyterHubURL == "") != (o.JupyterHubTokenFile == "") {
+			return &cli.UsageError{Err: errors.New("--jupyterhub.url and --jupyterhub.token-file go together")}
+		}
+		if o.JupyterHubURL != "" {
+			if u, err := url.Parse(o.JupyterHubURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return &cli.UsageError{Err: fmt.Errorf("--jupyterhub.url %q: want http(s)://host:port", o.JupyterHubURL)}
+			}
+			if _, err := os.Stat(o.JupyterHubTokenFile); err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--jupyterhub.token-file: %w", err)}
+			}
+		}
 		if o.CommandTimeout <= 0 {
-			o.CommandTimeout = 30 * time.Second
+			return &cli.UsageError{Err: fmt.Errorf("--command.timeout must be positive, got %s", o.CommandTimeout)}
 		}
 		return daemon.Run(ctx, *o, loggerFrom(ctx), version)
 	}

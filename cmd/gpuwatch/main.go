@@ -32,6 +32,8 @@ func main() {
 
 // newApp builds the command line: every subcommand with its flags.
 func newApp(stderr io.Writer) (*kingpin.Application, *cli.LogFlags, map[string]func(ctx context.Context) error) {
+	// "@every 1h" is a schedule, not a file of arguments to read.
+	kingpin.EnableFileExpansion = false
 	app := kingpin.New("gpuwatch", "Find and reclaim wasted GPU time: export GPU telemetry, classify waste per job, act under a policy, report to teams.")
 	app.Version(version)
 	app.HelpFlag.Short('h')
@@ -47,6 +49,7 @@ func newApp(stderr io.Writer) (*kingpin.Application, *cli.LogFlags, map[string]f
 		checkConfigCommand,
 		auditCommand,
 		analyzeCommand,
+		jobCommand,
 		planCommand,
 		agentCommand,
 		demoCommand,
