@@ -68,6 +68,9 @@ type Alloc struct {
 type OrphanState struct {
 	features.Orphan
 	Since, LastSeen time.Time
+	// Orphaned is the time it was seen orphaned, counted in scrapes: a
+	// step's boundaries would round a process's life up by a step.
+	Orphaned time.Duration `json:",omitempty"`
 }
 
 // State is everything the detectors carry from one step to the next.

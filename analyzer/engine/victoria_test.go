@@ -155,7 +155,7 @@ func TestCorpusVictoriaMetricsDCP(t *testing.T) {
 	}
 	viaVM := scoreStock(t, c, f.c)
 	viaEmb := analyze(t, f.dcp, f.c)
-	if d := diffFindings(viaEmb, viaVM); d != "" {
+	if d := diffFindingsWithin(viaEmb, viaVM, dcpFormat.Interval); d != "" {
 		t.Errorf("VictoriaMetrics and embedded findings differ:\n%s", d)
 	}
 }

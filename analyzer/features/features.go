@@ -78,6 +78,8 @@ type Info struct {
 type Orphan struct {
 	Host, Device, UUID, Model string
 	PID, Command, User, Job   string
+	// Samples is the number of scrapes in the step that saw it orphaned.
+	Samples float64
 }
 
 // Step is the features of every device over (End-Step, End].
@@ -149,7 +151,7 @@ func Exprs(step time.Duration) []string {
 		fTensorAvg:  o("avg", catalogue.ProfTensorActive),
 		fMemCopyAvg: o("avg", catalogue.MemCopyUtil),
 		fInfo:       o("max", catalogue.AllocationInfo),
-		fOrphan:     o("max", catalogue.OrphanProcess),
+		fOrphan:     o("count", catalogue.OrphanProcess),
 	}
 }
 
@@ -239,7 +241,7 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 					if val > 0 {
 						steps[i].Orphans = append(steps[i].Orphans, Orphan{Host: id.Host, Device: id.Device, UUID: id.UUID,
 							Model: id.Model, PID: lv(ss.Metric, catalogue.LabelPID), Command: lv(ss.Metric, catalogue.LabelCommand),
-							User: lv(ss.Metric, catalogue.LabelUser), Job: lv(ss.Metric, catalogue.LabelJob)})
+							User: lv(ss.Metric, catalogue.LabelUser), Job: lv(ss.Metric, catalogue.LabelJob), Samples: val})
 					}
 					continue
 				}
