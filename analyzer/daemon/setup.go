@@ -25,7 +25,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
@@ -35,6 +37,10 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/server"
 )
+
+// DefaultLeaseDuration is how long an analyzer's claim on its store lasts
+// without renewal (renewed every third of it).
+const DefaultLeaseDuration = 15 * time.Minute
 
 // Options are the `gpuwatch analyzer` flags.
 type Options struct {
@@ -53,6 +59,13 @@ type Options struct {
 	// Kubernetes: a kubeconfig file, or the in-cluster service account.
 	Kubeconfig string
 	InCluster  bool
+	// LeaseDuration is how long this analyzer's claim on the store lasts
+	// without renewal: another analyzer on the same store stands by until
+	// the claim expires.
+	LeaseDuration time.Duration
+	// LeaseNamespace, with a Kubernetes client, runs leader election on a
+	// Lease in this namespace, so that Deployment replicas never both act.
+	LeaseNamespace string
 	// JupyterHubURL and JupyterHubTokenFile: idle notebooks of JupyterHub
 	// pods are stopped through the Hub API instead of evicted.
 	JupyterHubURL, JupyterHubTokenFile string
@@ -134,18 +147,43 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		es.Metrics = esc.Metrics.Found
 		src = es
 	}
-	d := &Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger}
+	ttl := o.LeaseDuration
+	if ttl <= 0 {
+		ttl = DefaultLeaseDuration
+	}
+	storeLease := &leader.StoreLease{Store: st, Identity: leader.Identity(), TTL: ttl}
+	defer func() { _ = storeLease.Release(context.WithoutCancel(ctx)) }()
+	d := &Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger, Leader: storeLease, RenewEvery: ttl / 3}
 	if o.Once {
 		res, err := d.RunOnce(ctx)
 		if err != nil {
 			return err
 		}
+		if res.Standby {
+			holder, until, _ := st.LeaseHolder(ctx, leader.LeaseName)
+			logger.Warn("another analyzer leads on this store: nothing done", "holder", holder, "until", until)
+			return nil
+		}
 		logger.Info("escalation cycle", "findings", res.Findings, "unknown", res.Unknown, "exempt", res.Exempt,
 			"steps", res.Steps, "rate_limited", res.RateLimited)
 		return nil
 	}
+	// The capacity planner reads the same Prometheus: a plan of the trailing
+	// week, refreshed hourly, for the Planner tab and gpuwatch_planner_*,
+	// and a plan of each report's period for the reports.
+	var planner *plan.Refresher
+	var planSrc report.Planner
+	if o.PrometheusURL != "" {
+		pq, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger})
+		if err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
+		}
+		planner = &plan.Refresher{Querier: pq, Metrics: plan.NewMetrics(), Logger: logger}
+		reg.MustRegister(planner.Metrics)
+		planSrc = &plan.Source{Querier: pq}
+	}
 	if rcfg != nil {
-		deps := report.Deps{Store: st, Config: rcfg, Sender: sender, Logger: logger}
+		deps := report.Deps{Store: st, Config: rcfg, Sender: sender, Logger: logger, Planner: planSrc}
 		if sender == nil {
 			return &cli.UsageError{Err: errors.New("--report.config: the smtp section is needed to send reports")}
 		}
@@ -167,7 +205,10 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		if err != nil {
 			return err
 		}
-		page.Reports = analyzerweb.BuiltReports{Builder: &report.Builder{Data: st, Config: rcfg, Actions: report.SQLActionLog{DB: st.DB()}}, Renderer: rd}
+		page.Reports = analyzerweb.BuiltReports{Builder: &report.Builder{Data: st, Config: rcfg, Actions: report.SQLActionLog{DB: st.DB()}, Planner: planSrc}, Renderer: rd}
+	}
+	if planner != nil {
+		page.Planner = planner
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -176,8 +217,19 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	errc := make(chan error, 2)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if kube != nil && o.LeaseNamespace != "" {
+		kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: kube, Namespace: o.LeaseNamespace, Identity: storeLease.Identity, ReleaseOnCancel: true})
+		if err != nil {
+			return err
+		}
+		go kl.Run(sctx)
+		d.Leader = leader.Both{kl, storeLease}
+	}
 	go func() { errc <- server.Serve(sctx, mux, o.Web, logger) }()
 	go func() { errc <- d.Run(sctx) }()
+	if planner != nil {
+		go planner.Run(sctx)
+	}
 	logger.Info("analyzer started", "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
 	err = <-errc
 	cancel()
