@@ -34,6 +34,8 @@ type Deps struct {
 	Sender mail.Sender
 	// Actions defaults to the store's audit table, when it has one.
 	Actions ActionLog
+	// Planner adds the capacity plan of each report's period (optional).
+	Planner Planner
 	Logger  *slog.Logger
 }
 
@@ -105,7 +107,7 @@ func newRunner(ctx context.Context, d Deps, spec string, lookback time.Duration)
 		return nil, err
 	}
 	return &runner{d: d, spec: spec, sched: sched, lookback: lookback, outbox: ob, render: rd,
-		builder: &Builder{Data: StoreData{d.Store}, Config: d.Config, Actions: d.Actions}}, nil
+		builder: &Builder{Data: StoreData{d.Store}, Config: d.Config, Actions: d.Actions, Planner: d.Planner}}, nil
 }
 
 // WithTimeZone prefixes a cron spec with CRON_TZ unless it names a zone.

@@ -62,6 +62,7 @@ func Exporter(b Build) *nfpm.Info {
 			file(b.src("deploy/packaging/gpuwatch-exporter.tmpfiles"), "/usr/lib/tmpfiles.d/gpuwatch-exporter.conf", 0o644),
 			file(b.src("deploy/slurm/prolog"), "/usr/share/gpuwatch/slurm/prolog", 0o755),
 			file(b.src("deploy/slurm/epilog"), "/usr/share/gpuwatch/slurm/epilog", 0o755),
+			file(b.src("deploy/slurm/job-summary"), "/usr/libexec/gpuwatch/job-summary", 0o755),
 			file(b.src("deploy/slurm/README.md"), "/usr/share/doc/gpuwatch-exporter/slurm.md", 0o644),
 		},
 		nfpm.Scripts{PostInstall: b.src("deploy/packaging/exporter-postinstall.sh"), PreRemove: b.src("deploy/packaging/exporter-preremove.sh")})
