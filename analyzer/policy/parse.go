@@ -1,16 +1,12 @@
 package policy
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/url"
 	"path"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -106,169 +102,43 @@ func LoadFile(name string) (*Policy, error) {
 	// Bounded, and a FIFO or device is refused instead of read forever.
 	data, err := configfile.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("read policy: %w", err)
+		return nil, configfile.Errors{{File: name, Msg: fmt.Sprintf("read policy: %v", err)}}
 	}
-	p, err := Parse(data)
-	if err != nil {
-		return nil, located(name, err)
-	}
-	return p, nil
+	return ParseFile(name, data)
 }
 
-var lineAt = regexp.MustCompile(`(?m)^line (\d+): `)
+// Parse validates a policy document that has no file name; its errors name
+// it "policy".
+func Parse(data []byte) (*Policy, error) { return ParseFile("policy", data) }
 
-// located writes each of a policy's errors the way every other gpuwatch
-// file's read, "file:line: key: problem", one a line.
-func located(name string, err error) error {
-	msg := err.Error()
-	if !lineAt.MatchString(msg) {
-		return fmt.Errorf("policy %s: %w", name, err)
-	}
-	return errors.New(lineAt.ReplaceAllString(msg, name+":$1: "))
-}
-
-// Parse validates a policy document. Unknown keys, wrong types and bad values
-// are errors that name the key and its line.
-func Parse(data []byte) (*Policy, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
-	}
-	if root.Kind == 0 || len(root.Content) == 0 {
-		return nil, errors.New("empty policy: at least one tier is required")
-	}
-	idx := newIndex(&root)
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+// ParseFile validates a policy document read from name through
+// internal/configfile: one document, known keys only, no NaN or infinity.
+// Every problem is returned (configfile.Errors), each as
+// "file:line: key.path: problem".
+func ParseFile(name string, data []byte) (*Policy, error) {
 	var raw rawPolicy
-	if err := dec.Decode(&raw); err != nil {
-		return nil, idx.explain(err)
+	doc, err := configfile.Decode(name, data, &raw)
+	if err != nil {
+		return nil, err
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, errors.New("policy must be a single YAML document")
+	if doc.Root == nil {
+		return nil, configfile.Errors{{File: name, Msg: "empty policy: at least one tier is required"}}
 	}
-	v := &validator{idx: idx}
+	v := &validator{doc: doc}
 	p := v.policy(&raw)
-	if len(v.errs) > 0 {
-		return nil, errors.Join(v.errs...)
+	if err := v.errs.Err(); err != nil {
+		return nil, err
 	}
 	return p, nil
-}
-
-// index maps key paths ("tiers[0].rules[1].after") to lines, and lines back
-// to paths for the decoder's type errors.
-type index struct {
-	lines  map[string]int
-	byLine map[int][]string
-}
-
-func newIndex(root *yaml.Node) *index {
-	ix := &index{lines: map[string]int{}, byLine: map[int][]string{}}
-	var walk func(n *yaml.Node, p string)
-	walk = func(n *yaml.Node, p string) {
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, p)
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, val := n.Content[i], n.Content[i+1]
-				kp := k.Value
-				if p != "" {
-					kp = p + "." + k.Value
-				}
-				ix.lines[kp] = k.Line
-				ix.note(val.Line, kp)
-				walk(val, kp)
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				ip := fmt.Sprintf("%s[%d]", p, i)
-				ix.lines[ip] = c.Line
-				ix.note(c.Line, ip)
-				walk(c, ip)
-			}
-		}
-	}
-	walk(root, "")
-	return ix
-}
-
-func (ix *index) note(line int, p string) { ix.byLine[line] = append(ix.byLine[line], p) }
-
-// at names the key of an error on line: the path ending in name when given,
-// else the deepest path on that line (the most specific key).
-func (ix *index) at(line int, name string) string {
-	best := ""
-	for _, p := range ix.byLine[line] {
-		if name != "" && (p == name || strings.HasSuffix(p, "."+name)) {
-			return p
-		}
-		if len(p) > len(best) {
-			best = p
-		}
-	}
-	if name != "" {
-		if best == "" {
-			return name
-		}
-		return best[:strings.LastIndexAny(best, ".[")+1] + name
-	}
-	return best
-}
-
-// line returns the line of the key path, or of its nearest parent present.
-func (ix *index) line(p string) int {
-	for p != "" {
-		if l, ok := ix.lines[p]; ok {
-			return l
-		}
-		i := strings.LastIndexAny(p, ".[")
-		if i < 0 {
-			break
-		}
-		p = p[:i]
-	}
-	return 1
-}
-
-var (
-	lineMsg    = regexp.MustCompile(`^line (\d+): (.*)$`)
-	unknownKey = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
-)
-
-// explain rewrites the decoder's errors so each names its key.
-func (ix *index) explain(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return fmt.Errorf("parse: %w", err)
-	}
-	var out []error
-	for _, msg := range te.Errors {
-		m := lineMsg.FindStringSubmatch(msg)
-		if m == nil {
-			out = append(out, errors.New(msg))
-			continue
-		}
-		line, _ := strconv.Atoi(m[1])
-		if u := unknownKey.FindStringSubmatch(m[2]); u != nil {
-			out = append(out, fmt.Errorf("line %d: %s: unknown key %q", line, ix.at(line, u[1]), u[1]))
-			continue
-		}
-		out = append(out, fmt.Errorf("line %d: %s: %s", line, ix.at(line, ""), m[2]))
-	}
-	return errors.Join(out...)
 }
 
 type validator struct {
-	idx  *index
-	errs []error
+	doc  *configfile.Doc
+	errs configfile.Errors
 }
 
 func (v *validator) fail(key, format string, args ...any) {
-	v.errs = append(v.errs, fmt.Errorf("line %d: %s: %s", v.idx.line(key), key, fmt.Sprintf(format, args...)))
+	v.errs = append(v.errs, v.doc.Errorf(key, format, args...))
 }
 
 func (v *validator) duration(key, s string, def time.Duration) time.Duration {
@@ -282,7 +152,7 @@ func (v *validator) duration(key, s string, def time.Duration) time.Duration {
 	// gpuwatch's one duration syntax, shared by every file: 90s, 30m, 1h30m, 1d, 2w.
 	d, err := configfile.ParseDuration(s)
 	if err != nil {
-		v.fail(key, "invalid duration %q (use e.g. 90s, 30m, 2h, 1d or 2w)", s)
+		v.fail(key, "%v", err)
 		return def
 	}
 	return d

@@ -244,7 +244,12 @@ func (d *Doc) at(msg string) *Error {
 	return &Error{File: d.File, Line: line, Path: path, Msg: stripLine(msg)}
 }
 
-var unmarshaler = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+var (
+	unmarshaler = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+	// nodeType is a field left as raw YAML for the loader to check itself:
+	// any key is accepted below it.
+	nodeType = reflect.TypeOf(yaml.Node{})
+)
 
 // walk records every key path with its node, refuses NaN and infinities,
 // and checks mapping keys against the fields of t (nil: anything goes).
@@ -270,6 +275,9 @@ func (d *Doc) walk(n *yaml.Node, path string, t reflect.Type, errs *Errors) {
 			break
 		}
 		t = t.Elem()
+	}
+	if t == nodeType {
+		t = nil
 	}
 	custom := t != nil && (t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler))
 	switch n.Kind {
