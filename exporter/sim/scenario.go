@@ -1,15 +1,12 @@
 package sim
 
 import (
-	"bytes"
 	"embed"
 	"fmt"
 	"io/fs"
 	"slices"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
@@ -252,46 +249,34 @@ type rawFault struct {
 	Field    string `yaml:"field"`
 }
 
-// maxScenarioBytes bounds what we read: a scenario is a hand-written file.
-const maxScenarioBytes = 8 << 20
-
 // LoadScenario reads and validates a scenario file.
 func LoadScenario(path string) (*Scenario, error) {
-	// configfile.ReadFile refuses a FIFO or device without blocking on it.
+	// configfile.ReadFile refuses a FIFO or device without blocking on it,
+	// and a file over configfile.MaxBytes.
 	data, err := configfile.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read scenario: %w", err)
-	}
-	if len(data) > maxScenarioBytes {
-		return nil, &ScenarioError{File: path, Msg: fmt.Sprintf("file larger than %d bytes", maxScenarioBytes)}
+		return nil, configfile.Errors{{File: path, Msg: fmt.Sprintf("read scenario: %v", err)}}
 	}
 	return ParseScenario(path, data)
 }
 
-// ParseScenario parses a scenario; name is used in error messages.
+// ParseScenario parses a scenario through internal/configfile (one
+// document, known keys only, no NaN or infinity); name is used in error
+// messages. Every problem is returned (configfile.Errors), each as
+// "file:line: key.path: problem".
 func ParseScenario(name string, data []byte) (*Scenario, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(name, nil, err)
-	}
-	if len(root.Content) == 0 {
-		return nil, &ScenarioError{File: name, Msg: "empty scenario"}
-	}
 	var raw rawScenario
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&raw); err != nil {
-		return nil, yamlError(name, &root, err)
+	doc, err := configfile.Decode(name, data, &raw)
+	if err != nil {
+		return nil, err
 	}
-	// A second document would be silently ignored; refuse it.
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, &ScenarioError{File: name, Line: extra.Line, Msg: "more than one YAML document"}
+	if doc.Root == nil {
+		return nil, configfile.Errors{{File: name, Msg: "empty scenario"}}
 	}
-	v := &validator{file: name, root: &root}
+	v := &validator{file: name, doc: doc}
 	sc := v.scenario(&raw)
-	if v.err != nil {
-		return nil, v.err
+	if err := v.errs.Err(); err != nil {
+		return nil, err
 	}
 	sc.file = name
 	return sc, nil

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"github.com/gpuwatch/gpuwatch/exporter/source"
-
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 const okHead = `fleet:
@@ -63,7 +64,7 @@ func TestBadScenarios(t *testing.T) {
     gpus: [0]
     behaviour: training
     duration: 2 hours
-`, 11, "workloads[0].duration", "invalid duration"},
+`, 11, "workloads[0].duration", `duration "2 hours": want e.g.`},
 		{"end before start", okHead + `workloads:
   - id: "1"
     user: u
@@ -162,6 +163,10 @@ func TestBadScenarios(t *testing.T) {
 `, 7, "workloads[1].id", "already runs on n1"},
 		{"fleet too large", "fleet:\n  - hostnames: [" + manyHosts(300) + "]\n    model: H200\n    gpus: 16\n",
 			1, "fleet", "4800 GPUs: a simulated fleet has at most 4096"},
+		{"behavior typo", okHead + "workloads:\n  - id: \"1\"\n    behavor: training\n", 7, "workloads[0].behavor", `unknown key "behavor" (did you mean "behaviour"?)`},
+		{"NaN util", okHead + "workloads:\n  - id: \"1\"\n    params:\n      util: .nan\n", 8, "workloads[0].params.util", "NaN and infinities are refused"},
+		{"infinite cores", okHead + "workloads:\n  - id: \"1\"\n    params:\n      cpu_cores: -.inf\n", 8, "workloads[0].params.cpu_cores", "NaN and infinities are refused"},
+		{"weeks", okHead + "workloads:\n  - {id: \"1\", user: u, node: n1, gpus: [0], behaviour: training, duration: 1w2x}\n", 6, "workloads[0].duration", `duration "1w2x"`},
 		{"unknown fault", okHead + `faults:
   - kind: meltdown
     node: n1
@@ -204,18 +209,35 @@ func TestBadScenarios(t *testing.T) {
 			if err == nil {
 				t.Fatal("parsed without error")
 			}
-			var se *ScenarioError
+			var se *configfile.Error
 			if !errors.As(err, &se) {
-				t.Fatalf("error %T %v, want *ScenarioError", err, err)
+				t.Fatalf("error %T %v, want *configfile.Error", err, err)
 			}
-			if se.File != "bad.yaml" || se.Line != c.line || se.Key != c.key || !strings.Contains(se.Msg, c.msg) {
+			if se.File != "bad.yaml" || se.Line != c.line || se.Path != c.key || !strings.Contains(se.Msg, c.msg) {
 				t.Errorf("got file %q line %d key %q msg %q\nwant line %d key %q msg containing %q",
-					se.File, se.Line, se.Key, se.Msg, c.line, c.key, c.msg)
+					se.File, se.Line, se.Path, se.Msg, c.line, c.key, c.msg)
 			}
 			if c.line > 0 && !strings.HasPrefix(err.Error(), "bad.yaml:"+itoa(c.line)+": ") {
 				t.Errorf("message %q does not start with file:line", err)
 			}
 		})
+	}
+}
+
+// TestScenarioEveryErrorCollected: one read reports every bad workload,
+// each at its own file:line: key.
+func TestScenarioEveryErrorCollected(t *testing.T) {
+	doc := okHead + "workloads:\n  - {id: a, user: u, node: n1, gpus: [0], behaviour: training, duration: soon}\n" +
+		"  - {id: b, user: u, node: n1, gpus: [1], behaviour: lazy, duration: 1h}\n"
+	_, err := ParseScenario("s.yaml", []byte(doc))
+	var errs configfile.Errors
+	if !errors.As(err, &errs) || len(errs) != 2 {
+		t.Fatalf("want 2 errors, got %v", err)
+	}
+	for i, w := range []string{"s.yaml:6: workloads[0].duration: ", "s.yaml:7: workloads[1].behaviour: "} {
+		if !strings.HasPrefix(errs[i].Error(), w) {
+			t.Errorf("error %d = %q, want prefix %q", i, errs[i], w)
+		}
 	}
 }
 
@@ -237,7 +259,7 @@ func TestParseDuration(t *testing.T) {
 	}{
 		{"90s", 90 * time.Second, true}, {"2h", 2 * time.Hour, true}, {"3d", 72 * time.Hour, true},
 		{"1d12h", 36 * time.Hour, true}, {"-2h", -2 * time.Hour, true}, {"0s", 0, true},
-		{"1.5d", 36 * time.Hour, true}, {"d", 0, false}, {"2 hours", 0, false}, {"", 0, false},
+		{"1.5d", 0, false}, {"2w", 14 * 24 * time.Hour, true}, {"+1d", 24 * time.Hour, true}, {"d", 0, false}, {"2 hours", 0, false}, {"", 0, false},
 		{"-", 0, false}, {"1d-2h", 0, false}, {"99999d", 0, false},
 	}
 	for _, c := range cases {
@@ -434,7 +456,7 @@ func FuzzParseScenario(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := ParseScenario("fuzz.yaml", data)
 		if err != nil {
-			var se *ScenarioError
+			var se *configfile.Error
 			if !errors.As(err, &se) {
 				t.Fatalf("error of type %T: %v", err, err)
 			}

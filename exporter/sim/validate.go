@@ -8,41 +8,32 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
-// validator converts raw values and keeps the first error, with its line.
+// validator converts raw values and collects every error, each at the
+// line of its key (through internal/configfile's Doc).
 type validator struct {
 	file string
-	root *yaml.Node
-	err  error
+	doc  *configfile.Doc
+	errs configfile.Errors
 }
 
 // fail records an error at a key path such as "workloads", 3, "behaviour".
 func (v *validator) fail(msg string, path ...any) {
-	if v.err != nil {
-		return
-	}
-	line, key := v.locate(path)
-	v.err = &ScenarioError{File: v.file, Line: line, Key: key, Msg: msg}
+	v.errs = append(v.errs, v.doc.Errorf(keyPath(path), "%s", msg))
 }
 
 func (v *validator) failf(path []any, format string, args ...any) {
 	v.fail(fmt.Sprintf(format, args...), path...)
 }
 
-// locate walks the node tree along path; the line is that of the deepest
-// node found (the key itself when present, else its closest parent).
-func (v *validator) locate(path []any) (int, string) {
+// clean reports whether no error was recorded since mark (len(v.errs)).
+func (v *validator) clean(mark int) bool { return len(v.errs) == mark }
+
+// keyPath writes a path the way configfile names keys: "workloads[3].behaviour".
+func keyPath(path []any) string {
 	var key strings.Builder
-	n := v.root
-	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
 	for _, p := range path {
 		switch p := p.(type) {
 		case string:
@@ -50,80 +41,45 @@ func (v *validator) locate(path []any) (int, string) {
 				key.WriteByte('.')
 			}
 			key.WriteString(p)
-			if n != nil && n.Kind == yaml.MappingNode {
-				var next *yaml.Node
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					if n.Content[i].Value == p {
-						line = n.Content[i].Line
-						next = n.Content[i+1]
-						break
-					}
-				}
-				n = next
-			} else {
-				n = nil
-			}
 		case int:
 			key.WriteString("[" + strconv.Itoa(p) + "]")
-			if n != nil && n.Kind == yaml.SequenceNode && p < len(n.Content) {
-				n = n.Content[p]
-				line = n.Line
-			} else {
-				n = nil
-			}
 		}
 	}
-	return line, key.String()
+	return key.String()
 }
 
 func path(p ...any) []any { return p }
 
-// duration parses a duration offset: Go syntax plus a "d" (24h) unit, an
-// optional sign ("-2h" starts before the origin). Empty gives def.
+// duration parses an offset in gpuwatch's one duration syntax
+// (configfile.ParseDuration: 90s, 15m, 1h30m, 3d, 2w) with an optional
+// sign ("-2h" starts before the origin). Empty gives def.
 func (v *validator) duration(s string, def time.Duration, p []any) time.Duration {
 	if s == "" {
 		return def
 	}
 	d, err := parseDuration(s)
 	if err != nil {
-		v.failf(p, "invalid duration %q (use e.g. 90s, 15m, 2h, 3d)", s)
+		v.failf(p, "%v", err)
 		return def
 	}
 	return d
 }
 
 func parseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	neg := false
-	body := s
-	if strings.HasPrefix(body, "-") {
-		neg, body = true, body[1:]
-	} else if strings.HasPrefix(body, "+") {
-		body = body[1:]
+	body := strings.TrimSpace(s)
+	neg := strings.HasPrefix(body, "-")
+	body = strings.TrimPrefix(strings.TrimPrefix(body, "-"), "+")
+	d, err := configfile.ParseDuration(body)
+	if err != nil || body == "" {
+		return 0, fmt.Errorf("duration %q: want e.g. 90s, 15m, 1h30m, 3d or 2w, with an optional sign", s)
 	}
-	var total time.Duration
-	// Split off a leading "<n>d" part; time.ParseDuration has no days.
-	if i := strings.IndexByte(body, 'd'); i >= 0 {
-		n, err := strconv.ParseFloat(body[:i], 64)
-		if err != nil || n < 0 || n > 3650 {
-			return 0, fmt.Errorf("invalid days in %q", s)
-		}
-		total = time.Duration(n * float64(24*time.Hour))
-		body = body[i+1:]
-	}
-	if body != "" {
-		d, err := time.ParseDuration(body)
-		if err != nil || d < 0 {
-			return 0, fmt.Errorf("invalid duration %q", s)
-		}
-		total += d
-	} else if !strings.Contains(s, "d") {
-		return 0, fmt.Errorf("invalid duration %q", s)
+	if d > maxOffset {
+		return 0, fmt.Errorf("duration %q: more than 10 years", s)
 	}
 	if neg {
-		total = -total
+		d = -d
 	}
-	return total, nil
+	return d, nil
 }
 
 // maxFleetGPUs bounds the fleet: collection cost grows with it, and a
@@ -233,7 +189,7 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 	for i := range sc.Nodes {
 		nodes[sc.Nodes[i].Hostname] = &sc.Nodes[i]
 	}
-	if v.err != nil {
+	if len(v.errs) > 0 {
 		return sc
 	}
 	for i := range raw.Workloads {
@@ -246,7 +202,7 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 			sc.Faults = append(sc.Faults, f)
 		}
 	}
-	if v.err == nil {
+	if len(v.errs) == 0 {
 		v.overlaps(sc)
 	}
 	return sc
@@ -291,7 +247,8 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 	w := Workload{ID: r.ID, Scheduler: r.Scheduler, Namespace: r.Namespace, Container: r.Container,
 		User: r.User, Account: r.Account, Team: r.Team, Kind: r.Kind, JobName: r.JobName, Command: r.Command,
 		Node: r.Node, GPUs: r.GPUs, Behaviour: Behaviour(r.Behaviour), Labels: r.Labels, Expect: r.Expect}
-	w.line, _ = v.locate(p())
+	mark := len(v.errs)
+	w.line = v.doc.Line(keyPath(p()))
 	w.key = hashString(r.Node + "/" + r.ID)
 	if w.ID == "" {
 		v.fail("id is required", p()...)
@@ -393,7 +350,7 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 	if w.Start < -maxOffset || w.Start > maxOffset || w.End > maxOffset {
 		v.failf(p("start"), "offsets must be within 10 years of the origin")
 	}
-	if v.err == nil && w.End <= w.Start {
+	if v.clean(mark) && w.End <= w.Start {
 		v.failf(p("end"), "end (%s) must be after start (%s)", w.End, w.Start)
 	}
 	for j, e := range w.Expect {
@@ -402,7 +359,7 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 		}
 	}
 	w.Params = v.params(&r.Params, &w, p("params"))
-	return w, v.err == nil
+	return w, v.clean(mark)
 }
 
 // behaviourParams lists the parameters each behaviour reads; setting another
@@ -567,6 +524,7 @@ func defaults(b Behaviour) Params {
 
 func (v *validator) fault(r *rawFault, i int, nodes map[string]*Node) (Fault, bool) {
 	p := func(k ...any) []any { return append([]any{"faults", i}, k...) }
+	mark := len(v.errs)
 	f := Fault{Kind: FaultKind(r.Kind), Node: r.Node, GPUs: r.GPUs, XID: r.XID, Count: r.Count, Field: r.Field}
 	if !contains(faultKinds, f.Kind) {
 		v.failf(p("kind"), "unknown fault kind %q", r.Kind)
@@ -628,7 +586,7 @@ func (v *validator) fault(r *rawFault, i int, nodes map[string]*Node) (Fault, bo
 	if f.Count < 0 || f.Count > 1_000_000 {
 		v.failf(p("count"), "must be between 1 and 1000000")
 	}
-	return f, v.err == nil
+	return f, v.clean(mark)
 }
 
 // overlaps refuses two workloads holding the same GPU at the same time:

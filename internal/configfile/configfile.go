@@ -99,6 +99,15 @@ func (es Errors) Error() string {
 	return strings.Join(s, "\n")
 }
 
+// Unwrap lets errors.As find each *Error.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
 // Err returns es as an error, nil when empty, sorted by line.
 func (es Errors) Err() error {
 	if len(es) == 0 {
