@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 // TLS modes of an SMTP connection.
@@ -37,12 +39,12 @@ type Config struct {
 	PasswordEnv  string `yaml:"password_env"`
 	From         string `yaml:"from"`
 	// Timeout bounds one connection attempt (default 30s).
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout configfile.Duration `yaml:"timeout"`
 	// Retries after the first attempt for transient failures (default 3).
 	Retries *int `yaml:"retries"`
 	// Backoff before the first retry; doubled each time, capped at 1m
 	// (default 2s).
-	Backoff time.Duration `yaml:"backoff"`
+	Backoff configfile.Duration `yaml:"backoff"`
 }
 
 // Defaults fills unset fields.
@@ -67,14 +69,14 @@ func (c *Config) Defaults() {
 		}
 	}
 	if c.Timeout == 0 {
-		c.Timeout = 30 * time.Second
+		c.Timeout = configfile.Duration(30 * time.Second)
 	}
 	if c.Retries == nil {
 		r := 3
 		c.Retries = &r
 	}
 	if c.Backoff == 0 {
-		c.Backoff = 2 * time.Second
+		c.Backoff = configfile.Duration(2 * time.Second)
 	}
 }
 

@@ -140,7 +140,7 @@ func (s *SMTP) Send(ctx context.Context, m Message) error {
 		return err
 	}
 	attempts := 1 + *s.cfg.Retries
-	wait := s.cfg.Backoff
+	wait := s.cfg.Backoff.D()
 	var last error
 	for i := 1; i <= attempts; i++ {
 		msg, err := s.build(m)
@@ -316,7 +316,7 @@ func (s *SMTP) build(m Message) (*gomail.Msg, error) {
 }
 
 func (s *SMTP) deliver(ctx context.Context, msg *gomail.Msg) error {
-	opts := []gomail.Option{gomail.WithPort(s.cfg.Port), gomail.WithTimeout(s.cfg.Timeout)}
+	opts := []gomail.Option{gomail.WithPort(s.cfg.Port), gomail.WithTimeout(s.cfg.Timeout.D())}
 	switch s.cfg.TLS {
 	case TLSImplicit:
 		opts = append(opts, gomail.WithSSL())

@@ -19,6 +19,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
@@ -155,7 +156,7 @@ func TestSMTPSend(t *testing.T) {
 				port = startFake(t, tc.srv)
 			}
 			cfg := Config{Host: "127.0.0.1", Port: port, TLS: TLSNone, Auth: "plain", Username: "gw",
-				From: "gpuwatch <gpuwatch@example.org>", Timeout: 5 * time.Second, Backoff: time.Second}
+				From: "gpuwatch <gpuwatch@example.org>", Timeout: configfile.Duration(5 * time.Second), Backoff: configfile.Duration(time.Second)}
 			if tc.cfg != nil {
 				tc.cfg(&cfg)
 			}
@@ -318,7 +319,7 @@ func TestAuthRefusalRedactedAndHeldOff(t *testing.T) {
 	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	var logs bytes.Buffer
 	s, err := NewSMTP(Config{Host: "127.0.0.1", Port: port, TLS: TLSNone, Auth: "plain", Username: "gw", PasswordEnv: "SMTP_PW",
-		From: "gpuwatch@example.org", Timeout: 5 * time.Second, Backoff: time.Second},
+		From: "gpuwatch@example.org", Timeout: configfile.Duration(5 * time.Second), Backoff: configfile.Duration(time.Second)},
 		slog.New(slog.NewTextHandler(&logs, nil)),
 		WithSleep(func(context.Context, time.Duration) error { return nil }),
 		WithGetenv(func(string) string { return secret }),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
@@ -61,7 +62,7 @@ func TestTLSModes(t *testing.T) {
 			}
 			zero := 0
 			s, err := NewSMTP(Config{Host: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port, TLS: tc.mode, CAFile: tc.ca,
-				Auth: "plain", Username: "gw", PasswordFile: pw, From: "gw@example.org", Timeout: 5 * time.Second, Retries: &zero}, nil)
+				Auth: "plain", Username: "gw", PasswordFile: pw, From: "gw@example.org", Timeout: configfile.Duration(5 * time.Second), Retries: &zero}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

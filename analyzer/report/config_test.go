@@ -53,6 +53,10 @@ smtp:
 		{name: "NaN and infinite prices", yaml: "default_price: .nan\nprices:\n  A100: .inf\n", want: []string{"gw.yml:1: default_price: .nan", "gw.yml:3: prices.A100: .inf"}},
 		{name: "two documents", yaml: "top: 5\n---\ntop: 6\n", want: []string{"gw.yml:2: more than one YAML document"}},
 		{name: "CR/LF in the SMTP host", yaml: "smtp:\n  host: \"mx\\r\\nRCPT TO:<x@y.z>\"\n  from: a@b.c\n", want: []string{"gw.yml:2: smtp.host:"}},
+		{name: "smtp timeout in Go syntax", yaml: "smtp:\n  host: mx\n  from: a@b.c\n  timeout: 1m30s\n  backoff: 500ms\n"},
+		{name: "smtp timeout zero", yaml: "smtp:\n  host: mx\n  from: a@b.c\n  timeout: 0s\n", want: []string{"gw.yml:4: smtp.timeout: ", "must be positive"}},
+		{name: "smtp backoff bad", yaml: "smtp:\n  host: mx\n  from: a@b.c\n  backoff: soon\n", want: []string{`gw.yml:4: smtp.backoff: duration "soon": want e.g.`}},
+		{name: "smtp timeout negative", yaml: "smtp:\n  host: mx\n  from: a@b.c\n  timeout: -5s\n", want: []string{"gw.yml:4: smtp.timeout: "}},
 		{name: "every second", yaml: "schedule: \"@every 0s\"\n", want: []string{"gw.yml:1: schedule: @every 0s"}},
 	}
 	for _, tc := range cases {
@@ -167,5 +171,17 @@ func TestPeriods(t *testing.T) {
 	d, err := ParsePeriod("2026-11-28", berlin)
 	if err != nil || d.Kind != Day || d.End.Sub(d.Start) != 24*time.Hour || d.Prev().Label != "2026-11-27" {
 		t.Errorf("ParsePeriod(day) = %+v, %v", d, err)
+	}
+}
+
+// TestSMTPDurationsInDaysAndWeeks: timeout and backoff read the one
+// duration syntax every gpuwatch file shares.
+func TestSMTPDurationsInDaysAndWeeks(t *testing.T) {
+	c, err := ParseConfig("gw.yml", []byte("smtp:\n  host: mx\n  from: a@b.c\n  timeout: 1d\n  backoff: 1w\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SMTP.Timeout.D() != 24*time.Hour || c.SMTP.Backoff.D() != 7*24*time.Hour {
+		t.Errorf("timeout %v backoff %v, want 24h and 168h", c.SMTP.Timeout, c.SMTP.Backoff)
 	}
 }
