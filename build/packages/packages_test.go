@@ -115,8 +115,10 @@ func TestShippedConfigWorks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := teams.Parse(data); err != nil {
+	if tm, err := teams.Parse(data); err != nil {
 		t.Errorf("teams.yml: %v", err)
+	} else if len(tm.Warnings) > 0 {
+		t.Errorf("teams.yml uses deprecated keys: %v", tm.Warnings)
 	}
 	data, err = os.ReadFile("../../deploy/examples/policy.yaml")
 	if err != nil {

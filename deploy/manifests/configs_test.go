@@ -32,15 +32,19 @@ func checkConfigFile(t *testing.T, r rendering, ps *corev1.PodSpec, ctr *corev1.
 	}
 	switch flag {
 	case "attribution.teams-file":
-		if _, err := teams.Parse(content); err != nil {
+		tm, err := teams.Parse(content)
+		if err != nil {
 			t.Errorf("%s %s: %v", ctr.Name, path, err)
+		} else if len(tm.Warnings) > 0 {
+			// Shipped files use the current snake_case keys, not the deprecated ones.
+			t.Errorf("%s %s: %v", ctr.Name, path, tm.Warnings)
 		}
 	case "analyzer.config":
 		if _, err := config.Parse(path, content); err != nil {
 			t.Errorf("%s %s: %v", ctr.Name, path, err)
 		}
 	case "policy.file":
-		pol, err := policy.Parse(content)
+		pol, err := policy.ParseFile(path, content)
 		if err != nil {
 			t.Errorf("%s %s: %v", ctr.Name, path, err)
 		} else if !pol.DryRun {
