@@ -177,6 +177,34 @@ func TestHostileInput(t *testing.T) {
 			hostileCase{"agent retention " + d, []string{"agent", "--storage.retention=" + d}, []string{"storage.retention"}},
 			hostileCase{"analyzer timeout " + d, []string{"analyzer", "--policy.file", policy, "--command.timeout=" + d}, []string{"command.timeout"}})
 	}
+	// Nested keys of the policy and the scenario: NaN, infinities, bad
+	// durations and near-miss keys, each named by file:line: key.path.
+	nested := []struct {
+		flag, prefix, numKey, durKey, path string
+		numLine, durLine                   string
+		before                             string // the line the duration goes before
+	}{
+		{"--policy.file", "tiers:\n  - name: a\n    rules:\n      - pattern: stuck\n        steps: [{action: warn}]\n",
+			"        min_wasted_gpu_hours", "        min_duration", "tiers[0].rules[0].", "6", "5", "        steps:"},
+		{"--sim.scenario", "fleet: [{hostname: n1, model: A100-SXM4-80GB, gpus: 1}]\nworkloads:\n  - id: x\n    user: u\n    node: n1\n    gpus: [0]\n    behaviour: low_util\n    params:\n",
+			"      util", "    duration", "workloads[0].", "9", "8", "    params:"},
+	}
+	for ni, n := range nested {
+		num, dur := strings.TrimSpace(n.numKey), strings.TrimSpace(n.durKey)
+		numPath := n.path + num
+		if n.flag == "--sim.scenario" {
+			numPath = n.path + "params." + num
+		}
+		for k, v := range []string{".nan", ".NaN", ".inf", "-.Inf", "+.inf"} {
+			p := write(fmt.Sprintf("nested-%d-nan-%d.yml", ni, k), n.prefix+n.numKey+": "+v+"\n")
+			flags = append(flags, hostileCase{fmt.Sprintf("%s/nested %s", n.flag, v), []string{"check-config", n.flag, p}, []string{p, n.numLine, numPath, "NaN and infinities are refused"}})
+		}
+		for k, v := range []string{"soon", "1.5d", "2 weeks", "1w1w", "-"} {
+			body := strings.Replace(n.prefix, n.before, n.durKey+": \""+v+"\"\n"+n.before, 1)
+			p := write(fmt.Sprintf("nested-%d-dur-%d.yml", ni, k), body)
+			flags = append(flags, hostileCase{fmt.Sprintf("%s/duration %q", n.flag, v), []string{"check-config", n.flag, p}, []string{p, n.durLine, n.path + dur}})
+		}
+	}
 	// SMTP hosts with CR/LF, spaces and other garbage, through the report config.
 	for k, h := range []string{`"mx\r\nRCPT TO:<evil@example.org>"`, `"mx\nDATA"`, `"mx example"`, `"mx\u0000"`, `"user@mx"`, `"mx/evil"`, `"\t"`} {
 		p := write(fmt.Sprintf("smtp-%d.yml", k), "smtp:\n  host: "+h+"\n  from: gpuwatch@example.org\n")
