@@ -44,8 +44,14 @@ if [[ -n "$unformatted" ]]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
 go vet ./...
 staticcheck ./...
 
-step "go test"
-go test -count=1 -timeout 45m ./...
+step "go test -race"
+go test -race -count=1 -timeout 60m ./...
+
+# The scale targets (10,000 GPUs per cycle, a week of 1,000 GPUs) hold for
+# the production build: under -race above they run small and check only for
+# data races, so here they run again, full size and timed, without it.
+step "scale targets"
+go test -count=1 -timeout 20m -run '^TestBench' -v ./analyzer/engine
 
 step "benchmark: scrape cost against a prepared buffer"
 bash scripts/bench-scrape.sh

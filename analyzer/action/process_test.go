@@ -51,8 +51,11 @@ func startChild(t *testing.T, ignoreTERM bool) *exec.Cmd {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	go func() { _ = cmd.Wait() }() // reap, so the ended child is not a zombie for long
+	// One goroutine waits (reaps, so the ended child is not a zombie for
+	// long); the cleanup kills and waits for that goroutine, not on cmd.
+	reaped := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(reaped) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-reaped })
 	return cmd
 }
 

@@ -7,6 +7,7 @@ package query
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -26,24 +27,24 @@ type Querier interface {
 }
 
 // Counting wraps a Querier and counts the queries it passes on, so tests and
-// benchmarks can hold the number of queries per cycle to a bound.
+// benchmarks can hold the number of queries per cycle to a bound. It is safe
+// for concurrent use: features.Fetch issues its queries in parallel.
 type Counting struct {
 	Q Querier
-	n int64
+	n atomic.Int64
 }
 
 // Query implements Querier.
 func (c *Counting) Query(ctx context.Context, expr string, ts time.Time) (model.Value, error) {
-	c.n++
+	c.n.Add(1)
 	return c.Q.Query(ctx, expr, ts)
 }
 
 // QueryRange implements Querier.
 func (c *Counting) QueryRange(ctx context.Context, expr string, r Range) (model.Value, error) {
-	c.n++
+	c.n.Add(1)
 	return c.Q.QueryRange(ctx, expr, r)
 }
 
-// Count returns the number of queries so far. Counting is not safe for
-// concurrent use; the engine issues its queries one after another.
-func (c *Counting) Count() int64 { return c.n }
+// Count returns the number of queries so far.
+func (c *Counting) Count() int64 { return c.n.Load() }
