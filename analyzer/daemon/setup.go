@@ -31,6 +31,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	analyzerweb "github.com/gpuwatch/gpuwatch/analyzer/web"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/exporter/server"
 )
 
@@ -103,7 +104,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	esc := &Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: NewMetrics(reg)}
 	d := &Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger}
 	if o.Once {

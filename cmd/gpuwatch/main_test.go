@@ -65,9 +65,8 @@ func TestHelpTeaches(t *testing.T) {
 
 // TestCLIDocCurrent keeps docs/cli.md in step with the flags.
 func TestCLIDocCurrent(t *testing.T) {
-	app, _, _ := newApp(&bytes.Buffer{})
 	var b bytes.Buffer
-	writeCLIDoc(&b, app)
+	newApp(&bytes.Buffer{}).WriteDoc(&b)
 	const path = "../../docs/cli.md"
 	got, _ := os.ReadFile(path)
 	if string(got) == b.String() {

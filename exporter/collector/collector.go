@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 )
 
@@ -114,7 +115,7 @@ func New(opts Options) (*Collector, error) {
 		lastCollect:   catalogue.LastCollect.Gauge(),
 		duration:      catalogue.CollectDuration.Histogram(),
 	}
-	for _, col := range []prometheus.Collector{c.collectErrors, c.lastCollect, c.duration} {
+	for _, col := range []prometheus.Collector{c.collectErrors, c.lastCollect, c.duration, buildinfo.Collector()} {
 		if err := opts.Registry.Register(col); err != nil {
 			return nil, fmt.Errorf("collector: register self metrics: %w", err)
 		}

@@ -1,4 +1,4 @@
-package main
+package analyzercmd
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 )
 
-func checkConfigCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("check-config", "Validate a reclamation policy and analyzer thresholds; errors name the key and line (exit 2).")
 	pol := cmd.Flag("policy", "Reclamation policy file (YAML) to check.").String()
 	cfg := cmd.Flag("config", "Analyzer thresholds file (YAML) to check.").String()

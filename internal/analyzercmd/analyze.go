@@ -1,9 +1,11 @@
-package main
+package analyzercmd
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,27 +16,44 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
-func analyzeCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+// OpenStore opens the embedded telemetry store in dir for reading. A binary
+// built without the embedded store passes nil to Analyze.
+type OpenStore func(dir string, timeout time.Duration, logger *slog.Logger) (query.Querier, io.Closer, error)
+
+// Analyze is `analyze`. With open nil it reads only from Prometheus and has
+// no --storage.path.
+func Analyze(open OpenStore) command.Command {
+	return func(app *kingpin.Application) (string, func(ctx context.Context) error) {
+		return analyze(app, open)
+	}
+}
+
+func analyze(app *kingpin.Application, open OpenStore) (string, func(ctx context.Context) error) {
 	cmd := app.Command("analyze", "Classify GPU waste per job over a time window (one shot) and print the findings.")
 	var (
 		promURL, storage, from, to, format, cfgPath string
 		timeout                                     time.Duration
 	)
 	cmd.Flag("prometheus.url", "Prometheus-compatible API to read telemetry from (Prometheus, Thanos, Mimir, VictoriaMetrics).").StringVar(&promURL)
-	cmd.Flag("storage.path", "Embedded telemetry store to read instead (the --storage.path of `gpuwatch agent`, or its tsdb folder).").StringVar(&storage)
+	if open != nil {
+		cmd.Flag("storage.path", "Embedded telemetry store to read instead (the --storage.path of `gpuwatch agent`, or its tsdb folder).").StringVar(&storage)
+	}
 	cmd.Flag("from", "Start of the window: RFC 3339, now, or relative such as -7d.").Default("-7d").StringVar(&from)
 	cmd.Flag("to", "End of the window: RFC 3339, now, or relative such as -1h.").Default("now").StringVar(&to)
 	cmd.Flag("format", "Output: table (aligned, for people) or json ({\"findings\": [...]}).").Default("table").EnumVar(&format, "table", "json")
 	cmd.Flag("config", "Detection thresholds (YAML); built-in defaults when empty.").StringVar(&cfgPath)
 	cmd.Flag("query.timeout", "Timeout of one query.").Default("2m").DurationVar(&timeout)
 	return cmd.FullCommand(), func(ctx context.Context) error {
-		logger := loggerFrom(ctx)
-		if (promURL == "") == (storage == "") {
+		logger := command.LoggerFrom(ctx)
+		switch {
+		case open == nil && promURL == "":
+			return &cli.UsageError{Err: errors.New("--prometheus.url is required")}
+		case (promURL == "") == (storage == ""):
 			return &cli.UsageError{Err: errors.New("set exactly one of --prometheus.url and --storage.path")}
 		}
 		now := time.Now()
@@ -70,11 +89,11 @@ func analyzeCommand(app *kingpin.Application) (string, func(ctx context.Context)
 			if fi, err := os.Stat(filepath.Join(storage, "tsdb")); err == nil && fi.IsDir() {
 				storage = filepath.Join(storage, "tsdb")
 			}
-			db, err := embedded.Open(storage, embedded.Options{Timeout: timeout, Logger: logger})
+			db, closer, err := open(storage, timeout, logger)
 			if err != nil {
 				return fmt.Errorf("%w (is a gpuwatch agent holding it? query its data through Prometheus instead)", err)
 			}
-			defer db.Close()
+			defer closer.Close()
 			q = db
 		}
 		e, err := engine.New(engine.Options{Querier: q, Config: cfg, Logger: logger})

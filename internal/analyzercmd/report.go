@@ -1,4 +1,4 @@
-package main
+package analyzercmd
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
-func reportCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+func Report(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("report", "Preview a waste report from the store without sending it: a team's weekly report, or the fleet's with --team unset.")
 	storage := cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite) the analyzer writes.").Default("gpuwatch.db").String()
 	config := cmd.Flag("config", "Report configuration file (YAML): time zone, prices, Grafana URL, teams. Optional for a preview.").String()
@@ -82,7 +83,7 @@ func reportCommand(app *kingpin.Application) (string, func(ctx context.Context) 
 		if err := os.WriteFile(*out, body, 0o644); err != nil {
 			return fmt.Errorf("write report: %w", err)
 		}
-		loggerFrom(ctx).Info("report written", "path", *out, "team", *team, "period", p.Label, "format", *format)
+		command.LoggerFrom(ctx).Info("report written", "path", *out, "team", *team, "period", p.Label, "format", *format)
 		return nil
 	}
 }

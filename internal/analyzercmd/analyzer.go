@@ -1,4 +1,4 @@
-package main
+package analyzercmd
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
+	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
-func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("analyzer", "Run the analyzer daemon: detection cycles and policy escalation (notify, warn, checkpoint, reclaim) on a cron schedule, with an audit log; dry-run unless the policy says otherwise.")
 	o := &daemon.Options{Web: kingpinflag.AddFlags(cmd, ":9836")}
 	cmd.Flag("policy.file", "Reclamation policy (YAML); see deploy/examples/policy.yaml. Check it with `gpuwatch check-config --policy FILE`.").Required().StringVar(&o.PolicyFile)
@@ -33,6 +35,6 @@ func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context
 		if o.CommandTimeout <= 0 {
 			o.CommandTimeout = 30 * time.Second
 		}
-		return daemon.Run(ctx, *o, loggerFrom(ctx), version)
+		return daemon.Run(ctx, *o, command.LoggerFrom(ctx), buildinfo.Version())
 	}
 }
