@@ -31,8 +31,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	analyzerweb "github.com/gpuwatch/gpuwatch/analyzer/web"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
-	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/exporter/server"
+	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 )
 
 // Options are the `gpuwatch analyzer` flags.

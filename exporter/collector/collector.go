@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
-	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 )
 
 // Options configure a Collector.
