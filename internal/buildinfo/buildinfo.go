@@ -15,8 +15,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 )
 
-// devel is the version of a build that is not a tagged module version
-// (a plain go build in a checkout).
+// devel is the version of a build that carries no module version: one
+// without VCS stamping (-buildvcs=false, or a linked git worktree). A stamped
+// build in a clone has a pseudo-version such as v0.0.0-20261130123801-9a310354f1b7.
 const devel = "dev"
 
 func init() {

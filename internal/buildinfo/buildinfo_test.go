@@ -86,7 +86,7 @@ func TestVersionPrintsCommit(t *testing.T) {
 			t.Errorf("%s --version: %v\n%s", bin, err, out)
 			continue
 		}
-		if !strings.HasPrefix(string(out), bin+", version dev (") || !strings.Contains(string(out), "revision: "+rev) || strings.Contains(string(out), "usage:") {
+		if !strings.HasPrefix(string(out), bin+", version ") || !strings.Contains(string(out), "revision: "+rev) || strings.Contains(string(out), "usage:") {
 			t.Errorf("%s --version does not name commit %s:\n%s", bin, rev, out)
 		}
 	}
