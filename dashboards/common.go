@@ -32,9 +32,6 @@ const (
 var (
 	// hw selects one node's (or all nodes') GPUs.
 	hw = fmt.Sprintf(`%s=~"$%s", %s=~"$%s"`, catalogue.LabelHostname, varHostname, catalogue.LabelGPU, varGPU)
-	// holders selects the allocations shown on a dashboard.
-	holders = fmt.Sprintf(`%s{%s=~"$%s", %s=~"$%s", %s=~"$%s"}`, catalogue.AllocationInfo.Name,
-		catalogue.LabelHostname, varHostname, catalogue.LabelTeam, varTeam, catalogue.LabelJob, varJob)
 	// onDevice joins an allocation to its device's series.
 	onDevice = fmt.Sprintf("on (%s, %s, %s) group_left ()", catalogue.LabelHostname, catalogue.LabelUUID, catalogue.LabelGIID)
 )
@@ -47,9 +44,16 @@ func sel(m *catalogue.Metric, matchers string) string {
 	return m.Name + "{" + matchers + "}"
 }
 
+// holders selects the allocations shown on a dashboard. Names are read from
+// the catalogue when a dashboard is built, never earlier.
+func holders() string {
+	return fmt.Sprintf(`%s{%s=~"$%s", %s=~"$%s", %s=~"$%s"}`, catalogue.AllocationInfo.Name,
+		catalogue.LabelHostname, varHostname, catalogue.LabelTeam, varTeam, catalogue.LabelJob, varJob)
+}
+
 // perHolder charges each holder of a device with the device's value of expr.
 func perHolder(expr string) string {
-	return fmt.Sprintf("%s * %s %s", holders, onDevice, expr)
+	return fmt.Sprintf("%s * %s %s", holders(), onDevice, expr)
 }
 
 // orZero makes a per-GPU health query answer 0 for GPUs that have no series

@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
-	"github.com/gpuwatch/gpuwatch/rules"
+	"github.com/gpuwatch/gpuwatch/internal/cataloguetest"
+	"github.com/gpuwatch/gpuwatch/internal/promqltest"
 )
 
 var update = flag.Bool("update", false, "rewrite dashboards/generated/ from the builders")
@@ -89,7 +90,7 @@ func allQueries(t *testing.T) []Query {
 // TestEveryMetricInCatalogue: a dashboard may only read catalogue metrics.
 func TestEveryMetricInCatalogue(t *testing.T) {
 	for _, q := range allQueries(t) {
-		names, err := rules.MetricNames(q.Expr)
+		names, err := promqltest.MetricNames(q.Expr)
 		if err != nil {
 			t.Fatalf("%s / %s: %v", q.Dashboard, q.Panel, err)
 		}
@@ -122,7 +123,7 @@ func TestHardwarePanelsWorkOnDCGMExporter(t *testing.T) {
 	gpuwatchOnly := regexp.MustCompile(`\$` + varTeam + `\b|\$` + varJob + `\b|\b(team|job_id|kind|user)\b`)
 	n := 0
 	for _, q := range allQueries(t) {
-		names, _ := rules.MetricNames(q.Expr)
+		names, _ := promqltest.MetricNames(q.Expr)
 		dcgmOnly := len(names) > 0
 		for _, name := range names {
 			if m, _ := catalogue.Lookup(name); m == nil || !m.DCGM {
@@ -192,7 +193,7 @@ func TestVariables(t *testing.T) {
 					t.Errorf("%s: variable %s query %q is not label_values(series, label)", name, v.Name, v.Query)
 					continue
 				}
-				names, err := rules.MetricNames(m[1])
+				names, err := promqltest.MetricNames(m[1])
 				if _, ok := catalogue.Lookup(strings.Join(names, "")); err != nil || len(names) != 1 || !ok {
 					t.Errorf("%s: variable %s query %q: names %v, %v", name, v.Name, v.Query, names, err)
 				}
@@ -221,7 +222,7 @@ func TestNodeDashboardShowsEveryGPUMetric(t *testing.T) {
 	}
 	read := map[string]bool{}
 	for _, q := range qs {
-		names, _ := rules.MetricNames(q.Expr)
+		names, _ := promqltest.MetricNames(q.Expr)
 		for _, n := range names {
 			read[n] = true
 		}
@@ -275,6 +276,21 @@ func BenchmarkRender(b *testing.B) {
 	for b.Loop() {
 		if _, err := Render(); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestNamesComeFromCatalogue renames every catalogue metric and renders the
+// dashboards again: a name still in the output was spelled as a literal.
+func TestNamesComeFromCatalogue(t *testing.T) {
+	originals := cataloguetest.RenameAll(t)
+	files, err := Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if lit := cataloguetest.Literals(data, originals); len(lit) > 0 {
+			t.Errorf("%s spells catalogue names as literals instead of reading the catalogue: %v", name, lit)
 		}
 	}
 }

@@ -6,12 +6,13 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
 	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/rules"
 )
 
 // Fleet is the fleet overview: how busy the GPUs are per node and team, power
 // and temperature, a health table and allocated against used GPUs.
 func Fleet() (dashboard.Dashboard, error) {
-	allocated := fmt.Sprintf("group by (hostname, UUID, GPU_I_ID) (%s)", holders)
+	allocated := fmt.Sprintf("group by (hostname, UUID, GPU_I_ID) (%s)", holders())
 	busy := fmt.Sprintf("(%s > 5)", sel(c.GPUUtil, hw))
 	clock := sel(c.ClockEvents, hw)
 	return numbered(newDashboard("gpuwatch-fleet", "gpuwatch / Fleet overview",
@@ -19,9 +20,9 @@ func Fleet() (dashboard.Dashboard, error) {
 		WithRow(row("Fleet")).
 		WithPanel(singleStat("GPUs", "GPUs publishing telemetry.", "short",
 			query(fmt.Sprintf("count(%s)", sel(c.GPUTemp, hw)), "{{hostname}}"))).
-		WithPanel(singleStat("GPUs down", "GPUs the driver reports lost (gpuwatch_gpu_up == 0).", "short",
+		WithPanel(singleStat("GPUs down", fmt.Sprintf("GPUs the driver reports lost (%s == 0).", c.GPUUp.Name), "short",
 			query(fmt.Sprintf("count(%s == 0) or vector(0)", sel(c.GPUUp, hw)), "{{hostname}}"))).
-		WithPanel(singleStat("Allocated GPUs", "GPUs held by a job (gpuwatch_allocation_info).", "short",
+		WithPanel(singleStat("Allocated GPUs", fmt.Sprintf("GPUs held by a job (%s).", c.AllocationInfo.Name), "short",
 			query(fmt.Sprintf("count(%s) or vector(0)", allocated), "{{hostname}}"))).
 		WithPanel(singleStat("Mean utilization", "Mean GPU utilization over the selected GPUs.", "percent",
 			query(fmt.Sprintf("avg(%s)", sel(c.GPUUtil, hw)), "{{hostname}}"))).
@@ -51,8 +52,8 @@ func Fleet() (dashboard.Dashboard, error) {
 		WithPanel(tableOf("GPU health", "One row per GPU: up, throttling bits, XIDs and ECC/row-remap state (non-zero is bad, except Up).", 24,
 			[]string{"Up", "Thermal throttling", "Power throttling", "XIDs in range", "ECC DBE (volatile)", "Row remap failure", "Row remap pending"},
 			instant(fmt.Sprintf("max by (hostname, gpu) (%s) or max by (hostname, gpu) (%s * 0 + 1)", sel(c.GPUUp, hw), sel(c.GPUTemp, hw))),
-			instant(fmt.Sprintf("max by (hostname, gpu) (floor(%s / 32) %% 2 + floor(%s / 64) %% 2 > bool 0)", clock, clock)),
-			instant(fmt.Sprintf("max by (hostname, gpu) (floor(%s / 4) %% 2 + floor(%s / 128) %% 2 > bool 0)", clock, clock)),
+			instant(fmt.Sprintf("max by (hostname, gpu) (%s + %s > bool 0)", rules.ClockBit(clock, "sw_thermal_slowdown"), rules.ClockBit(clock, "hw_thermal_slowdown"))),
+			instant(fmt.Sprintf("max by (hostname, gpu) (%s + %s > bool 0)", rules.ClockBit(clock, "sw_power_cap"), rules.ClockBit(clock, "hw_power_brake_slowdown"))),
 			instant(orZero(fmt.Sprintf("sum by (hostname, gpu) (increase(%s[$__range]))", sel(c.XIDErrors, hw)))),
 			instant(orZero(fmt.Sprintf("max by (hostname, gpu) (%s)", sel(c.ECCDBEVol, hw)))),
 			instant(orZero(fmt.Sprintf("max by (hostname, gpu) (%s)", sel(c.RemapFailure, hw)))),
@@ -62,6 +63,6 @@ func Fleet() (dashboard.Dashboard, error) {
 			query(fmt.Sprintf("count by (hostname) (%s)", allocated), "{{hostname}} allocated"),
 			query(fmt.Sprintf("count by (hostname) (%s and on (hostname, UUID, GPU_I_ID) %s)", allocated, busy), "{{hostname}} in use"))).
 		WithPanel(timeSeries("Allocated GPUs by team", "GPUs each team holds, per node.", "short", 12,
-			query(fmt.Sprintf("count by (hostname, team) (%s)", holders), "{{hostname}} {{team}}"))).
+			query(fmt.Sprintf("count by (hostname, team) (%s)", holders()), "{{hostname}} {{team}}"))).
 		Build())
 }

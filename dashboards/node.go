@@ -11,18 +11,8 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 
 	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/rules"
 )
-
-// clockBits are the NVML clock-event reasons by bit of
-// DCGM_FI_DEV_CLOCKS_EVENT_REASONS, for the dcgm-exporter compatible timeline.
-var clockBits = []struct {
-	bit  int
-	name string
-}{
-	{0, "gpu_idle"}, {1, "applications_clocks_setting"}, {2, "sw_power_cap"}, {3, "hw_slowdown"},
-	{4, "sync_boost"}, {5, "sw_thermal_slowdown"}, {6, "hw_thermal_slowdown"}, {7, "hw_power_brake_slowdown"},
-	{8, "display_clock_setting"},
-}
 
 // special lists the per-GPU metrics that have their own panels on the node
 // dashboard instead of a generic one.
@@ -38,14 +28,14 @@ func Node() (dashboard.Dashboard, error) {
 	b := newDashboard("gpuwatch-node", "gpuwatch / Node and GPU detail",
 		"Every metric of the selected GPUs of one node, clock-event reasons, processes and XIDs.", true).
 		WithRow(row("Clock-event reasons")).
-		WithPanel(timeline("Clock-event reasons", "One lane per active reason (gpuwatch_clock_event_reason_active).",
+		WithPanel(timeline("Clock-event reasons", fmt.Sprintf("One lane per active reason (%s).", c.ClockEventActive.Name),
 			query(fmt.Sprintf("%s == 1", sel(c.ClockEventActive, hw)), gpuLegend+" {{reason}}"))).
-		WithPanel(timeline("Clock-event reasons (from the bitmask)", "The same reasons decoded from DCGM_FI_DEV_CLOCKS_EVENT_REASONS, so it also works on dcgm-exporter's data: bit n is floor(x / 2^n) % 2.",
+		WithPanel(timeline("Clock-event reasons (from the bitmask)", fmt.Sprintf("The same reasons decoded from %s, so it also works on dcgm-exporter's data: bit n is floor(x / 2^n) %% 2.", c.ClockEvents.Name),
 			bitQueries()...)).
 		WithRow(row("Processes and XIDs")).
 		WithPanel(timeSeries("GPU memory per process", "Memory each process holds on the GPU, with its command, user and job.", "bytes", 12,
 			query(sel(c.ProcessMemory, hw), gpuLegend+" pid {{pid}} {{command}} {{user}} {{job_id}}"))).
-		WithPanel(timeSeries("XID errors", "XID errors since the exporter started, by code (gpuwatch_xid_errors_total), and the last XID (DCGM_FI_DEV_XID_ERRORS, dcgm-exporter).", "short", 12,
+		WithPanel(timeSeries("XID errors", fmt.Sprintf("XID errors since the exporter started, by code (%s), and the last XID (%s, dcgm-exporter).", c.XIDErrors.Name, c.XIDLast.Name), "short", 12,
 			query(sel(c.XIDErrors, hw), gpuLegend+" XID {{xid}}"),
 			query(sel(c.XIDLast, hw), gpuLegend+" last XID"))).
 		WithPanel(tableOf("XID history", "XIDs per GPU and code over the dashboard's time range.", 24, []string{"XIDs in range"},
@@ -80,8 +70,8 @@ func metricPanel(m *c.Metric) *timeseries.PanelBuilder {
 
 func bitQueries() []*prometheus.DataqueryBuilder {
 	var qs []*prometheus.DataqueryBuilder
-	for _, b := range clockBits {
-		qs = append(qs, query(fmt.Sprintf("floor(%s / %d) %% 2", sel(c.ClockEvents, hw), 1<<b.bit), gpuLegend+" "+b.name))
+	for _, r := range c.ClockEventReasons {
+		qs = append(qs, query(rules.ClockBit(sel(c.ClockEvents, hw), r.Name), gpuLegend+" "+r.Name))
 	}
 	return qs
 }

@@ -27,7 +27,7 @@ func Waste() (dashboard.Dashboard, error) {
 		WithPanel(singleStat("Actions in range", "Actions the policy decided over the dashboard's time range (dry-run included).", "short",
 			query(fmt.Sprintf("sum(increase(%s[$__range])) or vector(0)", sel(c.AnalyzerActions, host)), "{{hostname}}"))).
 		WithPanel(singleStat("Idle allocated GPUs", "GPUs held by a job that stayed at 0% utilization for 10 minutes (exporter data, no analyzer needed).", "short",
-			query(fmt.Sprintf("count(%s and on (hostname, UUID, GPU_I_ID) %s) or vector(0)", holders, idle), "{{hostname}}"))).
+			query(fmt.Sprintf("count(%s and on (hostname, UUID, GPU_I_ID) %s) or vector(0)", holders(), idle), "{{hostname}}"))).
 		WithPanel(singleStat("Analyzer last cycle", "Time since the analyzer last finished a detection or escalation cycle.", "s",
 			query(fmt.Sprintf("time() - max(%s or %s)", sel(c.AnalyzerLastCycle, ""), sel(c.AnalyzerLastEscalation, "")), ""))).
 		WithRow(row("Wasted GPU-hours")).
@@ -36,7 +36,7 @@ func Waste() (dashboard.Dashboard, error) {
 		WithPanel(timeSeries("Wasted GPU-hours by team", "GPU-hours classified as wasted per interval, by team and node.", "h", 12,
 			query(fmt.Sprintf("sum by (hostname, team) (increase(%s[$__rate_interval])) / 3600", wasted), "{{hostname}} {{team}}"))).
 		WithPanel(timeSeries("Idle allocated GPUs by team", "GPUs held by a job and idle for 10 minutes, by team and node.", "short", 12,
-			query(fmt.Sprintf("count by (hostname, team) (%s and on (hostname, UUID, GPU_I_ID) %s) or 0 * count by (hostname, team) (%s)", holders, idle, holders), "{{hostname}} {{team}}"))).
+			query(fmt.Sprintf("count by (hostname, team) (%s and on (hostname, UUID, GPU_I_ID) %s) or 0 * count by (hostname, team) (%s)", holders(), idle, holders()), "{{hostname}} {{team}}"))).
 		WithPanel(timeSeries("Actions taken", "Policy actions per interval, by action and result.", "short", 12,
 			query(fmt.Sprintf("sum by (hostname, action, result) (increase(%s[$__rate_interval]))", sel(c.AnalyzerActions, host)), "{{hostname}} {{action}} {{result}}"))).
 		WithRow(row("Findings and jobs")).

@@ -1,8 +1,9 @@
-// Package rules holds gpuwatch's Prometheus alerting and recording rules and
-// the Alertmanager example as files beside this one, embedded so that a
-// binary or a test can read them, plus the small amount of code needed to
-// check them against the metric catalogue: a strict parser for rule files and
-// an extractor of the metric names a PromQL expression reads.
+// Package rules builds gpuwatch's Prometheus alerting and recording rules in
+// Go, like a monitoring mixin: every metric name comes from the catalogue,
+// clock-event bits from its reason table, and each alert's condition is
+// written once. The generated files beside this one (and the Alertmanager
+// example) are embedded so that a binary or a test can read them; a test
+// keeps them current.
 package rules
 
 import (
@@ -47,6 +48,8 @@ type Rule struct {
 	For         string            `yaml:"for,omitempty"`
 	Labels      map[string]string `yaml:"labels,omitempty"`
 	Annotations map[string]string `yaml:"annotations,omitempty"`
+	// Comment is written above the rule in the generated file.
+	Comment string `yaml:"-"`
 }
 
 // Parse decodes a rule file strictly: unknown keys are errors, with the line

@@ -2,11 +2,12 @@ package rules
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/internal/cataloguetest"
+	"github.com/gpuwatch/gpuwatch/internal/promqltest"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
@@ -111,7 +114,7 @@ func TestEveryMetricInCatalogue(t *testing.T) {
 		known[r] = true
 	}
 	for _, r := range allRules(t) {
-		names, err := MetricNames(r.Expr)
+		names, err := promqltest.MetricNames(r.Expr)
 		if err != nil {
 			t.Fatalf("%s%s: %v", r.Alert, r.Record, err)
 		}
@@ -291,32 +294,42 @@ func TestParseStrict(t *testing.T) {
 	}
 }
 
-func TestMetricNames(t *testing.T) {
-	tests := []struct {
-		expr string
-		want []string
-	}{
-		{`up`, []string{"up"}},
-		{`rate(DCGM_FI_DEV_THERMAL_VIOLATION{hostname=~"$hostname", gpu="0"}[$__rate_interval]) / 1e9`, []string{"DCGM_FI_DEV_THERMAL_VIOLATION"}},
-		{`floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 32) % 2 == 1`, []string{"DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}},
-		{`avg by (hostname, team) (gpuwatch_allocation_info * on (hostname, UUID) group_left (team) DCGM_FI_DEV_GPU_UTIL)`,
-			[]string{"DCGM_FI_DEV_GPU_UTIL", "gpuwatch_allocation_info"}},
-		{`x unless x offset 10m or sum without (xid) (y{a="}{[by"}) and on() vector(0)`, []string{"x", "y"}},
-		{`topk(10, a:b:c) > bool 0.5 or time() - z > 60`, []string{"a:b:c", "z"}},
-		{`count by (hostname) (m{team=~"${team}"}[5m:1m]) or nan`, []string{"m"}},
+var update = flag.Bool("update", false, "rewrite the rule files from the Go definitions")
+
+// TestGeneratedUpToDate fails when a committed rule file differs from what
+// the Go definitions produce.
+func TestGeneratedUpToDate(t *testing.T) {
+	if *update {
+		if err := WriteGenerated("."); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, tc := range tests {
-		got, err := MetricNames(tc.expr)
+	files, err := Generated()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range files {
+		got, err := os.ReadFile(name)
 		if err != nil {
-			t.Fatalf("%q: %v", tc.expr, err)
+			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("MetricNames(%q) = %v, want %v", tc.expr, got, tc.want)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is out of date: run `go test ./rules -run TestGeneratedUpToDate -update`", name)
 		}
 	}
-	for _, bad := range []string{`x{a="b"`, `rate(x[5m)`, `x{a="b}`} {
-		if _, err := MetricNames(bad); err == nil {
-			t.Errorf("MetricNames(%q): no error", bad)
+}
+
+// TestNamesComeFromCatalogue renames every catalogue metric and regenerates
+// the rules: a name still in the output was spelled as a literal in Go.
+func TestNamesComeFromCatalogue(t *testing.T) {
+	originals := cataloguetest.RenameAll(t)
+	files, err := Generated()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if lit := cataloguetest.Literals(data, originals); len(lit) > 0 {
+			t.Errorf("%s spells catalogue names as literals instead of reading the catalogue: %v", name, lit)
 		}
 	}
 }

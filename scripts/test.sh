@@ -28,10 +28,6 @@ if ((${#need_apt[@]})); then
 fi
 command -v mailpit >/dev/null || GOBIN=/usr/local/bin go install github.com/axllent/mailpit@v1.33.1
 command -v staticcheck >/dev/null || GOBIN=/usr/local/bin go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
-# The reference renderer for deploy/kubernetes: kubectl's built-in kustomize (v5) or the standalone one.
-if ! command -v kustomize >/dev/null && ! kubectl version --client 2>/dev/null | grep -q 'Kustomize Version: v5'; then
-	GOBIN=/usr/local/bin go install sigs.k8s.io/kustomize/kustomize/v5@v5.5.0
-fi
 
 step "start a single-node Slurm (munge, slurmctld, slurmd)"
 # start.sh prints export lines (SLURM_CONF, GPUWATCH_SLURM_CONF, GPUWATCH_JOB_MAPPING_DIR, ...).

@@ -85,7 +85,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := o.Exporter.Validate(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
 		return fmt.Errorf("agent storage %s: %w", o.Dir, err)
 	}
 	db, err := embedded.Open(filepath.Join(o.Dir, "tsdb"), embedded.Options{Retention: o.Retention, Logger: o.Logger})

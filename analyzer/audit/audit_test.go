@@ -177,3 +177,39 @@ func TestIntendRaceAcrossConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestTableEscapesTerminalControls stores a step of a job whose name and
+// failure detail hold escape sequences and newlines: the table shows them
+// escaped, one row per event, and clears or recolours nothing.
+func TestTableEscapesTerminalControls(t *testing.T) {
+	ctx := context.Background()
+	l := open(t, t.TempDir()+"/s.db")
+	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	job := "train\x1b[2J\x1b[H\nTIME  STEP  forged"
+	key := Key("n1|5|cpu_only", t0, "warn")
+	rec := Record{Key: key, FindingKey: "n1|5|cpu_only", Episode: t0, Step: "warn", Actuator: "slurm", Hostname: "n1", Job: job, User: "u\u202eevil"}
+	if _, _, err := l.Intend(ctx, rec, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(ctx, key, Failed, "relay said:\r\n\x1b]0;pwned\x07", t0); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := l.Events(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, evs); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\x07\r\u202e") {
+		t.Fatalf("table holds raw terminal controls: %q", out)
+	}
+	if n := strings.Count(out, "\n"); n != len(evs)+1 {
+		t.Fatalf("%d events gave %d lines:\n%s", len(evs), n, out)
+	}
+	if !strings.Contains(out, `train\x1b[2J\x1b[H\nTIME  STEP  forged`) {
+		t.Errorf("job name not shown escaped:\n%s", out)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -101,12 +103,24 @@ type Stuck struct {
 	// SpinUtilPercent: minimum mean GPU util over the step (a resident
 	// kernel that never finishes reads ~100% on every sample). Default 90.
 	SpinUtilPercent Percent `yaml:"spin_util_percent"`
-	// SpinPowerRatio: mean power at most this fraction of the limit
-	// ("near-idle power"). Default 0.35; real work at 100% util draws well
-	// above half the limit.
+	// SpinPowerRatio: mean power at most this far from the GPU's idle
+	// baseline towards its power limit (0 = idle, 1 = limit). The baseline
+	// is learnt per GPU from its own idle steps; the limit is
+	// DCGM_FI_DEV_POWER_MGMT_LIMIT, or the model's TDP where the data has
+	// none (dcgm-exporter's default counters). Default 0.25: MLPerf
+	// Training power submissions show busy A100/H100 boards at 70-95% of
+	// TDP, and a resident polling kernel keeps a board near its idle P0
+	// draw (an A100 at about 60-90 W of 400 W).
 	SpinPowerRatio Ratio `yaml:"spin_power_ratio"`
+	// SpinMemCopyPercent: with DCGM_FI_DEV_MEM_COPY_UTIL present, its mean
+	// must be at most this. Default 5: a spin-wait polls one flag while any
+	// training or inference step streams weights and activations.
+	SpinMemCopyPercent Percent `yaml:"spin_mem_copy_percent"`
 	// SpinSMActive and SpinDRAMActive: with DCGM_FI_PROF_* present the
-	// signature needs SM and DRAM activity at most these. Defaults 0.05, 0.05.
+	// signature needs SM and DRAM activity at most these (tensor-pipe
+	// activity, where exported, at most SpinSMActive too). Defaults 0.05,
+	// 0.05: DCGM's profiling guide reads SM activity under 0.5 as
+	// ineffective use, and real kernels keep DRAM well above 0.1.
 	SpinSMActive   Ratio `yaml:"spin_sm_active"`
 	SpinDRAMActive Ratio `yaml:"spin_dram_active"`
 }
@@ -179,7 +193,7 @@ func Default() Config {
 			CPUOnly:       CPUOnly{MinDuration: Duration(2 * time.Hour)},
 			OverRequested: OverRequested{MinDuration: Duration(time.Hour), MaxActiveRatio: 0.05},
 			Stuck: Stuck{IdleDuration: Duration(time.Hour), SpinDuration: Duration(30 * time.Minute),
-				SpinUtilPercent: 90, SpinPowerRatio: 0.35, SpinSMActive: 0.05, SpinDRAMActive: 0.05},
+				SpinUtilPercent: 90, SpinPowerRatio: 0.25, SpinMemCopyPercent: 5, SpinSMActive: 0.05, SpinDRAMActive: 0.05},
 			StartupOverhead: StartupOverhead{MinDelay: Duration(15 * time.Minute)},
 			IdleSession:     IdleSession{MinDuration: Duration(time.Hour)},
 			LowUtilization: LowUtilization{MinDuration: Duration(2 * time.Hour), MaxMeanUtilPercent: 20,
@@ -293,4 +307,20 @@ func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*p = Percent(v)
 	return nil
+}
+
+// Disabled reports whether the detector of a pattern is switched off: the
+// section whose YAML key is the pattern's name sets disabled. A pattern
+// without a section is on.
+func (p Patterns) Disabled(pattern string) bool {
+	v := reflect.ValueOf(p)
+	for i := 0; i < v.NumField(); i++ {
+		if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] != pattern {
+			continue
+		}
+		if s, ok := v.Field(i).FieldByName("Switch").Interface().(Switch); ok {
+			return s.Disabled
+		}
+	}
+	return false
 }

@@ -122,7 +122,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	cl := cronLogger{d.logger()}
 	c := cron.New(cron.WithLocation(loc), cron.WithLogger(cl), cron.WithChain(cron.Recover(cl), cron.SkipIfStillRunning(cl)))
-	if _, err := c.AddFunc(d.Spec, func() {
+	cycle := func() {
 		res, err := d.RunOnce(ctx)
 		if err != nil {
 			d.logger().Error("escalation cycle failed", "err", err)
@@ -130,7 +130,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		d.logger().Info("escalation cycle", "findings", res.Findings, "unknown", res.Unknown, "exempt", res.Exempt,
 			"steps", res.Steps, "rate_limited", res.RateLimited)
-	}); err != nil {
+	}
+	// One cycle at start, so that findings, coverage and health are there
+	// from the first scrape, not after the first scheduled slot.
+	cycle()
+	if _, err := c.AddFunc(d.Spec, cycle); err != nil {
 		return fmt.Errorf("cycle schedule %q: %w", d.Spec, err)
 	}
 	for _, j := range d.Jobs {

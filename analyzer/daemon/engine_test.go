@@ -12,6 +12,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
@@ -162,5 +163,6 @@ func engineRigFor(t *testing.T, scenario string, origin time.Time, gapFrom, gapT
 		t.Fatal(err)
 	}
 	r := newRig(t, enginePolicy, st)
+	r.esc.Facts = &facts.Resolver{Sources: simload.FactSources(sc)}
 	return r, &Daemon{Source: EngineSource{Engine: eng}, Escalator: r.esc}
 }

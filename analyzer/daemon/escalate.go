@@ -18,9 +18,13 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 )
+
+// StepFacts is the audit step that records a decision made without facts.
+const StepFacts = "facts"
 
 // Results counted by the actions metric besides audit states.
 const (
@@ -37,13 +41,25 @@ type Escalator struct {
 	Actuators map[string]action.Actuator
 	Logger    *slog.Logger
 	Metrics   *Metrics
+	// Facts asks each finding's owner (Slurm, the API server) for the
+	// attributes the policy matches, once per cycle. Nil: every fact is
+	// missing, so no tier that needs one acts.
+	Facts FactResolver
 	// reconciled is set once interrupted steps have been settled.
 	reconciled bool
+}
+
+// FactResolver looks up the facts of a cycle's findings (facts.Resolver).
+type FactResolver interface {
+	Resolve(ctx context.Context, fs []finding.Finding) []*facts.Facts
 }
 
 // CycleResult summarises one escalation cycle.
 type CycleResult struct {
 	Findings, Unknown, Exempt, Steps, RateLimited int
+	// MissingFacts counts findings whose tier or exemption could not be
+	// decided because a fact was missing (at most notified).
+	MissingFacts int
 }
 
 func (e *Escalator) logger() *slog.Logger {
@@ -163,6 +179,7 @@ func (e *Escalator) Cycle(ctx context.Context, now time.Time, findings []finding
 		}
 		return fs[i].Key() < fs[j].Key()
 	})
+	known := fs[:0]
 	for i := range fs {
 		f := &fs[i]
 		res.Findings++
@@ -171,7 +188,16 @@ func (e *Escalator) Cycle(ctx context.Context, now time.Time, findings []finding
 			e.logger().Info("not acting on finding", "key", f.Key(), "reason", why)
 			continue
 		}
-		if err := e.escalate(ctx, now, f, b, &res); err != nil {
+		known = append(known, *f)
+	}
+	// The owners are asked once for every finding, right before deciding.
+	resolver := e.Facts
+	if resolver == nil {
+		resolver = &facts.Resolver{}
+	}
+	fas := resolver.Resolve(ctx, known)
+	for i := range known {
+		if err := e.escalate(ctx, now, &known[i], fas[i], b, &res); err != nil {
 			return res, err
 		}
 	}
@@ -185,8 +211,8 @@ type budget struct{ perCycle, perHour, cycle, hour int }
 
 func (b *budget) allows() bool { return b.cycle < b.perCycle && b.hour < b.perHour }
 
-func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Finding, b *budget, res *CycleResult) error {
-	ev := e.Policy.Evaluate(f, now)
+func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Finding, fa *facts.Facts, b *budget, res *CycleResult) error {
+	ev := e.Policy.Evaluate(f, fa, now)
 	episode, err := e.Log.Observe(ctx, f.Key(), now)
 	if err != nil {
 		return err
@@ -200,6 +226,13 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 	if ev.Exempt {
 		res.Exempt++
 		return e.note(ctx, now, base, "exempt", ev.ExemptReason)
+	}
+	if ev.Missing != "" {
+		res.MissingFacts++
+		e.logger().Warn("facts missing: no tier decided, at most notifying", "key", f.Key(), "missing", ev.Missing)
+		if err := e.note(ctx, now, base, StepFacts, "facts missing, no tier applies (at most notify): "+ev.Missing); err != nil {
+			return err
+		}
 	}
 	if ev.Rule == nil || !ev.Qualifies {
 		return nil
@@ -233,6 +266,9 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 			continue
 		}
 		prevAt, prevAfter = now, st.After
+		if ev.Missing != "" && st.Action != policy.StepNotify {
+			return nil // without the facts, nothing but a notification
+		}
 		if st.Action == policy.StepReclaim && !ev.ReclaimAllowed {
 			if err := e.note(ctx, now, base, string(st.Action), "reclaim not allowed in tier "+tier); err != nil {
 				return err

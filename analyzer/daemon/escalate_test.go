@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
@@ -122,15 +123,41 @@ func newRig(t testing.TB, doc string, st *store.Store) *rig {
 		slurm: &fakeActuator{name: "slurm", stopped: map[string]bool{}},
 		hook:  &fakeActuator{name: "webhook", stopped: map[string]bool{}},
 		start: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
-	r.esc = &Escalator{Policy: p, Log: lg, Metrics: NewMetrics(r.reg),
+	r.esc = &Escalator{Policy: p, Log: lg, Metrics: NewMetrics(r.reg), Facts: &ownerFacts{},
 		Actuators: map[string]action.Actuator{"slurm": r.slurm, "webhook": r.hook}}
 	return r
 }
 
+// ownerFacts stands in for Slurm in the escalation tests: each job's
+// partition as idle() registered it, the finding's user and team; down
+// makes every fact missing, as a failing squeue does.
+type ownerFacts struct {
+	down  bool
+	calls int
+}
+
+var partitionOf = map[string]string{}
+
+func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.Facts {
+	o.calls++
+	out := make([]*facts.Facts, len(fs))
+	for i, f := range fs {
+		fa := &facts.Facts{Scheduler: facts.Slurm}
+		if o.down {
+			fa.MarkMissing("squeue --json: exit status 1")
+		} else {
+			fa.Values = map[facts.Attr]string{facts.Partition: partitionOf[f.Job], facts.User: f.User, facts.Team: f.Team,
+				facts.QoS: "normal", facts.Account: "a", facts.JobName: "j", facts.Kind: "batch"}
+		}
+		out[i] = fa
+	}
+	return out
+}
+
 func idle(job, user, partition string, at time.Time) finding.Finding {
+	partitionOf[job] = partition
 	return finding.Finding{Pattern: finding.CPUOnly, Severity: finding.Warning, Job: job, User: user, Team: "t",
-		Hostname: "n1", Scheduler: "slurm", Start: at.Add(-time.Hour), End: at, WastedGPUHours: 2,
-		Labels: map[string]string{policy.LabelPartition: partition}}
+		Hostname: "n1", Scheduler: "slurm", Start: at.Add(-time.Hour), End: at, WastedGPUHours: 2}
 }
 
 // cycle runs one cycle at minute m with the given jobs idle (fresh evidence).
@@ -197,16 +224,17 @@ func TestNeverActs(t *testing.T) {
 		skip   string // expected audit note step, if any
 	}{
 		{"exempt user", func(f *finding.Finding) { f.User = "alice" }, testPolicy, "exempt"},
-		{"exempt label", func(f *finding.Finding) { f.Labels[policy.ExemptKey] = "true" }, testPolicy, "exempt"},
+		{"scheduler down", func(f *finding.Finding) { f.User = "down" }, testPolicy, StepFacts},
 		{"stale evidence", func(f *finding.Finding) { f.End = f.End.Add(-time.Hour) }, testPolicy, ""},
 		{"unknown evidence", func(f *finding.Finding) { f.Evidence = map[string]float64{"unknown": 1} }, testPolicy, ""},
 		{"no job", func(f *finding.Finding) { f.Job = "" }, testPolicy, ""},
-		{"tier without reclaim", func(f *finding.Finding) { f.Labels[policy.LabelPartition] = "prod" }, testPolicy, "reclaim"},
+		{"tier without reclaim", func(f *finding.Finding) { partitionOf[f.Job] = "prod" }, testPolicy, "reclaim"},
 		{"dry run", nil, strings.Replace(testPolicy, "dry_run: false", "dry_run: true", 1), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, tc.policy, nil)
+			r.esc.Facts.(*ownerFacts).down = tc.name == "scheduler down"
 			for m := 0; m <= 120; m += 10 {
 				now := r.start.Add(time.Duration(m) * time.Minute)
 				f := idle("7", "bob", "dev", now)

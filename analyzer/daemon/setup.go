@@ -23,6 +23,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
@@ -30,6 +31,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	analyzerweb "github.com/gpuwatch/gpuwatch/analyzer/web"
+	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/server"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
@@ -52,6 +54,10 @@ type Options struct {
 	// Kubernetes: a kubeconfig file, or the in-cluster service account.
 	Kubeconfig string
 	InCluster  bool
+	// TeamsFile is the teams file (as the exporter's) that gives the team
+	// and kind of an allocation from its owner's facts; without it, tiers
+	// and exemptions by team cannot be decided.
+	TeamsFile string
 	// ProcessLocal kills orphaned processes on this host (Hostname).
 	ProcessLocal bool
 	Hostname     string
@@ -99,13 +105,33 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 			}
 		}
 	}
-	acts, err := o.actuators(pol, sender, logger)
+	var tm *teams.Config
+	if o.TeamsFile != "" {
+		if tm, err = teams.Load(o.TeamsFile); err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--teams.file: %w", err)}
+		}
+	}
+	kube, err := o.kubeClient()
 	if err != nil {
 		return err
 	}
+	acts := o.actuators(pol, sender, kube, logger)
+	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
+	if _, err := exec.LookPath(orDefault(o.Squeue, "squeue")); err == nil {
+		resolver.Sources[facts.Slurm] = &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
+	} else {
+		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", orDefault(o.Squeue, "squeue"))
+	}
+	if kube != nil {
+		resolver.Sources[facts.Kubernetes] = &facts.KubernetesSource{Client: kube}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
-	esc := &Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: NewMetrics(reg)}
+	esc := &Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: NewMetrics(reg), Facts: resolver}
+	if es, ok := src.(EngineSource); ok {
+		es.Metrics = esc.Metrics.Found
+		src = es
+	}
 	d := &Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger}
 	if o.Once {
 		res, err := d.RunOnce(ctx)
@@ -133,7 +159,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		}
 	}
 	page := analyzerweb.Options{Findings: analyzerweb.StoreFindings{Store: st}, Audit: analyzerweb.AuditLog{Log: lg}, Logger: logger,
-		Title: "gpuwatch analyzer " + version}
+		Title: "gpuwatch analyzer " + version, Coverage: esc.Metrics.Found}
 	if rcfg != nil {
 		rd, err := report.NewRenderer()
 		if err != nil {
@@ -189,7 +215,29 @@ func (o *Options) source(st *store.Store, logger *slog.Logger) (Source, error) {
 	return nil, &cli.UsageError{Err: errors.New("findings need --prometheus.url (or --findings.file to replay findings)")}
 }
 
-func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, logger *slog.Logger) (map[string]action.Actuator, error) {
+// kubeClient is the API client of the Kubernetes actuator and facts, or nil.
+func (o *Options) kubeClient() (kubernetes.Interface, error) {
+	if o.Kubeconfig == "" && !o.InCluster {
+		return nil, nil
+	}
+	var rc *rest.Config
+	var err error
+	if o.InCluster {
+		rc, err = rest.InClusterConfig()
+	} else {
+		rc, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	}
+	if err != nil {
+		return nil, &cli.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, &cli.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
+	}
+	return cs, nil
+}
+
+func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, logger *slog.Logger) map[string]action.Actuator {
 	acts := map[string]action.Actuator{}
 	if _, err := exec.LookPath(orDefault(o.Scancel, "scancel")); err == nil {
 		acts["slurm"] = &action.Slurm{Runner: action.ExecRunner{Timeout: o.CommandTimeout},
@@ -197,22 +245,8 @@ func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, logger *slog
 	} else {
 		logger.Info("no Slurm actuator: scancel not found", "scancel", orDefault(o.Scancel, "scancel"))
 	}
-	if o.Kubeconfig != "" || o.InCluster {
-		var rc *rest.Config
-		var err error
-		if o.InCluster {
-			rc, err = rest.InClusterConfig()
-		} else {
-			rc, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-		}
-		if err != nil {
-			return nil, &cli.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
-		}
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, &cli.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
-		}
-		acts["kubernetes"] = &action.Kubernetes{Client: cs, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
+	if kube != nil {
+		acts["kubernetes"] = &action.Kubernetes{Client: kube, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
 	}
 	if o.ProcessLocal {
 		host := o.Hostname
@@ -234,7 +268,7 @@ func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, logger *slog
 			acts[policy.ChannelEmail] = &action.Email{Mailer: sender, Domain: pol.Channels.EmailDomain, To: pol.Channels.EmailTo}
 		}
 	}
-	return acts, nil
+	return acts
 }
 
 func orDefault(s, def string) string {
@@ -273,13 +307,21 @@ func (f FileSource) Findings(ctx context.Context, now time.Time) ([]finding.Find
 
 // EngineSource runs an engine cycle and drops findings on allocations whose
 // data was unknown in the newest step.
-type EngineSource struct{ Engine *engine.Engine }
+type EngineSource struct {
+	Engine *engine.Engine
+	// Metrics, when set, publishes what each cycle saw (GPUs, allocations,
+	// coverage).
+	Metrics *engine.Metrics
+}
 
 // Findings implements Source.
 func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Finding, error) {
 	res, err := s.Engine.Cycle(ctx, now)
 	if err != nil {
 		return nil, err
+	}
+	if s.Metrics != nil && !res.To.IsZero() {
+		s.Metrics.ObserveCoverage(res.Coverage)
 	}
 	unknown := map[string]bool{}
 	for _, u := range res.Unknown {

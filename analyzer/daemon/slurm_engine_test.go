@@ -12,6 +12,8 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
+	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
@@ -67,6 +69,15 @@ workloads:
 	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	r, d := engineRigFor(t, scenario, origin, 0, 0)
 	r.esc.Actuators["slurm"] = slurm
+	// The real scheduler is the owner here: its partition (debug) and the
+	// job id decide, not the scenario's accounts.
+	pol, err := policy.Parse([]byte(strings.NewReplacer("accounts: [prod-*]", "partitions: [prod]", "accounts: [dev-*]", "partitions: [debug]",
+		"{user: carol}", fmt.Sprintf("{job: %q}", exempt)).Replace(enginePolicy)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.esc.Policy = pol
+	r.esc.Facts = &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}}}
 	var checkpointed, cancelled time.Duration
 	for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5*time.Hour + 30*time.Minute)); now = now.Add(5 * time.Minute) {
 		d.Now = func() time.Time { return now }

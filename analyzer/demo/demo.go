@@ -24,6 +24,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
@@ -98,6 +99,8 @@ type Demo struct {
 	log    *audit.Log
 	rec    *recorder
 	result *Result
+	// seen is what the analyzer's cycles saw, for the web page.
+	seen *engine.Metrics
 }
 
 // New validates the options and prepares the output folder: the files a
@@ -156,7 +159,7 @@ func New(o Options) (*Demo, error) {
 	if o.Origin.IsZero() {
 		o.Origin = lastWeek(o.Now())
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+	if err := os.MkdirAll(o.Out, 0o750); err != nil {
 		return nil, fmt.Errorf("output folder: %w", err)
 	}
 	for _, name := range []string{"tsdb", "gpuwatch.db", "gpuwatch.db-wal", "gpuwatch.db-shm", "reports", "dashboards", "findings.json", "audit.json"} {
@@ -164,7 +167,7 @@ func New(o Options) (*Demo, error) {
 			return nil, fmt.Errorf("clear previous output: %w", err)
 		}
 	}
-	return &Demo{o: o, sc: o.Scenario, rec: &recorder{}}, nil
+	return &Demo{o: o, sc: o.Scenario, rec: &recorder{}, seen: engine.NewMetrics()}, nil
 }
 
 // usage is a bad option: exit code 2.
@@ -212,10 +215,12 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 	}
 	var now time.Time
 	dmn := &daemon.Daemon{
-		Source:    daemon.EngineSource{Engine: eng},
-		Escalator: &daemon.Escalator{Policy: o.Policy, Log: d.log, Actuators: d.rec.actuators(), Logger: atLeast(o.Logger, slog.LevelWarn)},
-		Logger:    atLeast(o.Logger, slog.LevelWarn),
-		Now:       func() time.Time { return now },
+		Source: daemon.EngineSource{Engine: eng, Metrics: d.seen},
+		Escalator: &daemon.Escalator{Policy: o.Policy, Log: d.log, Actuators: d.rec.actuators(), Logger: atLeast(o.Logger, slog.LevelWarn),
+			// The scenario owns the simulated jobs: it answers for their scheduler.
+			Facts: &facts.Resolver{Sources: simload.FactSources(d.sc)}},
+		Logger: atLeast(o.Logger, slog.LevelWarn),
+		Now:    func() time.Time { return now },
 	}
 	res := &Result{Scenario: d.sc.Name, Origin: o.Origin, End: o.Origin.Add(o.Length), Step: o.Step, Nodes: len(d.sc.Nodes)}
 	for _, n := range d.sc.Nodes {

@@ -106,6 +106,18 @@ func TestSimulateWritesEverything(t *testing.T) {
 	if body := readFile(t, filepath.Join(out, "reports", "fleet.html")); !strings.Contains(body, "<html") {
 		t.Error("reports/fleet.html is not HTML")
 	}
+	// Reports, findings and the store name users, jobs and recipients: none
+	// is readable by others (dashboards, generated JSON, may be).
+	reports, _ := filepath.Glob(filepath.Join(out, "reports", "*"))
+	for _, f := range append(reports, filepath.Join(out, "gpuwatch.db"), filepath.Join(out, "findings.json")) {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o007 != 0 {
+			t.Errorf("%s mode %v: readable by others", f, fi.Mode().Perm())
+		}
+	}
 	if len(res.Teams) != len(teamsOf(sc)) {
 		t.Errorf("reported teams %v, want %v", res.Teams, teamsOf(sc))
 	}
@@ -243,20 +255,27 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 }
 
-// TestPolicyAlwaysDryRun: a policy written for a real cluster (the example
-// kills orphans for real) is run in dry-run by the demo.
+// TestPolicyAlwaysDryRun: a policy written to act for real is run in dry-run
+// by the demo.
 func TestPolicyAlwaysDryRun(t *testing.T) {
-	p, err := policy.LoadFile(filepath.Join("..", "..", "deploy", "examples", "policy.yaml"))
+	p, err := policy.Parse([]byte(`
+dry_run: false
+tiers:
+  - name: all
+    reclaim: true
+    rules:
+      - pattern: orphan_process
+        steps: [{action: warn}, {action: reclaim, after: 30m}]
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &finding.Finding{Pattern: finding.OrphanProcess, Job: "1", Hostname: "n", Namespace: "team-a", Labels: map[string]string{"partition": "dev"},
-		Start: origin, End: origin.Add(time.Hour), WastedGPUHours: 5}
-	if ev := p.Evaluate(f, origin.Add(time.Hour)); ev.DryRun {
-		t.Fatal("the example policy no longer kills orphans for real; pick another rule for this test")
+	f := &finding.Finding{Pattern: finding.OrphanProcess, Job: "1", Hostname: "n", Start: origin, End: origin.Add(time.Hour), WastedGPUHours: 5}
+	if ev := p.Evaluate(f, nil, origin.Add(time.Hour)); ev.DryRun || ev.Tier == nil {
+		t.Fatalf("the policy does not act for real: %+v", ev)
 	}
 	forceDryRun(p)
-	if ev := p.Evaluate(f, origin.Add(time.Hour)); !ev.DryRun {
+	if ev := p.Evaluate(f, nil, origin.Add(time.Hour)); !ev.DryRun {
 		t.Error("forced policy still acts for real")
 	}
 }

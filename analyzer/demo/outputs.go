@@ -27,7 +27,7 @@ func (d *Demo) writeOutputs(ctx context.Context, res *Result) error {
 	}
 	res.Findings = fs
 	var buf bytes.Buffer
-	if err := present.JSON(&buf, fs); err != nil {
+	if err := present.JSON(&buf, fs, nil); err != nil {
 		return fmt.Errorf("findings.json: %w", err)
 	}
 	if err := d.write(res, "findings.json", buf.Bytes()); err != nil {
@@ -56,10 +56,10 @@ func (d *Demo) writeOutputs(ctx context.Context, res *Result) error {
 
 func (d *Demo) write(res *Result, name string, data []byte) error {
 	path := filepath.Join(d.o.Out, name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), report.DirMode); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	if err := os.WriteFile(path, data, report.FileMode); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	res.Files = append(res.Files, path)

@@ -79,6 +79,7 @@ func (d *Demo) Handler(ctx context.Context, version string) (http.Handler, error
 		Now:      clock,
 		Logger:   d.o.Logger,
 		Title:    "gpuwatch demo " + version,
+		Coverage: d.seen,
 	}
 	mux.Handle("/", analyzerweb.Handler(page))
 	return mux, nil

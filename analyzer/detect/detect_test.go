@@ -13,18 +13,20 @@ var t0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 
 const step = 5 * time.Minute
 
+const a100 = "NVIDIA A100-SXM4-80GB"
+
 // gpuFn gives one GPU's features at step i (nil: the device has no data).
 type gpuFn func(i int) *features.GPU
 
 func busy(i int) *features.GPU {
 	return &features.GPU{Samples: 10, HasUtil: true, UtilAvg: 90, UtilMax: 97, HasFB: true,
-		FBMaxMiB: 40000, FBTotalMiB: 81920, HasPower: true, PowerRatio: 0.8, HasSM: true, SMAvg: 0.75, HasDRAM: true, DRAMAvg: 0.4}
+		FBMaxMiB: 40000, FBTotalMiB: 81920, Model: a100, HasPowerW: true, PowerW: 320, HasLimit: true, PowerLimitW: 400, HasSM: true, SMAvg: 0.75, HasDRAM: true, DRAMAvg: 0.4}
 }
 
 func idle(fb float64) gpuFn {
 	return func(int) *features.GPU {
 		return &features.GPU{Samples: 10, HasUtil: true, HasFB: true, FBMaxMiB: fb, FBTotalMiB: 81920,
-			HasPower: true, PowerRatio: 0.12, HasSM: true, HasDRAM: true}
+			Model: a100, HasPowerW: true, PowerW: 48, HasLimit: true, PowerLimitW: 400, HasSM: true, HasDRAM: true}
 	}
 }
 
@@ -32,14 +34,14 @@ func idle(fb float64) gpuFn {
 func mig(f gpuFn) gpuFn {
 	return func(i int) *features.GPU {
 		g := f(i)
-		g.HasUtil, g.UtilAvg, g.UtilMax, g.HasPower = false, 0, 0, false
+		g.HasUtil, g.UtilAvg, g.UtilMax, g.HasPowerW = false, 0, 0, false
 		return g
 	}
 }
 
 func spin(i int) *features.GPU {
 	return &features.GPU{Samples: 10, HasUtil: true, UtilAvg: 99.5, UtilMax: 100, HasFB: true,
-		FBMaxMiB: 40000, FBTotalMiB: 81920, HasPower: true, PowerRatio: 0.16, HasSM: true, SMAvg: 0.017, HasDRAM: true, DRAMAvg: 0.003}
+		FBMaxMiB: 40000, FBTotalMiB: 81920, Model: a100, HasPowerW: true, PowerW: 64, HasLimit: true, PowerLimitW: 400, HasSM: true, SMAvg: 0.017, HasDRAM: true, DRAMAvg: 0.003}
 }
 
 // phases switches behaviour at step boundaries: phases(a, 10, b) is a for
@@ -60,7 +62,7 @@ func strip(f gpuFn, noPower, noProf bool) gpuFn {
 			return nil
 		}
 		if noPower {
-			g.HasPower, g.PowerRatio = false, 0
+			g.HasPowerW, g.PowerW, g.HasLimit = false, 0, false
 		}
 		if noProf {
 			g.HasSM, g.SMAvg, g.HasDRAM, g.DRAMAvg = false, 0, false, 0

@@ -90,11 +90,24 @@ func (e *Engine) Step() time.Duration { return e.o.Config.Step.D() }
 // over it, merged per allocation and pattern, sorted by GPU-hours wasted.
 // It touches no store.
 func (e *Engine) Analyze(ctx context.Context, from, to time.Time) ([]finding.Finding, error) {
+	a, err := e.AnalyzeWindow(ctx, from, to)
+	return a.Findings, err
+}
+
+// Analysis is a one-shot analysis: the findings and what the data covered.
+type Analysis struct {
+	Findings []finding.Finding `json:"findings"`
+	Coverage Coverage          `json:"coverage"`
+}
+
+// AnalyzeWindow is Analyze with the coverage of the data it read.
+func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysis, error) {
 	step := e.Step()
 	n := int(to.Sub(from) / step)
 	if n < 1 {
-		return nil, fmt.Errorf("analyze %s to %s: window shorter than one step (%s)", from.Format(time.RFC3339), to.Format(time.RFC3339), step)
+		return Analysis{}, fmt.Errorf("analyze %s to %s: window shorter than one step (%s)", from.Format(time.RFC3339), to.Format(time.RFC3339), step)
 	}
+	cov := newCoverageCounter(e.o.Config)
 	st := detect.NewState()
 	// Orphans are tracked per process, not per allocation: keep the newest
 	// finding of each key, which spans its whole episode.
@@ -104,9 +117,10 @@ func (e *Engine) Analyze(ctx context.Context, from, to time.Time) ([]finding.Fin
 		end := from.Add(time.Duration(done+k) * step)
 		steps, err := features.Fetch(ctx, e.o.Querier, end, k, step)
 		if err != nil {
-			return nil, fmt.Errorf("analyze: %w", err)
+			return Analysis{}, fmt.Errorf("analyze: %w", err)
 		}
 		for _, s := range steps {
+			cov.add(s)
 			res := e.det.Step(st, s)
 			for _, f := range res.Open {
 				if f.Pattern == finding.OrphanProcess {
@@ -120,7 +134,8 @@ func (e *Engine) Analyze(ctx context.Context, from, to time.Time) ([]finding.Fin
 	for _, f := range orphans {
 		extra = append(extra, f)
 	}
-	return st.Findings(extra), nil
+	fs := st.Findings(extra)
+	return Analysis{Findings: fs, Coverage: cov.result(from, from.Add(time.Duration(n)*step), len(fs))}, nil
 }
 
 // CycleResult is what one cycle did.
@@ -140,6 +155,8 @@ type CycleResult struct {
 	Findings []finding.Finding
 	// Usage intervals written.
 	Usage int
+	// Coverage of the steps read.
+	Coverage Coverage
 }
 
 // Cycle reads the steps completed since the previous cycle (at most
@@ -176,7 +193,9 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	res.From, res.To, res.Steps = end.Add(-time.Duration(n)*step), end, n
 	var usage []store.Usage
 	var oneOffs, open []finding.Finding
+	cov := newCoverageCounter(e.o.Config)
 	for i, s := range steps {
+		cov.add(s)
 		r := e.det.Step(st, s)
 		usage = append(usage, r.Usage...)
 		if i == len(steps)-1 {
@@ -192,6 +211,7 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	}
 	res.Findings = append(oneOffs, open...)
 	detect.Sort(res.Findings)
+	res.Coverage = cov.result(res.From, res.To, len(res.Findings))
 	st.Prune(end.Add(-e.o.Retain))
 	for _, a := range st.Allocs {
 		// Closed episodes were returned and saved by the cycle that closed
@@ -222,6 +242,7 @@ type meta struct {
 	Cursor  time.Time                      `json:"cursor"`
 	Origin  time.Time                      `json:"origin"`
 	Orphans map[string]*detect.OrphanState `json:"orphans"`
+	Power   detect.PowerBook               `json:"power,omitempty"`
 }
 
 func (e *Engine) load(ctx context.Context) (*detect.State, time.Time, error) {
@@ -242,6 +263,9 @@ func (e *Engine) load(ctx context.Context) (*detect.State, time.Time, error) {
 	st.Origin = m.Origin
 	if m.Orphans != nil {
 		st.Orphans = m.Orphans
+	}
+	if m.Power != nil {
+		st.Power = m.Power
 	}
 	rows, err := db.QueryContext(ctx, `SELECT akey, body FROM analyzer_allocations`)
 	if err != nil {
@@ -286,7 +310,7 @@ func (e *Engine) save(ctx context.Context, st *detect.State, cursor time.Time) e
 			return fmt.Errorf("save allocation %s: %w", k, err)
 		}
 	}
-	m, err := json.Marshal(meta{Cursor: cursor, Origin: st.Origin, Orphans: st.Orphans})
+	m, err := json.Marshal(meta{Cursor: cursor, Origin: st.Origin, Orphans: st.Orphans, Power: st.Power})
 	if err != nil {
 		return fmt.Errorf("encode analyzer state: %w", err)
 	}

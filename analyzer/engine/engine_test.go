@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
@@ -105,15 +106,15 @@ func TestCycleQueriesBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Allocations != n || q.Count() != 10 || res.Queries != 10 {
-			t.Errorf("%d GPUs: %d allocations, %d queries (reported %d), want %d and 10", n, res.Allocations, q.Count(), res.Queries, n)
+		if res.Allocations != n || q.Count() != features.Queries || res.Queries != features.Queries {
+			t.Errorf("%d GPUs: %d allocations, %d queries (reported %d), want %d and %d", n, res.Allocations, q.Count(), res.Queries, n, features.Queries)
 		}
 		// A second cycle within the same step has nothing new to read.
 		if _, err := e.Cycle(context.Background(), base.Add(32*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if q.Count() != 10 {
-			t.Errorf("a cycle with no new step issued %d queries", q.Count()-10)
+		if q.Count() != features.Queries {
+			t.Errorf("a cycle with no new step issued %d queries", q.Count()-features.Queries)
 		}
 	}
 }
@@ -281,8 +282,8 @@ func TestFirstCycleWarmUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Steps != 24 || q.Count() != 10 {
-		t.Errorf("first cycle read %d steps with %d queries, want 24 with 10", res.Steps, q.Count())
+	if res.Steps != 24 || q.Count() != features.Queries {
+		t.Errorf("first cycle read %d steps with %d queries, want 24 with %d", res.Steps, q.Count(), features.Queries)
 	}
 	n := 0
 	for _, f := range res.Findings {

@@ -24,6 +24,7 @@ type Metrics struct {
 	seen      map[string]float64
 	open      []finding.Finding
 	lastCycle time.Time
+	coverage  *Coverage
 }
 
 // NewMetrics returns an empty publisher.
@@ -37,6 +38,24 @@ func (m *Metrics) Observe(res CycleResult) {
 		return // nothing new was read
 	}
 	m.ObserveFindings(res.To, res.Findings)
+	m.ObserveCoverage(res.Coverage)
+}
+
+// LastCoverage returns what the last cycle saw, if a cycle read anything.
+func (m *Metrics) LastCoverage() (Coverage, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.coverage == nil {
+		return Coverage{}, false
+	}
+	return *m.coverage, true
+}
+
+// ObserveCoverage records what the last cycle saw.
+func (m *Metrics) ObserveCoverage(c Coverage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.coverage = &c
 }
 
 // ObserveFindings records the findings open at now. The wasted counter grows
@@ -81,6 +100,9 @@ var (
 	descFindings = desc(catalogue.AnalyzerFindings)
 	descJob      = desc(catalogue.AnalyzerJobWastedGPUSeconds)
 	descLast     = desc(catalogue.AnalyzerLastCycle)
+	descGPUs     = desc(catalogue.AnalyzerGPUsSeen)
+	descAllocs   = desc(catalogue.AnalyzerAllocationsSeen)
+	descCoverage = desc(catalogue.AnalyzerCoverage)
 )
 
 func desc(c *catalogue.Metric) *prometheus.Desc {
@@ -93,6 +115,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descFindings
 	ch <- descJob
 	ch <- descLast
+	ch <- descGPUs
+	ch <- descAllocs
+	ch <- descCoverage
 }
 
 // Collect implements prometheus.Collector. Waste is published in
@@ -117,5 +142,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	if !m.lastCycle.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, float64(m.lastCycle.UnixMilli())/1000)
+	}
+	if c := m.coverage; c != nil {
+		ch <- prometheus.MustNewConstMetric(descGPUs, prometheus.GaugeValue, float64(c.GPUs))
+		ch <- prometheus.MustNewConstMetric(descAllocs, prometheus.GaugeValue, float64(c.Allocations))
+		ch <- prometheus.MustNewConstMetric(descCoverage, prometheus.GaugeValue, c.Ratio)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -47,12 +48,24 @@ type GPU struct {
 	FBMaxMiB, FBTotalMiB float64
 	fbFreeMin            float64
 	hasFree              bool
-	HasPower             bool
-	PowerRatio           float64 // mean power / power limit
-	HasSM                bool
-	SMAvg                float64
-	HasDRAM              bool
-	DRAMAvg              float64
+	// HasPowerW: mean power draw (W) over the step; HasLimit: the power
+	// limit, which dcgm-exporter's default counters leave out.
+	HasPowerW   bool
+	PowerW      float64
+	HasLimit    bool
+	PowerLimitW float64
+	HasSM       bool
+	SMAvg       float64
+	HasDRAM     bool
+	DRAMAvg     float64
+	// HasGR: graphics-engine activity, the one activity ratio DCGM has per
+	// MIG instance and in dcgm-exporter's default counters.
+	HasGR      bool
+	GRAvg      float64
+	HasTensor  bool
+	TensorAvg  float64
+	HasMemCopy bool
+	MemCopyAvg float64 // % of time device memory was read or written
 }
 
 // Info is gpuwatch_allocation_info for one holder of one device.
@@ -87,7 +100,7 @@ func DeviceID(host, device string) string { return host + "|" + device }
 
 // Queries is the number of queries Fetch issues, whatever the fleet size and
 // the number of steps.
-const Queries = 10
+const Queries = 14
 
 // parallel bounds the queries in flight at once.
 const parallel = 4
@@ -100,9 +113,13 @@ const (
 	fUtilMax
 	fFBMax
 	fFBFreeMin
-	fPower
+	fPowerW
+	fLimit
 	fSMAvg
 	fDRAMAvg
+	fGRAvg
+	fTensorAvg
+	fMemCopyAvg
 	fInfo
 	fOrphan
 )
@@ -121,12 +138,16 @@ func Exprs(step time.Duration) []string {
 		fFBMax:   o("max", catalogue.FBUsed),
 		// At the peak of used memory free memory is at its least: their
 		// sum is the device's memory, read without a second pass over used.
-		fFBFreeMin: o("min", catalogue.FBFree),
-		fPower:     o("avg", catalogue.PowerUsage) + " / " + o("max", catalogue.PowerLimit),
-		fSMAvg:     o("avg", catalogue.ProfSMActive),
-		fDRAMAvg:   o("avg", catalogue.ProfDRAMActive),
-		fInfo:      o("max", catalogue.AllocationInfo),
-		fOrphan:    o("max", catalogue.OrphanProcess),
+		fFBFreeMin:  o("min", catalogue.FBFree),
+		fPowerW:     o("avg", catalogue.PowerUsage),
+		fLimit:      o("max", catalogue.PowerLimit),
+		fSMAvg:      o("avg", catalogue.ProfSMActive),
+		fDRAMAvg:    o("avg", catalogue.ProfDRAMActive),
+		fGRAvg:      o("avg", catalogue.ProfGrEngineActive),
+		fTensorAvg:  o("avg", catalogue.ProfTensorActive),
+		fMemCopyAvg: o("avg", catalogue.MemCopyUtil),
+		fInfo:       o("max", catalogue.AllocationInfo),
+		fOrphan:     o("max", catalogue.OrphanProcess),
 	}
 }
 
@@ -284,8 +305,16 @@ func set(g *GPU, f feature, v float64) {
 		g.FBMaxMiB, g.HasFB = v, true
 	case fFBFreeMin:
 		g.fbFreeMin, g.hasFree = v, true
-	case fPower:
-		g.PowerRatio, g.HasPower = v, true
+	case fPowerW:
+		g.PowerW, g.HasPowerW = v, true
+	case fLimit:
+		g.PowerLimitW, g.HasLimit = v, true
+	case fGRAvg:
+		g.GRAvg, g.HasGR = v, true
+	case fTensorAvg:
+		g.TensorAvg, g.HasTensor = v, true
+	case fMemCopyAvg:
+		g.MemCopyAvg, g.HasMemCopy = v, true
 	case fSMAvg:
 		g.SMAvg, g.HasSM = v, true
 	case fDRAMAvg:
@@ -307,6 +336,31 @@ func Host(m model.Metric) string {
 	return lv(m, "instance")
 }
 
+// ExportedPrefix is what Prometheus puts before a target's own label when
+// the scrape sets it too and honor_labels is false.
+const ExportedPrefix = "exported_"
+
+// exporterPod matches the pods and containers of GPU exporters themselves
+// (GPU Operator's nvidia-dcgm-exporter DaemonSet, the dcgm-exporter Helm
+// chart, gpuwatch's own DaemonSets): with honor_labels: false their names
+// label every series they serve, and they hold no GPU.
+var exporterPod = regexp.MustCompile(`^(nvidia-)?dcgm-exporter(-|$)|^gpuwatch(-exporter|-agent)?(-|$)`)
+
+// Holder returns the pod and namespace holding a GPU. With honor_labels:
+// false the exporter's labels are exported_pod and exported_namespace, and
+// pod/namespace name the scrape target, the exporter itself; a series
+// carrying only the exporter's own pod is held by no one.
+func Holder(m model.Metric) (pod, namespace string) {
+	if p := lv(m, ExportedPrefix+catalogue.LabelPod); p != "" {
+		return p, lv(m, ExportedPrefix+catalogue.LabelNamespace)
+	}
+	pod, namespace = lv(m, catalogue.LabelPod), lv(m, catalogue.LabelNamespace)
+	if exporterPod.MatchString(pod) || exporterPod.MatchString(lv(m, catalogue.LabelContainer)) {
+		return "", ""
+	}
+	return pod, namespace
+}
+
 // identify extracts host, device and holder from a GPU series.
 func identify(m model.Metric) (GPU, bool) {
 	uuid := lv(m, catalogue.LabelUUID)
@@ -318,7 +372,8 @@ func identify(m model.Metric) (GPU, bool) {
 		dev = uuid + "/" + gi
 	}
 	g := GPU{Host: Host(m), Device: dev, UUID: uuid, Model: lv(m, catalogue.LabelModelName),
-		HPCJob: lv(m, catalogue.LabelHPCJob), Pod: lv(m, catalogue.LabelPod), NS: lv(m, catalogue.LabelNamespace)}
+		HPCJob: lv(m, catalogue.LabelHPCJob)}
+	g.Pod, g.NS = Holder(m)
 	switch {
 	case g.HPCJob != "":
 		g.Job = g.HPCJob

@@ -51,7 +51,8 @@ func TestFetchJoinsSeries(t *testing.T) {
 		"avg_over_time|" + catalogue.ProfSMActive.Name:   {series(0.4, gpu...), series(0.2, mig...)},
 		"max_over_time|" + catalogue.AllocationInfo.Name: {series(1, append(gpu, "job_id", "77", "user", "ann", "team", "nlp", "kind", "Batch")...)},
 		"max_over_time|" + catalogue.OrphanProcess.Name:  {series(1, "UUID", "GPU-b", "hostname", "h1", "pid", "4242", "job_id", "66", "command", "python")},
-		"avg_over_time|" + catalogue.PowerUsage.Name:     {series(0.5, gpu...)},
+		"avg_over_time|" + catalogue.PowerUsage.Name:     {series(350, gpu...)},
+		"max_over_time|" + catalogue.PowerLimit.Name:     {series(700, gpu...)},
 	}
 	q := &answerer{answers: answers}
 	steps, err := Fetch(context.Background(), q, end, 1, 5*time.Minute)
@@ -70,7 +71,7 @@ func TestFetchJoinsSeries(t *testing.T) {
 	}
 	a, m := s.GPUs[0], s.GPUs[1]
 	if a.Device != "GPU-a" || a.Host != "h1" || a.Job != "77" || !a.HasUtil || a.UtilAvg != 55 || a.FBTotalMiB != 81000 ||
-		!a.HasSM || a.SMAvg != 0.4 || !a.HasPower || a.PowerRatio != 0.5 || a.Model != "H100" {
+		!a.HasSM || a.SMAvg != 0.4 || !a.HasPowerW || a.PowerW != 350 || !a.HasLimit || a.PowerLimitW != 700 || a.Model != "H100" {
 		t.Errorf("GPU row %+v", a)
 	}
 	if m.Device != "GPU-p/3" || m.Host != "old-host" || m.Job != "lab/nb" || m.HasUtil || m.SMAvg != 0.2 || m.FBTotalMiB != 9800 {

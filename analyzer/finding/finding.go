@@ -79,9 +79,6 @@ type Finding struct {
 	Action         Action             `json:"action"`
 	// Advice is a sentence for people (reports, notifications).
 	Advice string `json:"advice,omitempty"`
-	// Labels carries pod labels/annotations and scheduler attributes
-	// (partition, qos) that policy tiers and exemptions match on.
-	Labels map[string]string `json:"labels,omitempty"`
 	// PIDs of the orphaned processes (orphan_process only).
 	PIDs []int `json:"pids,omitempty"`
 }

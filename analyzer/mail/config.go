@@ -83,6 +83,12 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.Host == "" {
 		errs = append(errs, errors.New("host: required"))
+	} else if strings.ContainsFunc(c.Host, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '/' || r == '@' }) {
+		// CR/LF would let the name inject SMTP commands or headers.
+		errs = append(errs, fmt.Errorf("host: %q is not a host name (spaces, control characters, / or @)", c.Host))
+	}
+	if c.Username != "" && strings.ContainsFunc(c.Username, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		errs = append(errs, errors.New("username: holds control characters"))
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		errs = append(errs, fmt.Errorf("port: %d out of range", c.Port))

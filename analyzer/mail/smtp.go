@@ -5,14 +5,20 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/textproto"
 	"os"
+	"regexp"
+	"strings"
+	"sync"
 	"time"
 
 	gomail "github.com/wneessen/go-mail"
+
+	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 )
 
 // SMTP is a Sender that delivers through one SMTP server.
@@ -23,7 +29,18 @@ type SMTP struct {
 	logger *slog.Logger
 	sleep  func(ctx context.Context, d time.Duration) error
 	getenv func(string) string
+	now    func() time.Time
+
+	mu           sync.Mutex
+	authFailedAt time.Time // last refused authentication
+	authErr      error
 }
+
+// AuthHoldOff is how long a sender whose credentials the server refused
+// (530, 534, 535, 538) sends nothing: every caller, every cycle, would
+// otherwise try the same bad password again and risk locking the account.
+// A restart with a fixed configuration starts afresh.
+const AuthHoldOff = time.Hour
 
 // LogValue keeps the sender's secrets out of logs: only the server shows.
 func (s *SMTP) LogValue() slog.Value {
@@ -43,6 +60,9 @@ func WithSleep(f func(ctx context.Context, d time.Duration) error) Option {
 	return func(s *SMTP) { s.sleep = f }
 }
 
+// WithNow replaces the clock of the authentication hold-off.
+func WithNow(f func() time.Time) Option { return func(s *SMTP) { s.now = f } }
+
 // WithGetenv replaces os.Getenv for password_env.
 func WithGetenv(f func(string) string) Option { return func(s *SMTP) { s.getenv = f } }
 
@@ -56,7 +76,7 @@ func NewSMTP(cfg Config, logger *slog.Logger, opts ...Option) (*SMTP, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &SMTP{cfg: cfg, logger: logger, sleep: sleepCtx, getenv: os.Getenv}
+	s := &SMTP{cfg: cfg, logger: logger, sleep: sleepCtx, getenv: os.Getenv, now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -113,7 +133,12 @@ func (e *SendError) Error() string {
 func (e *SendError) Unwrap() error { return e.Err }
 
 // Send delivers m, retrying transient failures with exponential backoff.
+// The server's reply text in an error is redacted (see redact): it may
+// echo the AUTH exchange, and errors reach the log, the audit and the web page.
 func (s *SMTP) Send(ctx context.Context, m Message) error {
+	if err := s.heldOff(); err != nil {
+		return err
+	}
 	attempts := 1 + *s.cfg.Retries
 	wait := s.cfg.Backoff
 	var last error
@@ -122,12 +147,19 @@ func (s *SMTP) Send(ctx context.Context, m Message) error {
 		if err != nil {
 			return &SendError{Attempts: i, Permanent: true, Err: err}
 		}
-		last = s.deliver(ctx, msg)
-		if last == nil {
+		raw := s.deliver(ctx, msg)
+		if raw == nil {
 			s.logger.Debug("mail sent", "subject", SanitizeHeader(m.Subject), "recipients", len(m.To), "attempt", i)
 			return nil
 		}
-		if permanent(last) {
+		last = s.redact(raw)
+		if authRefused(raw) {
+			s.mu.Lock()
+			s.authFailedAt, s.authErr = s.now(), last
+			s.mu.Unlock()
+			s.logger.Error("SMTP server refused the credentials; no mail is sent until the hold-off ends", "hold_off", AuthHoldOff, "err", last)
+		}
+		if permanent(raw) {
 			return &SendError{Attempts: i, Permanent: true, Err: last}
 		}
 		if i == attempts || ctx.Err() != nil {
@@ -141,6 +173,93 @@ func (s *SMTP) Send(ctx context.Context, m Message) error {
 	}
 	return &SendError{Attempts: attempts, Err: last}
 }
+
+// heldOff refuses to dial while a refused authentication is recent.
+func (s *SMTP) heldOff() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.authErr == nil || !s.now().Before(s.authFailedAt.Add(AuthHoldOff)) {
+		return nil
+	}
+	return &SendError{Permanent: true, Err: fmt.Errorf("not sent: the server refused the credentials at %s; no new attempt before %s: %w",
+		s.authFailedAt.UTC().Format(time.RFC3339), s.authFailedAt.Add(AuthHoldOff).UTC().Format(time.RFC3339), s.authErr)}
+}
+
+// replyCode is the SMTP reply code an error carries, 0 when none.
+func replyCode(err error) int {
+	var tp *textproto.Error
+	if errors.As(err, &tp) {
+		return tp.Code
+	}
+	var se *gomail.SendError
+	if errors.As(err, &se) {
+		return se.ErrorCode()
+	}
+	return 0
+}
+
+// authRefused is true for the replies that say the credentials are wrong
+// or missing: retrying them is what locks an account.
+func authRefused(err error) bool {
+	switch replyCode(err) {
+	case 530, 534, 535, 538:
+		return true
+	}
+	return false
+}
+
+// base64Run matches what an echoed AUTH PLAIN/LOGIN exchange looks like: a
+// long run of the base64 alphabet. Runs of 12 to 19 letters count only with
+// a digit, +, / or =, so that words such as "Authentication" stay readable.
+var base64Run = regexp.MustCompile(`[A-Za-z0-9+/]{12,}={0,2}`)
+
+func looksEncoded(s string) bool {
+	return len(s) >= 20 || strings.ContainsAny(s, "0123456789+/=")
+}
+
+// maxErrorText bounds the server's text kept in an error.
+const maxErrorText = 300
+
+// redact turns a delivery error into text that is safe to log, audit and
+// show: the password (plain and in base64, as AUTH PLAIN and LOGIN send it)
+// and any long base64 run are replaced by [redacted], terminal controls
+// escaped, and the whole cut to maxErrorText bytes.
+func (s *SMTP) redact(err error) error {
+	msg := err.Error()
+	if s.pass != "" {
+		for _, secret := range []string{
+			s.pass,
+			base64.StdEncoding.EncodeToString([]byte(s.pass)),
+			base64.StdEncoding.EncodeToString([]byte("\x00" + s.cfg.Username + "\x00" + s.pass)),
+			base64.StdEncoding.EncodeToString([]byte(s.cfg.Username + "\x00" + s.cfg.Username + "\x00" + s.pass)),
+		} {
+			msg = strings.ReplaceAll(msg, secret, "[redacted]")
+		}
+	}
+	msg = base64Run.ReplaceAllStringFunc(msg, func(run string) string {
+		if looksEncoded(run) {
+			return "[redacted]"
+		}
+		return run
+	})
+	msg = termsafe.String(msg)
+	if len(msg) > maxErrorText {
+		msg = msg[:maxErrorText] + "…"
+	}
+	return &redactedError{msg: msg, code: replyCode(err)}
+}
+
+// redactedError is a delivery error after redaction; it keeps the reply
+// code for whoever asks.
+type redactedError struct {
+	msg  string
+	code int
+}
+
+func (e *redactedError) Error() string { return e.msg }
+
+// Code is the SMTP reply code, 0 when the failure had none.
+func (e *redactedError) Code() int { return e.code }
 
 // permanent tells errors worth retrying from those that are not: SMTP 5xx
 // replies (bad recipient, authentication refused) and go-mail's

@@ -3,6 +3,7 @@ package mail
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ type fakeServer struct {
 	mu         sync.Mutex
 	user, pass string
 	refuseAuth bool
+	echoAuth   bool // refuse with a reply that quotes the AUTH exchange, as some relays do
 	rejectRcpt string
 	failFirst  int
 	authTried  []string
@@ -48,6 +50,10 @@ func (s *fakeSession) Auth(string) (sasl.Server, error) {
 		s.s.mu.Lock()
 		defer s.s.mu.Unlock()
 		s.s.authTried = append(s.s.authTried, user)
+		if s.s.echoAuth {
+			echo := base64.StdEncoding.EncodeToString([]byte("\x00" + user + "\x00" + pass))
+			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "Authentication failed for AUTH PLAIN " + echo + " (" + pass + ")\x1b[2J"}
+		}
 		if s.s.refuseAuth || user != s.s.user || pass != s.s.pass {
 			return smtp.ErrAuthFailed
 		}
@@ -243,6 +249,9 @@ func TestConfigValidate(t *testing.T) {
 		{"bad tls", Config{Host: "mx", From: "a@b.c", TLS: "ssl"}, `tls: "ssl"`},
 		{"bad from", Config{Host: "mx", From: "nobody"}, "from:"},
 		{"auth without user", Config{Host: "mx", From: "a@b.c", Auth: "plain"}, "needs a username"},
+		{"CR/LF in host", Config{Host: "mx\r\nRCPT TO:<evil@example.org>", From: "a@b.c"}, "host:"},
+		{"space in host", Config{Host: "mx example", From: "a@b.c"}, "host:"},
+		{"newline in username", Config{Host: "mx", From: "a@b.c", Auth: "plain", Username: "gw\nx"}, "username:"},
 		{"two password sources", Config{Host: "mx", From: "a@b.c", PasswordFile: "f", PasswordEnv: "E"}, "at most one"},
 	}
 	for _, tc := range cases {
@@ -295,5 +304,60 @@ func TestSenderPrintsNoSecret(t *testing.T) {
 		if strings.Contains(out, "hunter2") || !strings.Contains(out, "mx") {
 			t.Errorf("printed sender: %s", out)
 		}
+	}
+}
+
+// TestAuthRefusalRedactedAndHeldOff: a relay that refuses the credentials
+// and echoes the AUTH exchange. The error (which reaches the log, the audit
+// and the web page) holds neither the password nor its base64; and the
+// sender does not try the same credentials again before AuthHoldOff.
+func TestAuthRefusalRedactedAndHeldOff(t *testing.T) {
+	const secret = "s3cret-Pa55"
+	srv := &fakeServer{user: "gw", pass: secret, echoAuth: true}
+	port := startFake(t, srv)
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	var logs bytes.Buffer
+	s, err := NewSMTP(Config{Host: "127.0.0.1", Port: port, TLS: TLSNone, Auth: "plain", Username: "gw", PasswordEnv: "SMTP_PW",
+		From: "gpuwatch@example.org", Timeout: 5 * time.Second, Backoff: time.Second},
+		slog.New(slog.NewTextHandler(&logs, nil)),
+		WithSleep(func(context.Context, time.Duration) error { return nil }),
+		WithGetenv(func(string) string { return secret }),
+		WithNow(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	encoded := base64.StdEncoding.EncodeToString([]byte("\x00gw\x00" + secret))
+	err = s.Send(context.Background(), testMessage())
+	var se *SendError
+	if !errors.As(err, &se) || !se.Permanent {
+		t.Fatalf("Send() = %v, want a permanent SendError", err)
+	}
+	for _, leak := range []string{secret, encoded, "\x1b"} {
+		if strings.Contains(err.Error(), leak) || strings.Contains(logs.String(), leak) {
+			t.Fatalf("%q leaked:\nerror: %v\nlog: %s", leak, err, logs.String())
+		}
+	}
+	if !strings.Contains(err.Error(), "535") || !strings.Contains(err.Error(), "Authentication failed") {
+		t.Errorf("redaction lost the reply code or its words: %v", err)
+	}
+	// Every later send within the hold-off fails at once, without dialing.
+	for i := 0; i < 3; i++ {
+		now = now.Add(10 * time.Minute)
+		if err := s.Send(context.Background(), testMessage()); err == nil || !strings.Contains(err.Error(), "no new attempt before") {
+			t.Fatalf("send during hold-off: %v", err)
+		}
+	}
+	srv.mu.Lock()
+	tried := len(srv.authTried)
+	srv.mu.Unlock()
+	if tried != 1 {
+		t.Fatalf("server saw %d authentication attempts, want 1", tried)
+	}
+	now = now.Add(AuthHoldOff)
+	_ = s.Send(context.Background(), testMessage())
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if len(srv.authTried) != 2 {
+		t.Fatalf("after the hold-off the server saw %d attempts, want 2", len(srv.authTried))
 	}
 }

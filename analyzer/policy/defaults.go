@@ -26,9 +26,6 @@ const (
 	// DefaultAlertDuration is how long an Alertmanager alert stays firing
 	// unless the next warning renews it.
 	DefaultAlertDuration = time.Hour
-	// ExemptKey is the pod label or annotation that exempts an allocation;
-	// its value is "true" or an RFC 3339 time until which it holds.
-	ExemptKey = "gpuwatch.io/exempt"
 )
 
 // DefaultChannels are where notify and warn steps go when a step names none

@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
@@ -71,13 +72,8 @@ type rawTier struct {
 	Rules      []rawRule `yaml:"rules"`
 }
 
-type rawMatch struct {
-	Partitions []string          `yaml:"partitions"`
-	QoS        []string          `yaml:"qos"`
-	Accounts   []string          `yaml:"accounts"`
-	Namespaces []string          `yaml:"namespaces"`
-	Labels     map[string]string `yaml:"labels"`
-}
+// rawMatch is checked key by key against the attributes facts can supply.
+type rawMatch map[string]yaml.Node
 
 type rawRule struct {
 	Pattern           string    `yaml:"pattern"`
@@ -428,26 +424,10 @@ func (v *validator) tier(key string, r *rawTier, p *Policy) Tier {
 		Reclaim:    r.Reclaim != nil && *r.Reclaim,
 		DryRun:     r.DryRun,
 		MaxRunTime: v.duration(key+".max_run_time", r.MaxRunTime, 0),
-		Match: Match{Partitions: r.Match.Partitions, QoS: r.Match.QoS, Accounts: r.Match.Accounts,
-			Namespaces: r.Match.Namespaces, Labels: r.Match.Labels},
+		Match:      v.match(key+".match", r.Match),
 	}
 	if !tierName.MatchString(r.Name) {
 		v.fail(key+".name", "a tier needs a name of letters, digits, '.', '_' or '-', got %q", r.Name)
-	}
-	v.globs(key+".match.partitions", r.Match.Partitions)
-	v.globs(key+".match.qos", r.Match.QoS)
-	v.globs(key+".match.accounts", r.Match.Accounts)
-	v.globs(key+".match.namespaces", r.Match.Namespaces)
-	lk := make([]string, 0, len(r.Match.Labels))
-	for k := range r.Match.Labels {
-		lk = append(lk, k)
-	}
-	sort.Strings(lk)
-	for _, k := range lk {
-		if k == "" {
-			v.fail(key+".match.labels", "empty label name")
-		}
-		v.globs(key+".match.labels."+k, []string{r.Match.Labels[k]})
 	}
 	seen := map[finding.Pattern]bool{}
 	for i := range r.Rules {
@@ -460,6 +440,61 @@ func (v *validator) tier(key string, r *rawTier, p *Policy) Tier {
 		t.Rules = append(t.Rules, rule)
 	}
 	return t
+}
+
+// match checks each key against the attributes the analyzer can supply: a
+// key that nothing fills would never match, and a tier that never matches
+// lets its findings fall through to a later, possibly harsher, tier.
+func (v *validator) match(key string, r rawMatch) Match {
+	m := Match{}
+	keys := make([]string, 0, len(r))
+	for k := range r {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		n := r[k]
+		kk := key + "." + k
+		spec, ok := facts.ByMatchKey(k)
+		if !ok {
+			v.fail(kk, "unknown match key %q: nothing fills it (one of %s)", k, strings.Join(facts.MatchKeys(), ", "))
+			continue
+		}
+		if spec.Map {
+			var mv map[string]string
+			if err := n.Decode(&mv); err != nil || len(mv) == 0 {
+				v.fail(kk, "want a non-empty map of name: pattern")
+				continue
+			}
+			names := make([]string, 0, len(mv))
+			for name := range mv {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				if name == "" {
+					v.fail(kk, "empty name")
+				}
+				v.globs(kk+"."+name, []string{mv[name]})
+			}
+			if m.Maps == nil {
+				m.Maps = map[facts.Attr]map[string]string{}
+			}
+			m.Maps[spec.Attr] = mv
+			continue
+		}
+		var lv []string
+		if err := n.Decode(&lv); err != nil || len(lv) == 0 {
+			v.fail(kk, "want a non-empty list of patterns")
+			continue
+		}
+		v.globs(kk, lv)
+		if m.Values == nil {
+			m.Values = map[facts.Attr][]string{}
+		}
+		m.Values[spec.Attr] = lv
+	}
+	return m
 }
 
 func (v *validator) rule(key string, r *rawRule, p *Policy) Rule {

@@ -7,8 +7,10 @@ package policy
 
 import (
 	"path"
+	"strings"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
@@ -106,15 +108,18 @@ type Tier struct {
 	Rules      []Rule
 }
 
-// Match selects allocations; every non-empty field must match (one of its
-// values, shell globs allowed); an empty Match matches everything.
+// Match selects allocations by the facts their owner reports now (see
+// package facts for the attributes). Every listed attribute must match: a
+// scalar one when its value matches one of the globs, a map one when every
+// listed key is present with a value matching its glob. An empty Match
+// matches everything.
 type Match struct {
-	Partitions []string
-	QoS        []string
-	Accounts   []string
-	Namespaces []string
-	Labels     map[string]string
+	Values map[facts.Attr][]string
+	Maps   map[facts.Attr]map[string]string
 }
+
+// Empty reports whether m matches everything (a catch-all tier).
+func (m *Match) Empty() bool { return len(m.Values) == 0 && len(m.Maps) == 0 }
 
 // Rule is the escalation for one pattern within a tier.
 type Rule struct {
@@ -149,6 +154,12 @@ type Evaluation struct {
 	// Exempt findings get no step at all.
 	Exempt       bool
 	ExemptReason string
+	// Missing names the facts the decision needed and could not have, and
+	// why. The finding then matches no tier: Rule holds only the notify
+	// steps of the tier that could not be decided, Tier is nil, and
+	// nothing disruptive runs. A missing fact never lets a finding fall
+	// through to a later tier.
+	Missing string
 	// Qualifies is false when the finding is below the rule's thresholds;
 	// Why says which.
 	Qualifies bool
@@ -158,30 +169,63 @@ type Evaluation struct {
 	ReclaimAllowed bool
 }
 
-// Finding labels that tiers match on (set by attribution).
-const (
-	LabelPartition = "partition"
-	LabelQoS       = "qos"
-	LabelAccount   = "account"
-)
-
-// TierFor returns the first tier whose match selects f, or nil.
-func (p *Policy) TierFor(f *finding.Finding) *Tier {
+// tierFor returns the first tier whose match selects the facts; or, when a
+// tier cannot be decided because a fact it needs is missing, that tier and
+// why: the search stops there.
+func (p *Policy) tierFor(fa *facts.Facts) (*Tier, string) {
 	for i := range p.Tiers {
-		if p.Tiers[i].Match.matches(f) {
-			return &p.Tiers[i]
+		ok, missing := p.Tiers[i].Match.matches(fa)
+		if missing != "" {
+			return &p.Tiers[i], missing
+		}
+		if ok {
+			return &p.Tiers[i], ""
 		}
 	}
-	return nil
+	return nil, ""
 }
 
-// Evaluate applies the policy to f at now.
-func (p *Policy) Evaluate(f *finding.Finding, now time.Time) Evaluation {
+// Evaluate applies the policy to f, whose owner reported fa, at now.
+func (p *Policy) Evaluate(f *finding.Finding, fa *facts.Facts, now time.Time) Evaluation {
 	ev := Evaluation{DryRun: p.DryRun}
-	if exempt, why := p.exempt(f, now); exempt {
+	if fa == nil {
+		fa = &facts.Facts{Scheduler: facts.SchedulerOf(f)}
+		fa.MarkMissing("no facts were looked up")
+	}
+	exempt, why, missingEx := p.exempt(f, fa, now)
+	if exempt {
 		ev.Exempt, ev.ExemptReason = true, why
 	}
-	ev.Tier = p.TierFor(f)
+	tier, missing := p.tierFor(fa)
+	if !exempt && missingEx != "" {
+		// An exemption that cannot be decided protects like one that holds,
+		// except that the operators are told.
+		if missing != "" {
+			missing += "; "
+		}
+		missing += "exemption " + missingEx
+	}
+	if missing != "" {
+		ev.Missing = missing
+		ev.Why = "facts missing: " + missing
+		if tier == nil {
+			return ev
+		}
+		if r := tier.rule(f.Pattern); r != nil {
+			notify := *r
+			notify.Steps = nil
+			for _, st := range r.Steps {
+				if st.Action == StepNotify {
+					notify.Steps = append(notify.Steps, st)
+				}
+			}
+			if len(notify.Steps) > 0 {
+				ev.Rule, ev.Qualifies = &notify, p.qualifies(f, tier, &notify, now) == ""
+			}
+		}
+		return ev
+	}
+	ev.Tier = tier
 	if ev.Tier == nil {
 		ev.Why = "no tier matches"
 		return ev
@@ -189,11 +233,7 @@ func (p *Policy) Evaluate(f *finding.Finding, now time.Time) Evaluation {
 	if ev.Tier.DryRun != nil {
 		ev.DryRun = *ev.Tier.DryRun
 	}
-	for i := range ev.Tier.Rules {
-		if ev.Tier.Rules[i].Pattern == f.Pattern {
-			ev.Rule = &ev.Tier.Rules[i]
-		}
-	}
+	ev.Rule = ev.Tier.rule(f.Pattern)
 	if ev.Rule == nil {
 		ev.Why = "tier " + ev.Tier.Name + " has no rule for " + string(f.Pattern)
 		return ev
@@ -202,44 +242,102 @@ func (p *Policy) Evaluate(f *finding.Finding, now time.Time) Evaluation {
 		ev.DryRun = *ev.Rule.DryRun
 	}
 	ev.ReclaimAllowed = ev.Tier.Reclaim && (ev.Rule.Reclaim == nil || *ev.Rule.Reclaim)
-	switch {
-	case f.WastedGPUHours < ev.Rule.MinWastedGPUHours:
-		ev.Why = "wasted GPU-hours below min_wasted_gpu_hours"
-	case f.End.Sub(f.Start) < ev.Rule.MinDuration:
-		ev.Why = "finding shorter than min_duration"
-	case f.Pattern == finding.Overlong && ev.Tier.MaxRunTime > 0 && now.Sub(f.Start) < ev.Tier.MaxRunTime:
-		ev.Why = "run time below the tier's max_run_time"
-	default:
-		ev.Qualifies = true
-	}
+	ev.Why = p.qualifies(f, ev.Tier, ev.Rule, now)
+	ev.Qualifies = ev.Why == ""
 	return ev
 }
 
-func (p *Policy) exempt(f *finding.Finding, now time.Time) (bool, string) {
-	if v, ok := f.Labels[ExemptKey]; ok {
+func (t *Tier) rule(pat finding.Pattern) *Rule {
+	for i := range t.Rules {
+		if t.Rules[i].Pattern == pat {
+			return &t.Rules[i]
+		}
+	}
+	return nil
+}
+
+// qualifies returns why f is below the rule's thresholds, or "".
+func (p *Policy) qualifies(f *finding.Finding, t *Tier, r *Rule, now time.Time) string {
+	switch {
+	case f.WastedGPUHours < r.MinWastedGPUHours:
+		return "wasted GPU-hours below min_wasted_gpu_hours"
+	case f.End.Sub(f.Start) < r.MinDuration:
+		return "finding shorter than min_duration"
+	case f.Pattern == finding.Overlong && t.MaxRunTime > 0 && now.Sub(f.Start) < t.MaxRunTime:
+		return "run time below the tier's max_run_time"
+	}
+	return ""
+}
+
+// exempt says whether f is exempt; missing names a fact an exemption needed
+// and could not have (then it is not known to be exempt).
+func (p *Policy) exempt(f *finding.Finding, fa *facts.Facts, now time.Time) (bool, string, string) {
+	var missing []string
+	for _, a := range []facts.Attr{facts.PodLabels, facts.PodAnnotations} {
+		m, _, why := fa.Map(a)
+		if why != "" {
+			missing = append(missing, string(a)+": "+why)
+			continue
+		}
+		v, ok := m[facts.ExemptKey]
+		if !ok {
+			continue
+		}
 		if until, err := time.Parse(time.RFC3339, v); err == nil {
 			if now.Before(until) {
-				return true, ExemptKey + " until " + v
+				return true, facts.ExemptKey + " until " + v, ""
 			}
 		} else if v != "false" {
 			// Anything but a past time or "false" exempts: a typo in an
 			// exemption must not get a job cancelled.
-			return true, ExemptKey + "=" + v
+			return true, facts.ExemptKey + "=" + v, ""
 		}
 	}
 	for _, e := range p.Exemptions {
 		if !e.Until.IsZero() && !now.Before(e.Until) {
 			continue
 		}
-		if glob(e.User, f.User) && glob(e.Team, f.Team) && glob(e.Job, f.Job) {
-			why := "exemption"
+		ok, why := e.matches(f, fa)
+		if why != "" {
+			missing = append(missing, why)
+			continue
+		}
+		if ok {
+			reason := "exemption"
 			if e.Reason != "" {
-				why += ": " + e.Reason
+				reason += ": " + e.Reason
 			}
-			return true, why
+			return true, reason, ""
 		}
 	}
-	return false, ""
+	return false, "", strings.Join(missing, "; ")
+}
+
+// matches reports whether the exemption selects f, or which fact it lacks.
+func (e *Exemption) matches(f *finding.Finding, fa *facts.Facts) (bool, string) {
+	if !glob(e.Job, f.Job) {
+		return false, ""
+	}
+	var missing []string
+	for _, c := range []struct {
+		a       facts.Attr
+		pattern string
+	}{{facts.User, e.User}, {facts.Team, e.Team}} {
+		if c.pattern == "" {
+			continue
+		}
+		v, ok, why := fa.Value(c.a)
+		switch {
+		case why != "":
+			missing = append(missing, string(c.a)+": "+why)
+		case !ok || !glob(c.pattern, v):
+			return false, ""
+		}
+	}
+	if len(missing) > 0 {
+		return false, strings.Join(missing, "; ")
+	}
+	return true, ""
 }
 
 // glob matches value against pattern; an empty pattern matches anything.
@@ -252,9 +350,6 @@ func glob(pattern, value string) bool {
 }
 
 func anyGlob(patterns []string, value string) bool {
-	if len(patterns) == 0 {
-		return true
-	}
 	for _, p := range patterns {
 		if ok, err := path.Match(p, value); err == nil && ok {
 			return true
@@ -263,22 +358,41 @@ func anyGlob(patterns []string, value string) bool {
 	return false
 }
 
-func (m *Match) matches(f *finding.Finding) bool {
-	account := f.Account
-	if account == "" {
-		account = f.Labels[LabelAccount]
-	}
-	if !anyGlob(m.Partitions, f.Labels[LabelPartition]) || !anyGlob(m.QoS, f.Labels[LabelQoS]) ||
-		!anyGlob(m.Accounts, account) || !anyGlob(m.Namespaces, f.Namespace) {
-		return false
-	}
-	for k, v := range m.Labels {
-		got, ok := f.Labels[k]
-		if !ok || !glob(v, got) {
-			return false
+// matches decides the match on the facts: false as soon as a known fact
+// does not match; else, when a fact it needs is missing, which and why.
+func (m *Match) matches(fa *facts.Facts) (bool, string) {
+	var missing []string
+	for _, s := range facts.Specs {
+		if globs, ok := m.Values[s.Attr]; ok {
+			v, have, why := fa.Value(s.Attr)
+			switch {
+			case why != "":
+				missing = append(missing, string(s.Attr)+": "+why)
+			case !have || !anyGlob(globs, v):
+				return false, ""
+			}
+		}
+		if want, ok := m.Maps[s.Attr]; ok {
+			got, have, why := fa.Map(s.Attr)
+			if why != "" {
+				missing = append(missing, string(s.Attr)+": "+why)
+				continue
+			}
+			if !have {
+				return false, ""
+			}
+			for k, g := range want {
+				v, ok := got[k]
+				if !ok || !glob(g, v) {
+					return false, ""
+				}
+			}
 		}
 	}
-	return true
+	if len(missing) > 0 {
+		return false, strings.Join(missing, "; ")
+	}
+	return true, ""
 }
 
 // ChannelsFor returns the configured channels a notify or warn step goes to:

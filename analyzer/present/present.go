@@ -15,7 +15,9 @@ import (
 
 	"github.com/prometheus/common/model"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 )
 
 // ParseTime reads "now", a relative time ("-7d", "-90m", "now-2h") or an
@@ -42,8 +44,9 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// JSON writes {"findings": [...]}; an empty result is an empty list, not null.
-func JSON(w io.Writer, fs []finding.Finding) error {
+// JSON writes {"findings": [...], "coverage": {...}}; an empty result is an
+// empty list, not null, and coverage is left out when cov is nil.
+func JSON(w io.Writer, fs []finding.Finding, cov *engine.Coverage) error {
 	if fs == nil {
 		fs = []finding.Finding{}
 	}
@@ -51,15 +54,17 @@ func JSON(w io.Writer, fs []finding.Finding) error {
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(struct {
 		Findings []finding.Finding `json:"findings"`
-	}{fs}); err != nil {
+		Coverage *engine.Coverage  `json:"coverage,omitempty"`
+	}{fs, cov}); err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
 	return nil
 }
 
 // Table writes findings sorted by GPU-hours wasted, aligned, with a total
-// per pattern and overall.
-func Table(w io.Writer, fs []finding.Finding) error {
+// per pattern and overall, then what the data covered and, when nothing
+// was found, why (cov may be nil).
+func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage) error {
 	sorted := append([]finding.Finding(nil), fs...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if sorted[i].WastedGPUHours != sorted[j].WastedGPUHours {
@@ -68,7 +73,14 @@ func Table(w io.Writer, fs []finding.Finding) error {
 		return sorted[i].Key() < sorted[j].Key()
 	})
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t") }
+	// Job names, users and hosts are others' text: escaped, so that none
+	// can move the cursor, clear the screen or forge a row or column.
+	row := func(cols ...string) {
+		for i, c := range cols {
+			cols[i] = termsafe.String(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	}
 	row("WASTED_GPU_H", "PATTERN", "SEVERITY", "ACTION", "JOB", "USER", "TEAM", "KIND", "HOST", "GPUS", "START", "END")
 	totals := map[finding.Pattern]float64{}
 	counts := map[finding.Pattern]int{}
@@ -90,7 +102,24 @@ func Table(w io.Writer, fs []finding.Finding) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
+	if cov == nil {
+		return nil
+	}
+	if _, err := io.WriteString(w, CoverageLine(*cov)+"\n"); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
 	return nil
+}
+
+// CoverageLine says in one sentence what an analysis saw and, when it found
+// nothing, why.
+func CoverageLine(c engine.Coverage) string {
+	s := fmt.Sprintf("Saw %d GPUs and %d allocations over %s; %.1f%% of GPU-steps had data.",
+		c.GPUs, c.Allocations, c.To.Sub(c.From), 100*c.Ratio)
+	if c.Reason != "" {
+		s += " No findings: " + c.Reason + "."
+	}
+	return s
 }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }

@@ -40,14 +40,14 @@ var sample = []finding.Finding{
 
 func TestJSON(t *testing.T) {
 	var b bytes.Buffer
-	if err := JSON(&b, nil); err != nil {
+	if err := JSON(&b, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), `"findings": []`) {
 		t.Errorf("empty result is %s, want an empty list", b.String())
 	}
 	b.Reset()
-	if err := JSON(&b, sample); err != nil {
+	if err := JSON(&b, sample, nil); err != nil {
 		t.Fatal(err)
 	}
 	var out struct {
@@ -65,7 +65,7 @@ func TestJSON(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	var b bytes.Buffer
-	if err := Table(&b, sample); err != nil {
+	if err := Table(&b, sample, nil); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
@@ -85,5 +85,23 @@ func TestTable(t *testing.T) {
 		if l[col-1] != ' ' || l[col] == ' ' {
 			t.Errorf("misaligned row %q (PATTERN at %d)", l, col)
 		}
+	}
+}
+
+// TestTableEscapesTerminalControls: a finding's job, user and host come from
+// users (and /proc); the analyze table shows them escaped, one row each.
+func TestTableEscapesTerminalControls(t *testing.T) {
+	fs := append([]finding.Finding(nil), sample...)
+	fs[0].Job = "job\x1b[31m\nforged\trow"
+	fs[0].User = "u\u202ex"
+	var b bytes.Buffer
+	if err := Table(&b, fs); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(b.String(), "\x1b\u202e") || !strings.Contains(b.String(), `job\x1b[31m\nforged\trow`) {
+		t.Fatalf("table:\n%q", b.String())
+	}
+	if n := strings.Count(b.String(), "\n"); n != 7 {
+		t.Fatalf("table has %d lines, want 7:\n%s", n, b.String())
 	}
 }

@@ -46,5 +46,5 @@ func (c *Counting) QueryRange(ctx context.Context, expr string, r Range) (model.
 	return c.Q.QueryRange(ctx, expr, r)
 }
 
-// Count returns the number of queries so far.
+// Count returns the number of queries so far; queries may run side by side.
 func (c *Counting) Count() int64 { return c.n.Load() }

@@ -48,7 +48,7 @@ func handStore(t *testing.T) *store.Store {
 	}
 	low := finding.Finding{Pattern: finding.LowUtilization, Job: "1", User: "alice", Team: "ml", Hostname: "h1", ModelName: a100,
 		GPUs: []string{"g0", "g1"}, Start: w47, End: w47.Add(10 * time.Hour), WastedGPUHours: 3,
-		Evidence: map[string]float64{"gpu_util_mean": 12, "fb_used_max_mib": 7000}}
+		Evidence: map[string]float64{"mean_util_percent": 12, "fb_max_mib": 7000}}
 	if err := st.SaveFindings(ctx, w47.Add(5*time.Hour), []finding.Finding{low}); err != nil {
 		t.Fatal(err)
 	}

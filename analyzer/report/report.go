@@ -6,10 +6,19 @@
 package report
 
 import (
+	"os"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/detect"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
+
+// FileMode is the mode of a report written to a file: reports name users,
+// jobs and costs, so they are readable by their owner and group only.
+const FileMode os.FileMode = 0o640
+
+// DirMode is the mode of a folder created to hold reports.
+const DirMode os.FileMode = 0o750
 
 // Report is one report's numbers; renderers only format them.
 type Report struct {
@@ -133,24 +142,4 @@ type TeamRow struct {
 }
 
 // PatternLabel is a pattern's name for people.
-func PatternLabel(p finding.Pattern) string {
-	switch p {
-	case finding.CPUOnly:
-		return "GPU never used (CPU only)"
-	case finding.OverRequested:
-		return "More GPUs than used"
-	case finding.Stuck:
-		return "Stuck, no progress"
-	case finding.StartupOverhead:
-		return "Slow start (staging)"
-	case finding.IdleSession:
-		return "Idle interactive session"
-	case finding.LowUtilization:
-		return "Low utilisation (fits MIG / smaller GPU)"
-	case finding.Overlong:
-		return "Ran past time limit"
-	case finding.OrphanProcess:
-		return "Orphaned GPU process"
-	}
-	return string(p)
-}
+func PatternLabel(p finding.Pattern) string { return detect.Title(p) }

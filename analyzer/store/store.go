@@ -9,6 +9,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,14 +22,48 @@ import (
 
 // Store is an open state database.
 type Store struct {
-	db *sql.DB
-	mu sync.Mutex
+	db       *sql.DB
+	mu       sync.Mutex
+	readOnly bool
 }
+
+// FileMode is the mode of a database file the store creates: it holds the
+// audit log, users and mail recipients, so only its owner reads it. SQLite
+// gives the -wal and -shm files the database file's mode.
+const FileMode = 0o600
 
 // Open opens (creating if needed) the database at path. ":memory:" gives a
 // private in-memory database, for tests.
 func Open(path string) (*Store, error) {
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	if path != ":memory:" {
+		if err := createPrivate(path); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
+	}
+	return open(path, dsn(path, "rwc", "journal_mode(WAL)", "busy_timeout(5000)", "foreign_keys(1)", "synchronous(NORMAL)"), false)
+}
+
+// OpenReadOnly opens an existing database for reading only (audit, report
+// previews): it creates nothing and runs no migration. A WAL database needs
+// its -shm file to be writable, or to exist; when neither holds (a reader
+// without write access to the folder, the analyzer stopped) the file is read
+// as immutable, which sees what was last checkpointed.
+func OpenReadOnly(path string) (*Store, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("open store %s read-only: %w", path, err)
+	}
+	s, err := open(path, dsn(path, "ro", "busy_timeout(5000)", "query_only(1)"), true)
+	if err == nil {
+		return s, nil
+	}
+	s, err2 := open(path, dsn(path, "ro", "query_only(1)")+"&immutable=1", true)
+	if err2 != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func open(path, dsn string, readOnly bool) (*Store, error) {
 	if path == ":memory:" {
 		dsn = "file::memory:?_pragma=busy_timeout(5000)"
 	}
@@ -37,12 +74,69 @@ func Open(path string) (*Store, error) {
 	// SQLite has one writer; one connection keeps in-memory databases whole
 	// and avoids SQLITE_BUSY between our own goroutines.
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db}
+	s := &Store{db: db, readOnly: readOnly}
+	if readOnly {
+		if err := db.Ping(); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open store %s read-only: %w", path, err)
+		}
+		return s, nil
+	}
 	if err := s.Migrate(context.Background(), baseSchema...); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// dsn builds the SQLite URI of a file path. The path is percent-encoded:
+// pasted in raw, "a#b.db" would open "a" (the rest read as a fragment) and
+// "c?d.db" would open "c" with "d.db" as a parameter, dropping WAL and the
+// busy timeout.
+func dsn(path, mode string, pragmas ...string) string {
+	q := url.Values{"mode": {mode}}
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	u := url.URL{Scheme: "file", Opaque: escapePath(path), RawQuery: q.Encode()}
+	return u.String()
+}
+
+// escapePath percent-encodes what a SQLite URI path may not hold raw.
+func escapePath(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '/' || c == '.' || c == '-' || c == '_' || c == '~' ||
+			'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+// createPrivate creates the database file with FileMode when it is missing,
+// and takes world access away from an existing one (a group the operator
+// chose, for auditors, is kept).
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("not a regular file")
+	}
+	if st.Mode().Perm()&0o007 != 0 {
+		return f.Chmod(st.Mode().Perm() &^ 0o007)
+	}
+	return nil
 }
 
 // DB exposes the database to the packages that own further tables.
@@ -52,7 +146,11 @@ func (s *Store) DB() *sql.DB { return s.db }
 func (s *Store) Close() error { return s.db.Close() }
 
 // Migrate runs idempotent schema statements (CREATE TABLE IF NOT EXISTS ...).
+// On a read-only store it does nothing: the schema is the writer's.
 func (s *Store) Migrate(ctx context.Context, stmts ...string) error {
+	if s.readOnly {
+		return nil
+	}
 	for _, q := range stmts {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("migrate: %w", err)

@@ -21,7 +21,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/detect"
+	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/present"
 )
 
 // FindingsSource gives the current findings (for the daemon: those of the
@@ -88,6 +91,14 @@ type Options struct {
 	// MaxRows bounds the findings table (default 500, the largest first):
 	// a page is for people; findings.json has them all.
 	MaxRows int
+	// Coverage says what the last analyzer cycle saw; nil hides the line.
+	Coverage CoverageSource
+}
+
+// CoverageSource gives what the last analyzer cycle saw (engine.Metrics
+// keeps it for /metrics too, so both say the same).
+type CoverageSource interface {
+	LastCoverage() (engine.Coverage, bool)
 }
 
 //go:embed templates/*.html
@@ -229,6 +240,8 @@ type findingsPage struct {
 	ByPat    []patternTotal
 	MaxPat   float64
 	Jobs     int
+	// Coverage is the sentence on what the last cycle saw, "" when unknown.
+	Coverage string
 }
 
 type page struct {
@@ -264,6 +277,11 @@ func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 	flt, all, sel, code, err := s.load(r)
 	p := findingsPage{page: s.page("findings", s.Findings != nil), Filter: flt, Query: r.URL.Query(),
 		Patterns: finding.Patterns, Total: len(all), Findings: sel}
+	if s.Coverage != nil {
+		if c, ok := s.Coverage.LastCoverage(); ok {
+			p.Coverage = present.CoverageLine(c)
+		}
+	}
 	if err != nil {
 		p.Error = err.Error()
 	}
@@ -443,23 +461,7 @@ func humanDuration(d time.Duration) string {
 	}
 }
 
-var patternLabels = map[finding.Pattern]string{
-	finding.CPUOnly:         "CPU only",
-	finding.OverRequested:   "Over-requested",
-	finding.Stuck:           "Stuck",
-	finding.StartupOverhead: "Startup overhead",
-	finding.IdleSession:     "Idle session",
-	finding.LowUtilization:  "Low utilization",
-	finding.Overlong:        "Overlong",
-	finding.OrphanProcess:   "Orphan process",
-}
-
-func patternLabel(p finding.Pattern) string {
-	if l, ok := patternLabels[p]; ok {
-		return l
-	}
-	return string(p)
-}
+func patternLabel(p finding.Pattern) string { return detect.Label(p) }
 
 // evidence formats a finding's numbers compactly and in a stable order.
 func evidence(ev map[string]float64) string {

@@ -131,3 +131,48 @@ func TestAnalyzeCommandUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestAnalyzeCoverage: an empty result says why, from what the data held.
+func TestAnalyzeCoverage(t *testing.T) {
+	from := time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC)
+	dir := analyzeStore(t, from)
+	for _, tc := range []struct {
+		name     string
+		from, to time.Time
+		want     []string
+	}{
+		{"no data", from.Add(-48 * time.Hour), from.Add(-24 * time.Hour), []string{"Saw 0 GPUs", "No findings: no data"}},
+		{"short window", from.Add(10 * time.Minute), from.Add(35 * time.Minute), []string{"Saw 1 GPUs and 1 allocations", "window too short: 25m0s of data"}},
+		{"unknown label convention", from.Add(-1 * time.Hour), from.Add(5 * time.Minute), []string{"no allocation on 1 GPUs", "label convention"}},
+		{"found", from, from.Add(3 * time.Hour), []string{"Saw 1 GPUs and 1 allocations over 3h0m0s", "% of GPU-steps had data."}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			out := captureStdout(t, func() {
+				args := []string{"analyze", "--storage.path=" + dir, "--from=" + tc.from.Format(time.RFC3339), "--to=" + tc.to.Format(time.RFC3339)}
+				if code := run(args, &stderr); code != 0 {
+					t.Errorf("exit %d: %s", code, stderr.String())
+				}
+			})
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	out := captureStdout(t, func() {
+		var stderr bytes.Buffer
+		run([]string{"analyze", "--storage.path=" + dir, "--format=json", "--from=" + from.Add(-48*time.Hour).Format(time.RFC3339),
+			"--to=" + from.Add(-24*time.Hour).Format(time.RFC3339)}, &stderr)
+	})
+	var res struct {
+		Coverage struct {
+			GPUs   int    `json:"gpus"`
+			Reason string `json:"reason"`
+		} `json:"coverage"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || !strings.HasPrefix(res.Coverage.Reason, "no data") {
+		t.Errorf("json coverage %+v (%v):\n%s", res.Coverage, err, out)
+	}
+}

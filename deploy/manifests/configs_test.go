@@ -1,9 +1,14 @@
 package manifests
 
 import (
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.yaml.in/yaml/v3"
@@ -16,52 +21,135 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 )
 
-// TestShippedConfigsParse: the configuration the manifests ship is accepted
-// by gpuwatch's own strict parsers, in every overlay, and the files it points
-// at (the SMTP password) are mounted.
-func TestShippedConfigsParse(t *testing.T) {
-	for _, dir := range append([]string{"base"}, overlays...) {
-		t.Run(dir, func(t *testing.T) {
-			objs := renderDir(t, dir)
-			an := find(t, objs, "ConfigMap", "gpuwatch-analyzer-config").Typed.(*corev1.ConfigMap)
-			if _, err := config.Parse("analyzer.yml", []byte(an.Data["analyzer.yml"])); err != nil {
-				t.Errorf("analyzer.yml: %v", err)
+// checkConfigFile parses a configuration file a flag names with gpuwatch's
+// own strict parser; files it names in turn (the SMTP password, TLS
+// certificates) must be mounted too. content is nil for a Secret the
+// operator creates.
+func checkConfigFile(t *testing.T, r rendering, ps *corev1.PodSpec, ctr *corev1.Container, files map[string][]byte, flag, path string, content []byte) {
+	t.Helper()
+	if content == nil {
+		return
+	}
+	switch flag {
+	case "attribution.teams-file":
+		if _, err := teams.Parse(content); err != nil {
+			t.Errorf("%s %s: %v", ctr.Name, path, err)
+		}
+	case "analyzer.config":
+		if _, err := config.Parse(path, content); err != nil {
+			t.Errorf("%s %s: %v", ctr.Name, path, err)
+		}
+	case "policy.file":
+		pol, err := policy.Parse(content)
+		if err != nil {
+			t.Errorf("%s %s: %v", ctr.Name, path, err)
+		} else if !pol.DryRun {
+			t.Errorf("%s %s: the shipped policy must start in dry-run", ctr.Name, path)
+		}
+	case "report.config":
+		rc, err := report.ParseConfig(path, content)
+		if err != nil {
+			t.Errorf("%s %s: %v", ctr.Name, path, err)
+			return
+		}
+		if _, ok := files[rc.SMTP.PasswordFile]; rc.SMTP.PasswordFile != "" && !ok {
+			t.Errorf("%s: smtp.password_file %q is not a mounted file", path, rc.SMTP.PasswordFile)
+		}
+		var raw map[string]any
+		if err := yaml.Unmarshal(content, &raw); err != nil {
+			t.Fatal(err)
+		}
+		if smtp, _ := raw["smtp"].(map[string]any); smtp["password"] != nil {
+			t.Errorf("%s: a password in a ConfigMap", path)
+		}
+	case "web.config.file":
+		p := filepath.Join(t.TempDir(), "web-config.yml")
+		if err := os.WriteFile(p, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var wc struct {
+			TLS struct {
+				Cert     string `yaml:"cert_file"`
+				Key      string `yaml:"key_file"`
+				ClientCA string `yaml:"client_ca_file"`
+			} `yaml:"tls_server_config"`
+			Users map[string]string `yaml:"basic_auth_users"`
+		}
+		if err := yaml.Unmarshal(content, &wc); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, f := range []string{wc.TLS.Cert, wc.TLS.Key, wc.TLS.ClientCA} {
+			if _, ok := files[f]; f != "" && !ok {
+				t.Errorf("%s: %s is not a mounted file", path, f)
 			}
-			pol, err := policy.Parse([]byte(an.Data["policy.yml"]))
-			if err != nil {
-				t.Errorf("policy.yml: %v", err)
-			} else if !pol.DryRun {
-				t.Error("the shipped policy must start in dry-run")
+		}
+		if wc.TLS.Cert == "" { // with TLS, Validate would read the certificate files
+			if err := web.Validate(p); err != nil {
+				t.Errorf("%s: %v", path, err)
 			}
-			rc, err := report.ParseConfig("report.yml", []byte(an.Data["report.yml"]))
-			if err != nil {
-				t.Fatalf("report.yml: %v", err)
+		}
+		if wc.TLS.Cert == "" && len(wc.Users) == 0 {
+			t.Errorf("%s: neither TLS nor users: an empty web config protects nothing", path)
+		}
+	}
+}
+
+// TestDryRunNeedsNoSecret: the base and the Kubernetes-only overlay start
+// the analyzer without an SMTP server or any Secret, for a dry-run trial.
+func TestDryRunNeedsNoSecret(t *testing.T) {
+	for _, dir := range []string{"base", "overlays/slurm-free-k8s"} {
+		dep := find(t, renderDir(t, dir), "Deployment", "gpuwatch-analyzer").Typed.(*appsv1.Deployment)
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Secret != nil {
+				t.Errorf("%s: the analyzer mounts Secret %s", dir, v.Secret.SecretName)
 			}
-			dep := find(t, objs, "Deployment", "gpuwatch-analyzer").Typed.(*appsv1.Deployment)
-			files := mountedFiles(t, objs, &dep.Spec.Template.Spec, &dep.Spec.Template.Spec.Containers[0])
-			if rc.SMTP.PasswordFile == "" || !files[rc.SMTP.PasswordFile] {
-				t.Errorf("report.yml smtp.password_file %q is not a mounted file (have %v)", rc.SMTP.PasswordFile, files)
+		}
+		for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+			if strings.HasPrefix(a, "--report.config") {
+				t.Errorf("%s: %s needs an SMTP server", dir, a)
 			}
-			var raw map[string]any
-			if err := yaml.Unmarshal([]byte(an.Data["report.yml"]), &raw); err != nil {
-				t.Fatal(err)
-			}
-			if smtp, _ := raw["smtp"].(map[string]any); smtp["password"] != nil {
-				t.Error("a password in a ConfigMap")
-			}
-			tm := find(t, objs, "ConfigMap", "gpuwatch-exporter-teams").Typed.(*corev1.ConfigMap)
-			if _, err := teams.Parse([]byte(tm.Data["teams.yml"])); err != nil {
-				t.Errorf("teams.yml: %v", err)
-			}
-			if wc, ok := an.Data["web-config.yml"]; ok {
-				p := filepath.Join(t.TempDir(), "web-config.yml")
-				if err := os.WriteFile(p, []byte(wc), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				if err := web.Validate(p); err != nil {
-					t.Errorf("web-config.yml: %v", err)
-				}
-			}
-		})
+		}
+	}
+}
+
+// TestProductionAuthWorks serves a page behind the production overlay's web
+// config with exporter-toolkit: no credentials and a wrong password are
+// refused, the documented example credentials are accepted.
+func TestProductionAuthWorks(t *testing.T) {
+	objs := renderDir(t, "overlays/production")
+	cm := find(t, objs, "ConfigMap", "gpuwatch-analyzer-config").Typed.(*corev1.ConfigMap)
+	wc := cm.Data["web-config.yml"]
+	if !strings.Contains(cm.Data["web-config.yml"], "prometheus:") {
+		t.Fatalf("web-config.yml has no example user:\n%s", wc)
+	}
+	p := filepath.Join(t.TempDir(), "web-config.yml")
+	if err := os.WriteFile(p, []byte(wc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: ok, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &p}, slog.New(slog.DiscardHandler)) }()
+	defer srv.Close()
+	url := "http://" + l.Addr().String()
+	for _, c := range []struct {
+		user, pass string
+		want       int
+	}{{"", "", 401}, {"prometheus", "wrong", 401}, {"prometheus", "change-me", 200}} {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if c.user != "" {
+			req.SetBasicAuth(c.user, c.pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("user %q password %q: status %d, want %d", c.user, c.pass, resp.StatusCode, c.want)
+		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package manifests reads gpuwatch's Kubernetes manifests the way the API
 // server would (client-go's scheme, strict: unknown or duplicate fields are
-// errors) and renders kustomizations with a small, honest subset of
-// kustomize, so tests can check what an operator would actually apply.
+// errors) and renders kustomizations with kustomize's library, so tests can
+// check what an operator would actually apply: the kustomize overlays and the
+// Helm chart alike.
 package manifests
 
 import (

@@ -3,20 +3,16 @@ package manifests
 import (
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
-
-	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // kube is deploy/kubernetes, the tree under test.
@@ -80,7 +76,7 @@ func TestDecodeIsStrict(t *testing.T) {
 
 func renderDir(t *testing.T, dir string) []Object {
 	t.Helper()
-	objs, err := Render(kube, dir)
+	objs, err := Render(path.Join("../kubernetes", dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,42 +94,94 @@ func find(t *testing.T, objs []Object, kind, name string) Object {
 	return Object{}
 }
 
+// rendering is what one kustomization or one Helm values file produced, and
+// what it should hold.
+type rendering struct {
+	objs                         []Object
+	namespace                    string
+	exporterImage, analyzerImage string
+	// labels every object carries
+	labels map[string]string
+	// labels every monitor carries, for the operator's Prometheus to select it
+	monitorLabels    map[string]string
+	exporterPriority string
+	prometheusURL    string
+	// Secrets the operator creates (not rendered): name -> keys.
+	externalSecrets map[string][]string
+	// The kubelet's pod-resources socket is mounted.
+	podResources bool
+	// The exporter simulates a node (--source=sim): any node will do.
+	sim bool
+	// The namespace Grafana's sidecar watches, when not the release's.
+	dashboardNamespace string
+}
+
+// checkRendering runs the checks every rendering must pass.
+func checkRendering(t *testing.T, r rendering) {
+	t.Helper()
+	for _, o := range r.objs {
+		ns := r.namespace
+		if _, ok := Nested[map[string]any](o.Fields, "metadata", "labels")["grafana_dashboard"]; ok && r.dashboardNamespace != "" {
+			ns = r.dashboardNamespace
+		}
+		if !clusterScoped[o.GVK.Kind] && o.Namespace() != ns {
+			t.Errorf("%s in namespace %q, want %q", o.ID(), o.Namespace(), ns)
+		}
+		lbls := Nested[map[string]any](o.Fields, "metadata", "labels")
+		for k, v := range r.labels {
+			if lbls[k] != v {
+				t.Errorf("%s: label %s=%v, want %s", o.ID(), k, lbls[k], v)
+			}
+		}
+	}
+	for _, o := range r.objs {
+		switch w := o.Typed.(type) {
+		case *appsv1.DaemonSet:
+			checkExporter(t, r, w)
+		case *appsv1.Deployment:
+			checkAnalyzer(t, r, w)
+		}
+	}
+	checkBindings(t, r.objs)
+	checkServicesAndMonitors(t, r.objs, r.monitorLabels)
+}
+
+// clusterScoped lists the cluster-scoped kinds our manifests contain.
+var clusterScoped = map[string]bool{"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true}
+
 // TestOverlays renders each overlay and checks the objects an operator relies on.
 func TestOverlays(t *testing.T) {
+	smtp := map[string][]string{"gpuwatch-smtp": smtpSecretKeys(t)}
 	cases := []struct {
-		dir, namespace, image string
-		extraLabels           map[string]string
-		monitorLabel          string
-		exporterPriority      string
-		prometheusURL         string
+		dir string
+		r   rendering
 	}{
-		{"base", "gpuwatch", "ghcr.io/gpuwatch/gpuwatch:latest", nil, "", "", "http://prometheus-operated.monitoring.svc:9090"},
-		{"overlays/slurm-free-k8s", "gpuwatch", "ghcr.io/gpuwatch/gpuwatch:v0.1.0", nil, "", "", "http://prometheus-operated.monitoring.svc:9090"},
-		{"overlays/production", "gpuwatch-system", "registry.example.com/gpuwatch/gpuwatch:v0.1.0",
-			map[string]string{"environment": "production"}, "kube-prometheus-stack", "system-node-critical", "http://thanos-query.monitoring.svc:9090"},
+		{"base", rendering{namespace: "gpuwatch",
+			exporterImage: "ghcr.io/gpuwatch/gpuwatch-exporter:latest", analyzerImage: "ghcr.io/gpuwatch/gpuwatch-analyzer:latest",
+			prometheusURL: "http://prometheus-operated.monitoring.svc:9090", podResources: true}},
+		{"overlays/slurm-free-k8s", rendering{namespace: "gpuwatch",
+			exporterImage: "ghcr.io/gpuwatch/gpuwatch-exporter:v0.1.0", analyzerImage: "ghcr.io/gpuwatch/gpuwatch-analyzer:v0.1.0",
+			prometheusURL: "http://prometheus-operated.monitoring.svc:9090", podResources: true}},
+		{"overlays/production", rendering{namespace: "gpuwatch-system",
+			exporterImage: "registry.example.com/gpuwatch/gpuwatch-exporter:v0.1.0", analyzerImage: "registry.example.com/gpuwatch/gpuwatch-analyzer:v0.1.0",
+			labels: map[string]string{"environment": "production"}, monitorLabels: map[string]string{"release": "kube-prometheus-stack"},
+			exporterPriority: "system-node-critical", prometheusURL: "http://thanos-query.monitoring.svc:9090", externalSecrets: smtp,
+			podResources: true}},
 	}
 	for _, c := range cases {
 		t.Run(c.dir, func(t *testing.T) {
-			objs := renderDir(t, c.dir)
+			r := c.r
+			r.objs = renderDir(t, c.dir)
+			if r.labels == nil {
+				r.labels = map[string]string{}
+			}
+			r.labels["app.kubernetes.io/part-of"] = "gpuwatch"
+			checkRendering(t, r)
 			kinds := map[string]int{}
-			for _, o := range objs {
+			for _, o := range r.objs {
 				kinds[o.GVK.Kind]++
-				if o.GVK.Kind == "Namespace" || clusterScoped[o.GVK.Kind] {
-					if o.GVK.Kind == "Namespace" && o.Name() != c.namespace {
-						t.Errorf("namespace object %s, want %s", o.Name(), c.namespace)
-					}
-				} else if o.Namespace() != c.namespace {
-					t.Errorf("%s in namespace %q, want %q", o.ID(), o.Namespace(), c.namespace)
-				}
-				lbls := Nested[map[string]any](o.Fields, "metadata", "labels")
-				want := map[string]string{"app.kubernetes.io/part-of": "gpuwatch"}
-				for k, v := range c.extraLabels {
-					want[k] = v
-				}
-				for k, v := range want {
-					if lbls[k] != v {
-						t.Errorf("%s: label %s=%v, want %s", o.ID(), k, lbls[k], v)
-					}
+				if o.GVK.Kind == "Namespace" && o.Name() != r.namespace {
+					t.Errorf("namespace object %s, want %s", o.Name(), r.namespace)
 				}
 			}
 			wantKinds := map[string]int{"Namespace": 1, "ServiceAccount": 2, "DaemonSet": 1, "Deployment": 1, "Service": 2,
@@ -142,18 +190,11 @@ func TestOverlays(t *testing.T) {
 			if !reflect.DeepEqual(kinds, wantKinds) {
 				t.Errorf("kinds %v, want %v", kinds, wantKinds)
 			}
-
-			ds := find(t, objs, "DaemonSet", "gpuwatch-exporter").Typed.(*appsv1.DaemonSet)
-			checkExporter(t, objs, ds, c.image, c.exporterPriority)
-			dep := find(t, objs, "Deployment", "gpuwatch-analyzer").Typed.(*appsv1.Deployment)
-			checkAnalyzer(t, objs, dep, c.image, c.prometheusURL)
-			checkBindings(t, objs)
-			checkServicesAndMonitors(t, objs, c.monitorLabel)
 		})
 	}
 }
 
-func checkExporter(t *testing.T, objs []Object, ds *appsv1.DaemonSet, image, priority string) {
+func checkExporter(t *testing.T, r rendering, ds *appsv1.DaemonSet) {
 	t.Helper()
 	ps := ds.Spec.Template.Spec
 	if !ps.HostPID {
@@ -162,7 +203,10 @@ func checkExporter(t *testing.T, objs []Object, ds *appsv1.DaemonSet, image, pri
 	if ps.AutomountServiceAccountToken == nil || *ps.AutomountServiceAccountToken {
 		t.Error("exporter: must not mount an API token (it never talks to the API server)")
 	}
-	if ps.NodeSelector["nvidia.com/gpu.present"] != "true" {
+	if contains(ps.Containers[0].Args, "--source=sim") != r.sim {
+		t.Errorf("exporter: --source=sim in %v, want %v", ps.Containers[0].Args, r.sim)
+	}
+	if ps.NodeSelector["nvidia.com/gpu.present"] != "true" && !r.sim {
 		t.Errorf("exporter: node selector %v, want nvidia.com/gpu.present=true", ps.NodeSelector)
 	}
 	tolerated := false
@@ -172,19 +216,17 @@ func checkExporter(t *testing.T, objs []Object, ds *appsv1.DaemonSet, image, pri
 	if !tolerated {
 		t.Error("exporter: no toleration for the nvidia.com/gpu taint")
 	}
-	if ps.PriorityClassName != priority {
-		t.Errorf("exporter: priority class %q, want %q", ps.PriorityClassName, priority)
+	if ps.PriorityClassName != r.exporterPriority {
+		t.Errorf("exporter: priority class %q, want %q", ps.PriorityClassName, r.exporterPriority)
 	}
 	if len(ps.Containers) != 1 {
 		t.Fatalf("exporter: %d containers, want 1", len(ps.Containers))
 	}
 	ctr := ps.Containers[0]
-	if ctr.Image != image {
-		t.Errorf("exporter image %s, want %s", ctr.Image, image)
+	if ctr.Image != r.exporterImage {
+		t.Errorf("exporter image %s, want %s", ctr.Image, r.exporterImage)
 	}
-	if len(ctr.Args) == 0 || ctr.Args[0] != "exporter" {
-		t.Errorf("exporter args %v must start with the exporter subcommand", ctr.Args)
-	}
+	parseExporterArgs(t, ctr.Args)
 	nodeName := false
 	for _, e := range ctr.Env {
 		nodeName = nodeName || (e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName")
@@ -192,11 +234,7 @@ func checkExporter(t *testing.T, objs []Object, ds *appsv1.DaemonSet, image, pri
 	if !nodeName {
 		t.Error("exporter: NODE_NAME must come from the downward API (spec.nodeName)")
 	}
-	for _, p := range []*corev1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "metrics" {
-			t.Errorf("exporter: probe %+v, want GET /healthz on the metrics port", p)
-		}
-	}
+	checkProbes(t, "exporter", &ctr, "/healthz", "metrics")
 	if len(ctr.Ports) != 1 || ctr.Ports[0].Name != "metrics" || ctr.Ports[0].ContainerPort != 9400 {
 		t.Errorf("exporter ports %+v, want metrics:9400", ctr.Ports)
 	}
@@ -207,17 +245,41 @@ func checkExporter(t *testing.T, objs []Object, ds *appsv1.DaemonSet, image, pri
 		t.Error("exporter: CPU and memory requests and limits are required")
 	}
 	checkTight(t, "exporter", ctr.SecurityContext)
-	checkArgFiles(t, objs, &ps, &ctr)
+	checkArgFiles(t, r, &ps, &ctr)
 	socket := false
 	for _, m := range ctr.VolumeMounts {
 		for _, v := range ps.Volumes {
-			if v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == "/var/lib/kubelet/pod-resources" && m.ReadOnly {
+			if v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == "/var/lib/kubelet/pod-resources" && m.ReadOnly &&
+				m.MountPath == "/var/lib/kubelet/pod-resources" {
 				socket = true
 			}
 		}
 	}
-	if !socket {
-		t.Error("exporter: the pod-resources directory must be mounted read-only from the host")
+	if socket != r.podResources {
+		t.Errorf("exporter: pod-resources directory mounted read-only from the host: %v, want %v", socket, r.podResources)
+	}
+	if contains(ctr.Args, "--kubernetes.enable") && !socket {
+		t.Errorf("exporter: --kubernetes.enable without the pod-resources socket")
+	}
+}
+
+// checkProbes: liveness and readiness on the health path, or a TCP check
+// when a basic-auth web config would answer 401 to the kubelet.
+func checkProbes(t *testing.T, who string, ctr *corev1.Container, healthPath, port string) {
+	t.Helper()
+	auth := false
+	for _, a := range ctr.Args {
+		auth = auth || strings.HasPrefix(a, "--web.config.file=")
+	}
+	for _, p := range []*corev1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe} {
+		switch {
+		case p == nil:
+			t.Errorf("%s: a probe is missing", who)
+		case p.HTTPGet != nil && p.HTTPGet.Path == healthPath && p.HTTPGet.Port.String() == port && p.TCPSocket == nil:
+		case auth && p.TCPSocket != nil && p.TCPSocket.Port.String() == port && p.HTTPGet == nil:
+		default:
+			t.Errorf("%s: probe %+v, want GET %s on the %s port (or a TCP check behind auth)", who, p.ProbeHandler, healthPath, port)
+		}
 	}
 }
 
@@ -237,83 +299,112 @@ func checkTight(t *testing.T, who string, sc *corev1.SecurityContext) {
 	}
 }
 
-func checkAnalyzer(t *testing.T, objs []Object, dep *appsv1.Deployment, image, promURL string) {
+func checkAnalyzer(t *testing.T, r rendering, dep *appsv1.Deployment) {
 	t.Helper()
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 || dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Error("analyzer: one replica with the Recreate strategy (one writer of the state)")
 	}
 	ps := dep.Spec.Template.Spec
-	if ps.ServiceAccountName != "gpuwatch-analyzer" {
-		t.Errorf("analyzer service account %q", ps.ServiceAccountName)
-	}
 	if ps.SecurityContext == nil || ps.SecurityContext.RunAsNonRoot == nil || !*ps.SecurityContext.RunAsNonRoot {
 		t.Error("analyzer must run as non-root")
 	}
 	ctr := ps.Containers[0]
 	checkTight(t, "analyzer", ctr.SecurityContext)
-	if ctr.Image != image {
-		t.Errorf("analyzer image %s, want %s", ctr.Image, image)
+	if ctr.Image != r.analyzerImage {
+		t.Errorf("analyzer image %s, want %s", ctr.Image, r.analyzerImage)
 	}
-	if !contains(ctr.Args, "--prometheus.url="+promURL) {
-		t.Errorf("analyzer args %v, want --prometheus.url=%s", ctr.Args, promURL)
+	if !contains(ctr.Args, "--prometheus.url="+r.prometheusURL) {
+		t.Errorf("analyzer args %v, want --prometheus.url=%s", ctr.Args, r.prometheusURL)
 	}
+	checkAnalyzerArgs(t, dep.Name, ctr.Args, analyzerFlags(t))
+	checkProbes(t, "analyzer", &ctr, "/metrics", "http")
 	for _, e := range ctr.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			t.Errorf("analyzer: secret %s in the environment; mount it as a file", e.ValueFrom.SecretKeyRef.Name)
 		}
 	}
-	checkArgFiles(t, objs, &ps, &ctr)
+	inCluster := contains(ctr.Args, "--kubernetes.in-cluster")
+	if inCluster && (ps.AutomountServiceAccountToken != nil && !*ps.AutomountServiceAccountToken) {
+		t.Error("analyzer: --kubernetes.in-cluster without a service account token")
+	}
+	if inCluster {
+		bound := false
+		for _, o := range r.objs {
+			if b, ok := o.Typed.(*rbacv1.ClusterRoleBinding); ok {
+				for _, s := range b.Subjects {
+					bound = bound || (s.Kind == "ServiceAccount" && s.Name == ps.ServiceAccountName)
+				}
+			}
+		}
+		if !bound {
+			t.Errorf("analyzer: --kubernetes.in-cluster, but service account %q is bound to no role", ps.ServiceAccountName)
+		}
+	}
+	checkArgFiles(t, r, &ps, &ctr)
 }
 
 // mountedFiles lists the files a container sees from its ConfigMap and
-// Secret volumes.
-func mountedFiles(t *testing.T, objs []Object, ps *corev1.PodSpec, ctr *corev1.Container) map[string]bool {
+// Secret volumes, with their content (nil for Secrets the operator creates).
+func mountedFiles(t *testing.T, r rendering, ps *corev1.PodSpec, ctr *corev1.Container) map[string][]byte {
 	t.Helper()
-	mounts := map[string]string{}
-	for _, m := range ctr.VolumeMounts {
-		mounts[m.Name] = m.MountPath
-	}
-	files := map[string]bool{}
+	volumes := map[string]corev1.Volume{}
 	for _, v := range ps.Volumes {
+		volumes[v.Name] = v
+	}
+	files := map[string][]byte{}
+	for _, m := range ctr.VolumeMounts {
+		v, ok := volumes[m.Name]
+		if !ok {
+			t.Errorf("%s: mount %s names no volume", ctr.Name, m.Name)
+			continue
+		}
 		switch {
 		case v.ConfigMap != nil:
-			cm := find(t, objs, "ConfigMap", v.ConfigMap.Name).Typed.(*corev1.ConfigMap)
-			for k := range cm.Data {
-				files[path.Join(mounts[v.Name], k)] = true
+			cm := find(t, r.objs, "ConfigMap", v.ConfigMap.Name).Typed.(*corev1.ConfigMap)
+			for k, d := range cm.Data {
+				files[path.Join(m.MountPath, k)] = []byte(d)
 			}
 		case v.Secret != nil:
-			// Secrets are created by the operator, not by kustomize (see
-			// smtp-secret.example.yaml): the example stands for them.
-			sec := smtpSecretExample(t)
-			if v.Secret.SecretName != sec.Name {
-				t.Errorf("volume %s mounts secret %s; the example is %s", v.Name, v.Secret.SecretName, sec.Name)
-			}
 			if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o007 != 0 {
-				t.Errorf("secret %s is readable by others", sec.Name)
+				t.Errorf("secret %s is readable by others", v.Secret.SecretName)
 			}
-			for k := range sec.StringData {
-				files[path.Join(mounts[v.Name], k)] = true
+			if keys, ok := r.externalSecrets[v.Secret.SecretName]; ok {
+				for _, k := range keys {
+					files[path.Join(m.MountPath, k)] = nil
+				}
+				continue
+			}
+			sec := find(t, r.objs, "Secret", v.Secret.SecretName).Typed.(*corev1.Secret)
+			for k, d := range sec.StringData {
+				files[path.Join(m.MountPath, k)] = []byte(d)
+			}
+			for k, d := range sec.Data {
+				files[path.Join(m.MountPath, k)] = d
 			}
 		case v.PersistentVolumeClaim != nil:
-			find(t, objs, "PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName)
+			find(t, r.objs, "PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName)
 		}
 	}
 	return files
 }
 
-// checkArgFiles: every file a flag names under a ConfigMap or Secret mount
-// is there (a renamed key would otherwise only fail on the cluster).
-func checkArgFiles(t *testing.T, objs []Object, ps *corev1.PodSpec, ctr *corev1.Container) {
+// checkArgFiles: every file a flag names under /etc is mounted from a
+// ConfigMap or Secret (a renamed key would otherwise only fail on the
+// cluster), and each configuration file is accepted by gpuwatch's own parser.
+func checkArgFiles(t *testing.T, r rendering, ps *corev1.PodSpec, ctr *corev1.Container) {
 	t.Helper()
-	files := mountedFiles(t, objs, ps, ctr)
+	files := mountedFiles(t, r, ps, ctr)
 	for _, a := range ctr.Args {
 		name, val, ok := strings.Cut(a, "=")
 		if !ok || !strings.HasPrefix(val, "/etc/") {
 			continue
 		}
-		if !files[val] {
-			t.Errorf("%s: %s names %s, which no mounted ConfigMap or Secret provides (have %v)", ctr.Name, name, val, files)
+		content, ok := files[val]
+		if !ok {
+			t.Errorf("%s: %s names %s, which no mounted ConfigMap or Secret provides", ctr.Name, name, val)
+			continue
 		}
+		checkConfigFile(t, r, ps, ctr, files, strings.TrimPrefix(name, "--"), val, content)
 	}
 }
 
@@ -337,7 +428,11 @@ func checkBindings(t *testing.T, objs []Object) {
 	}
 }
 
-func checkServicesAndMonitors(t *testing.T, objs []Object, monitorLabel string) {
+// checkServicesAndMonitors: each Service and monitor selects exactly its own
+// workload on a named port, and each monitor names the job after the
+// component ("gpuwatch-exporter", "gpuwatch-analyzer", whatever the objects
+// are called) through jobLabel, not the Operator's "<namespace>/<monitor>".
+func checkServicesAndMonitors(t *testing.T, objs []Object, monitorLabels map[string]string) {
 	t.Helper()
 	podLabels := map[string]labels.Set{}
 	portNames := map[string]map[string]bool{}
@@ -359,70 +454,87 @@ func checkServicesAndMonitors(t *testing.T, objs []Object, monitorLabel string) 
 			}
 		}
 	}
-	selects := func(sel map[string]any) []string {
+	selects := func(sel map[string]string) []string {
 		var out []string
 		for w, l := range podLabels {
-			set := labels.Set{}
-			for k, v := range sel {
-				set[k], _ = v.(string)
-			}
-			if len(set) > 0 && labels.SelectorFromSet(set).Matches(l) {
+			if len(sel) > 0 && labels.SelectorFromSet(sel).Matches(l) {
 				out = append(out, w)
 			}
 		}
 		sort.Strings(out)
 		return out
 	}
+	services := map[string]*corev1.Service{}
 	for _, o := range objs {
-		switch o.GVK.Kind {
-		case "Service":
-			svc := o.Typed.(*corev1.Service)
-			sel := map[string]any{}
-			for k, v := range svc.Spec.Selector {
-				sel[k] = v
+		if o.GVK.Kind != "Service" {
+			continue
+		}
+		svc := o.Typed.(*corev1.Service)
+		ws := selects(svc.Spec.Selector)
+		if len(ws) != 1 {
+			t.Errorf("service %s selects %v, want exactly one workload", svc.Name, ws)
+			continue
+		}
+		services[ws[0]] = svc
+		for _, p := range svc.Spec.Ports {
+			if !portNames[ws[0]][p.TargetPort.String()] {
+				t.Errorf("service %s: target port %s is not a named container port", svc.Name, p.TargetPort.String())
 			}
-			ws := selects(sel)
-			if len(ws) != 1 || ws[0] != svc.Name {
-				t.Errorf("service %s selects %v, want exactly its own workload", svc.Name, ws)
+		}
+	}
+	for _, o := range objs {
+		if o.GVK.Kind != "PodMonitor" && o.GVK.Kind != "ServiceMonitor" {
+			continue
+		}
+		if o.GVK.Version != "v1" {
+			t.Errorf("%s: apiVersion %s, want monitoring.coreos.com/v1", o.ID(), o.GVK.GroupVersion())
+		}
+		sel := map[string]string{}
+		for k, v := range Nested[map[string]any](o.Fields, "spec", "selector", "matchLabels") {
+			sel[k], _ = v.(string)
+		}
+		key, target := "podMetricsEndpoints", labels.Set(nil)
+		ws := selects(sel)
+		if len(ws) != 1 {
+			t.Errorf("%s selects %v, want one workload", o.ID(), ws)
+			continue
+		}
+		target = podLabels[ws[0]]
+		if o.GVK.Kind == "ServiceMonitor" {
+			key = "endpoints"
+			svc := services[ws[0]]
+			if svc == nil || !labels.SelectorFromSet(sel).Matches(labels.Set(svc.Labels)) {
+				t.Errorf("%s selects no Service of %s", o.ID(), ws[0])
 				continue
 			}
-			for _, p := range svc.Spec.Ports {
-				if !portNames[ws[0]][p.TargetPort.String()] {
-					t.Errorf("service %s: target port %s is not a named container port", svc.Name, p.TargetPort.String())
-				}
+			target = svc.Labels
+		}
+		jobLabel := Nested[string](o.Fields, "spec", "jobLabel")
+		want := "gpuwatch-" + target["app.kubernetes.io/component"]
+		if job := target[jobLabel]; jobLabel == "" || job != want {
+			t.Errorf("%s: jobLabel %q gives the job %q, want %q", o.ID(), jobLabel, job, want)
+		}
+		eps := Nested[[]any](o.Fields, "spec", key)
+		if len(eps) == 0 {
+			t.Errorf("%s: no spec.%s", o.ID(), key)
+		}
+		for _, e := range eps {
+			port, _ := e.(map[string]any)["port"].(string)
+			if !portNames[ws[0]][port] {
+				t.Errorf("%s: endpoint port %q is not a port of %s", o.ID(), port, ws[0])
 			}
-		case "PodMonitor", "ServiceMonitor":
-			if o.GVK.Version != "v1" {
-				t.Errorf("%s: apiVersion %s, want monitoring.coreos.com/v1", o.ID(), o.GVK.GroupVersion())
-			}
-			sel := Nested[map[string]any](o.Fields, "spec", "selector", "matchLabels")
-			ws := selects(sel)
-			if len(ws) != 1 {
-				t.Errorf("%s selects %v, want one workload", o.ID(), ws)
-				continue
-			}
-			key := "podMetricsEndpoints"
-			if o.GVK.Kind == "ServiceMonitor" {
-				key = "endpoints"
-			}
-			eps := Nested[[]any](o.Fields, "spec", key)
-			if len(eps) == 0 {
-				t.Errorf("%s: no spec.%s", o.ID(), key)
-			}
-			for _, e := range eps {
-				port, _ := e.(map[string]any)["port"].(string)
-				if !portNames[ws[0]][port] {
-					t.Errorf("%s: endpoint port %q is not a port of %s", o.ID(), port, ws[0])
-				}
-			}
-			if got := Nested[string](o.Fields, "metadata", "labels", "release"); got != monitorLabel {
-				t.Errorf("%s: release label %q, want %q", o.ID(), got, monitorLabel)
+		}
+		for k, v := range monitorLabels {
+			if got := Nested[string](o.Fields, "metadata", "labels", k); got != v {
+				t.Errorf("%s: label %s=%q, want %q", o.ID(), k, got, v)
 			}
 		}
 	}
 }
 
-func smtpSecretExample(t *testing.T) *corev1.Secret {
+// smtpSecretKeys reads the keys of deploy/kubernetes/smtp-secret.example.yaml,
+// which stands for the Secret the operator creates.
+func smtpSecretKeys(t *testing.T) []string {
 	t.Helper()
 	data, err := fs.ReadFile(kube, "smtp-secret.example.yaml")
 	if err != nil {
@@ -433,10 +545,14 @@ func smtpSecretExample(t *testing.T) *corev1.Secret {
 		t.Fatalf("smtp-secret.example.yaml: %v", err)
 	}
 	sec, ok := objs[0].Typed.(*corev1.Secret)
-	if !ok {
-		t.Fatalf("smtp-secret.example.yaml holds a %s", objs[0].GVK.Kind)
+	if !ok || sec.Name != "gpuwatch-smtp" {
+		t.Fatalf("smtp-secret.example.yaml holds %s %s", objs[0].GVK.Kind, objs[0].Name())
 	}
-	return sec
+	var keys []string
+	for k := range sec.StringData {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // TestSecretsAreNotRendered: kustomize must not own a Secret, or every apply
@@ -460,149 +576,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// kustomizeCommand finds the reference renderer: the standalone kustomize
-// (`go install sigs.k8s.io/kustomize/kustomize/v5@v5.5.0`), else kubectl's
-// built-in one (recent kubectl only: Debian's 1.20 predates `labels:`).
-func kustomizeCommand(t *testing.T) func(dir string) *exec.Cmd {
-	t.Helper()
-	if p, err := exec.LookPath("kustomize"); err == nil {
-		return func(dir string) *exec.Cmd { return exec.Command(p, "build", dir) }
-	}
-	if p, err := exec.LookPath("kubectl"); err == nil {
-		return func(dir string) *exec.Cmd { return exec.Command(p, "kustomize", dir) }
-	}
-	testtool.Missing(t, "kustomize not installed; .ci/run installs it")
-	return nil
-}
-
-// TestRenderMatchesKustomize renders each overlay with the real kustomize
-// too: our renderer must agree with it object for object.
-func TestRenderMatchesKustomize(t *testing.T) {
-	command := kustomizeCommand(t)
-	for _, dir := range append([]string{"base"}, overlays...) {
-		t.Run(dir, func(t *testing.T) {
-			cmd := command(path.Join("../kubernetes", dir))
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("%v: %v\n%s", cmd.Args, err, stderr.String())
-			}
-			theirs, err := Decode("kustomize output", out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ours := renderDir(t, dir)
-			byID := func(objs []Object) map[string]map[string]any {
-				m := map[string]map[string]any{}
-				for _, o := range objs {
-					m[o.ID()] = o.Fields
-				}
-				return m
-			}
-			a, b := byID(ours), byID(theirs)
-			for id, f := range b {
-				if !reflect.DeepEqual(a[id], f) {
-					ya, _ := Encode([]Object{{Fields: a[id]}})
-					yb, _ := Encode([]Object{{Fields: f}})
-					t.Errorf("%s differs:\nours:\n%s\nkustomize:\n%s", id, ya, yb)
-				}
-			}
-			for id := range a {
-				if _, ok := b[id]; !ok {
-					t.Errorf("%s rendered by us but not by kustomize", id)
-				}
-			}
-		})
-	}
-}
-
-func TestRenderErrors(t *testing.T) {
-	obj := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
-	cases := []struct {
-		name string
-		fs   fstest.MapFS
-		want string
-	}{
-		{"unknown field with line", fstest.MapFS{"k/kustomization.yaml": {Data: []byte("resources: []\ncommonLabels: {a: b}\n")}}, "line 2"},
-		{"missing resource", fstest.MapFS{"k/kustomization.yaml": {Data: []byte("resources: [nope.yaml]\n")}}, "nope.yaml"},
-		{"patch matches nothing", fstest.MapFS{
-			"k/kustomization.yaml": {Data: []byte("resources: [a.yaml]\npatches:\n  - patch: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {name: b}\n")},
-			"k/a.yaml":             {Data: []byte(obj)},
-		}, "matches no resource"},
-		{"selector labels", fstest.MapFS{
-			"k/kustomization.yaml": {Data: []byte("resources: [a.yaml]\nlabels:\n  - pairs: {x: y}\n    includeSelectors: true\n")},
-			"k/a.yaml":             {Data: []byte(obj)},
-		}, "includeSelectors"},
-		{"duplicate object", fstest.MapFS{
-			"k/kustomization.yaml": {Data: []byte("resources: [a.yaml, b.yaml]\n")},
-			"k/a.yaml":             {Data: []byte(obj)}, "k/b.yaml": {Data: []byte(obj)},
-		}, "defined twice"},
-		{"cycle", fstest.MapFS{"k/kustomization.yaml": {Data: []byte("resources: [../k]\n")}}, "cycle"},
-		{"remote", fstest.MapFS{"k/kustomization.yaml": {Data: []byte("resources: [https://example.com/x.yaml]\n")}}, "remote"},
-		{"patch breaks the object", fstest.MapFS{
-			"k/kustomization.yaml": {Data: []byte("resources: [a.yaml]\npatches:\n  - patch: |\n      apiVersion: v1\n      kind: Service\n      metadata: {name: s}\n      spec: {ports: 3}\n")},
-			"k/a.yaml":             {Data: []byte("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")},
-		}, "s"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Render(c.fs, "k")
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v, want one containing %q", err, c.want)
-			}
-		})
-	}
-}
-
-func TestStrategicMergeKeepsOtherContainers(t *testing.T) {
-	fsys := fstest.MapFS{
-		"k/kustomization.yaml": {Data: []byte("resources: [d.yaml]\nimages:\n  - {name: busybox, newTag: \"1.36\"}\npatches:\n  - patch: |\n      apiVersion: apps/v1\n      kind: Deployment\n      metadata: {name: d}\n      spec:\n        template:\n          spec:\n            containers:\n              - name: b\n                args: [x]\n")},
-		"k/d.yaml": {Data: []byte(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: d}
-spec:
-  selector: {matchLabels: {a: b}}
-  template:
-    metadata: {labels: {a: b}}
-    spec:
-      containers:
-        - {name: a, image: "busybox"}
-        - {name: b, image: "registry:5000/busybox:1.0"}
-`)},
-	}
-	objs, err := Render(fsys, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := objs[0].Typed.(*appsv1.Deployment).Spec.Template.Spec.Containers
-	if len(cs) != 2 || cs[0].Name != "a" || cs[1].Name != "b" || !reflect.DeepEqual(cs[1].Args, []string{"x"}) {
-		t.Fatalf("containers after patch: %+v", cs)
-	}
-	// The image rule names "busybox": a registry-qualified busybox is another image.
-	if cs[0].Image != "busybox:1.36" || cs[1].Image != "registry:5000/busybox:1.0" {
-		t.Fatalf("images %s, %s", cs[0].Image, cs[1].Image)
-	}
-}
-
-func TestSplitImage(t *testing.T) {
-	cases := []struct{ in, name, tag, digest string }{
-		{"busybox", "busybox", "", ""},
-		{"registry:5000/a/b:1.2", "registry:5000/a/b", "1.2", ""},
-		{"ghcr.io/x/y@sha256:abc", "ghcr.io/x/y", "", "sha256:abc"},
-		{"registry:5000/y:t@sha256:abc", "registry:5000/y", "t", "sha256:abc"},
-	}
-	for _, c := range cases {
-		n, tg, d := SplitImage(c.in)
-		if n != c.name || tg != c.tag || d != c.digest {
-			t.Errorf("SplitImage(%q) = %q %q %q", c.in, n, tg, d)
-		}
-	}
-}
-
 func BenchmarkRenderProduction(b *testing.B) {
 	for b.Loop() {
-		if _, err := Render(kube, "overlays/production"); err != nil {
+		if _, err := Render("../kubernetes/overlays/production"); err != nil {
 			b.Fatal(err)
 		}
 	}

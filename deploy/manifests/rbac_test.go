@@ -17,10 +17,11 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
-// actuatorCalls runs the Kubernetes actuator of analyzer/action through every
+// actuatorCalls runs the Kubernetes fact source (analyzer/facts) and the Kubernetes actuator of analyzer/action through every
 // mode it has (evict; evict refused by a disruption budget, then delete;
 // delete; scale the owning Deployment or StatefulSet) and the crash-recovery
 // reconcile, against client-go's fake clientset, and returns every API call
@@ -102,6 +103,15 @@ func actuatorCalls(t *testing.T) []string {
 			calls[a.GetResource().Group+" "+res+" "+a.GetVerb()] = true
 		}
 	}
+	// The policy's facts: one list of pods and one of namespaces per cycle.
+	client := fake.NewClientset(objects...)
+	src := &facts.KubernetesSource{Client: client}
+	if got, err := src.Lookup(context.Background(), []string{"ml/bare"}); err != nil || got["ml/bare"] == nil {
+		t.Fatalf("facts lookup: %v %v", got, err)
+	}
+	for _, a := range client.Actions() {
+		calls[a.GetResource().Group+" "+a.GetResource().Resource+" "+a.GetVerb()] = true
+	}
 	out := make([]string, 0, len(calls))
 	for c := range calls {
 		out = append(out, c)
@@ -111,34 +121,56 @@ func actuatorCalls(t *testing.T) []string {
 }
 
 // TestRBACIsExactlyWhatTheActuatorUses: the analyzer's ClusterRole grants the
-// calls the actuator makes and nothing more, in every overlay. When the
-// actuator changes, this fails until the role is reviewed.
+// calls the actuator makes and nothing more, in every overlay and in the Helm
+// chart; chart values without Kubernetes actions grant nothing. When the
+// actuator changes, this fails until the roles are reviewed.
 func TestRBACIsExactlyWhatTheActuatorUses(t *testing.T) {
 	want := actuatorCalls(t)
 	if len(want) < 3 {
 		t.Fatalf("the actuator made only %v: the exercise is broken", want)
 	}
+	check := func(t *testing.T, objs []Object, want []string) {
+		t.Helper()
+		var got []string
+		roles := 0
+		for _, o := range objs {
+			switch r := o.Typed.(type) {
+			case *rbacv1.ClusterRole:
+				roles++
+				got = append(got, expand(t, r.Rules)...)
+			case *rbacv1.Role:
+				roles++
+				got = append(got, expand(t, r.Rules)...)
+			}
+		}
+		sort.Strings(got)
+		if wantRoles := min(len(want), 1); roles != wantRoles || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d roles granting\n%q\nthe actuator calls\n%q", roles, got, want)
+		}
+	}
 	for _, dir := range append([]string{"base"}, overlays...) {
-		t.Run(dir, func(t *testing.T) {
-			objs := renderDir(t, dir)
-			var got []string
-			roles := 0
-			for _, o := range objs {
-				switch r := o.Typed.(type) {
-				case *rbacv1.ClusterRole:
-					roles++
-					got = append(got, expand(t, r.Rules)...)
-				case *rbacv1.Role:
-					roles++
-					got = append(got, expand(t, r.Rules)...)
-				}
+		t.Run(dir, func(t *testing.T) { check(t, renderDir(t, dir), want) })
+	}
+	for _, file := range chartValues {
+		t.Run("helm "+file, func(t *testing.T) {
+			objs := helmTemplate(t, "gpuwatch", "gpuwatch", readValues(t, file))
+			w := want
+			if !acts(objs) {
+				w = nil
 			}
-			sort.Strings(got)
-			if roles != 1 || !reflect.DeepEqual(got, want) {
-				t.Fatalf("%d roles granting\n%q\nthe actuator calls\n%q", roles, got, want)
-			}
+			check(t, objs, w)
 		})
 	}
+}
+
+// acts: the rendering runs an analyzer that reclaims pods through the API.
+func acts(objs []Object) bool {
+	for _, o := range objs {
+		if d, ok := o.Typed.(*appsv1.Deployment); ok && contains(d.Spec.Template.Spec.Containers[0].Args, "--kubernetes.in-cluster") {
+			return true
+		}
+	}
+	return false
 }
 
 func expand(t *testing.T, rules []rbacv1.PolicyRule) []string {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,9 +13,12 @@ import (
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
-var units = map[string]string{ // unit file -> gpuwatch subcommand
-	"gpuwatch-exporter.service": "exporter",
-	"gpuwatch-analyzer.service": "analyzer",
+// units maps each unit file to the command line its ExecStart must begin
+// with and the environment file (deploy/systemd/<unit>.default, installed as
+// /etc/default/<unit>) that sets its arguments.
+var units = map[string][]string{
+	"gpuwatch-exporter.service": {"/usr/bin/gpuwatch-exporter"},
+	"gpuwatch-analyzer.service": {"/usr/bin/gpuwatch", "analyzer"},
 }
 
 // unitFile is a parsed systemd unit: section -> key -> values (keys repeat).
@@ -51,22 +55,34 @@ func parseUnit(t *testing.T, p string) unitFile {
 // TestUnitsAreHardened parses the units and checks the options that keep the
 // services least-privileged; it runs everywhere, systemd or not.
 func TestUnitsAreHardened(t *testing.T) {
-	env, err := os.ReadFile("../systemd/gpuwatch.env.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for file, sub := range units {
+	for file, cmd := range units {
 		t.Run(file, func(t *testing.T) {
+			name := strings.TrimSuffix(file, ".service")
+			env, err := os.ReadFile(filepath.Join("../systemd", name+".default"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A drop-in may set variables too (Environment=).
+			var dropIn unitFile
+			if _, err := os.Stat(filepath.Join("../systemd", name+"-reports.conf")); err == nil {
+				dropIn = parseUnit(t, filepath.Join("../systemd", name+"-reports.conf"))
+				for _, e := range dropIn["Service"]["Environment"] {
+					env = append(env, "\n"+e+"\n"...)
+				}
+			}
 			u := parseUnit(t, filepath.Join("../systemd", file))
 			svc := u["Service"]
 			exec := strings.Fields(strings.Join(svc["ExecStart"], " "))
-			if len(exec) < 2 || exec[0] != "/usr/local/bin/gpuwatch" || exec[1] != sub {
-				t.Errorf("ExecStart %v, want /usr/local/bin/gpuwatch %s ...", exec, sub)
+			if len(exec) < len(cmd) || !reflect.DeepEqual(exec[:len(cmd)], cmd) {
+				t.Errorf("ExecStart %v, want %v ...", exec, cmd)
 			}
-			// Each $VAR the command line uses is set in the example env file.
+			if got := svc["EnvironmentFile"]; len(got) != 1 || got[0] != "/etc/default/"+name {
+				t.Errorf("EnvironmentFile=%v, want /etc/default/%s (required: the packages install it)", got, name)
+			}
+			// Each $VAR the command line uses is set in the environment file.
 			for _, m := range regexp.MustCompile(`\$\{?([A-Z_]+)`).FindAllStringSubmatch(strings.Join(exec, " "), -1) {
-				if !strings.Contains(string(env), "\n"+m[1]+"=") {
-					t.Errorf("ExecStart uses $%s, which gpuwatch.env.example does not set", m[1])
+				if !regexp.MustCompile(`(?m)^` + m[1] + `=`).Match(env) {
+					t.Errorf("ExecStart uses $%s, which %s.default does not set", m[1], name)
 				}
 			}
 			want := map[string]string{
@@ -83,16 +99,23 @@ func TestUnitsAreHardened(t *testing.T) {
 			if got := u["Install"]["WantedBy"]; len(got) != 1 || got[0] != "multi-user.target" {
 				t.Errorf("[Install] WantedBy=%v", got)
 			}
-			switch sub {
-			case "analyzer":
-				if svc["DynamicUser"][0] != "yes" || len(svc["LoadCredential"]) != 1 ||
-					!strings.HasPrefix(svc["LoadCredential"][0], "smtp-password:") {
-					t.Error("analyzer: runs as a dynamic user and gets the SMTP password as a credential")
+			switch name {
+			case "gpuwatch-analyzer":
+				if svc["DynamicUser"][0] != "yes" || svc["User"][0] != "gpuwatch" {
+					t.Error("analyzer: runs as the gpuwatch system user, or a dynamic one")
+				}
+				// The unit starts without any secret (a dry-run trial); the
+				// reports' drop-in brings the SMTP password as a credential.
+				if len(svc["LoadCredential"]) != 0 {
+					t.Errorf("analyzer: LoadCredential=%v fails the unit when the file is missing", svc["LoadCredential"])
+				}
+				if got := dropIn["Service"]["LoadCredential"]; len(got) != 1 || !strings.HasPrefix(got[0], "smtp-password:") {
+					t.Errorf("reports drop-in: LoadCredential=%v, want the SMTP password", got)
 				}
 				if strings.Contains(string(env), "password=") || strings.Contains(string(env), "PASSWORD") {
 					t.Error("a password in the environment file")
 				}
-			case "exporter":
+			case "gpuwatch-exporter":
 				if svc["DevicePolicy"][0] != "closed" || len(svc["DeviceAllow"]) == 0 {
 					t.Error("exporter: devices closed except the NVIDIA ones")
 				}
@@ -110,21 +133,32 @@ func TestUnitsVerify(t *testing.T) {
 		testtool.Missing(t, "systemd-analyze not installed; .ci/run installs it (Debian package systemd)")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "gpuwatch")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	var paths []string
-	for file := range units {
+	for file, cmd := range units {
+		bin := filepath.Join(dir, filepath.Base(cmd[0]))
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		data, err := os.ReadFile(filepath.Join("../systemd", file))
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := filepath.Join(dir, file)
-		if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(data), "/usr/local/bin/gpuwatch", bin)), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(data), cmd[0]+" ", bin+" ")), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		paths = append(paths, p)
+	}
+	// The reports drop-in, where systemd looks for it beside the unit.
+	dropIn, err := os.ReadFile("../systemd/gpuwatch-analyzer-reports.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "gpuwatch-analyzer.service.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gpuwatch-analyzer.service.d", "reports.conf"), dropIn, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	out, err := exec.Command(sa, append([]string{"verify"}, paths...)...).CombinedOutput()
 	if err != nil {

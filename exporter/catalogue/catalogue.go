@@ -68,6 +68,7 @@ const (
 	LabelAction     = "action"
 	LabelResult     = "result"
 	LabelAttributor = "attributor"
+	LabelLabel      = "label" // the label a truncation counter counts
 	LabelVersion    = "version"
 	LabelRevision   = "revision"
 	LabelBranch     = "branch"
@@ -228,6 +229,9 @@ var (
 	CollectDuration = def(Metric{Name: "gpuwatch_exporter_collect_duration_seconds", Type: Histogram, Unit: "seconds", Origin: OriginExporter,
 		Help:    "Time taken by one collection cycle.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}})
+	LabelsTruncated = def(Metric{Name: "gpuwatch_exporter_label_values_truncated_total", Type: Counter, Origin: OriginExporter,
+		Labels: []string{LabelLabel},
+		Help:   "Label values cut to the exporter's length limit (MaxLabelValueBytes), by label name; a joined list of holders keeps whole ids and ends in ,+N."})
 	AttributionErrors = def(Metric{Name: "gpuwatch_attribution_errors_total", Type: Counter, Origin: OriginAttribution,
 		Labels: []string{LabelAttributor},
 		Help:   "Failed refreshes of an attribution source (kubelet, job map, proc)."})

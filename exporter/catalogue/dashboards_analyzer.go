@@ -21,4 +21,10 @@ var (
 		Help:   "Actions decided by the policy, by node, action (notify, warn, checkpoint, reclaim, kill) and result (dry_run, done, failed)."})
 	AnalyzerLastCycle = def(Metric{Name: "gpuwatch_analyzer_last_cycle_timestamp_seconds", Type: Gauge, Unit: "seconds", Origin: OriginAnalyzer,
 		Help: "Unix time of the end of the last successful analyzer cycle."})
+	AnalyzerGPUsSeen = def(Metric{Name: "gpuwatch_analyzer_gpus_seen", Type: Gauge, Origin: OriginAnalyzer,
+		Help: "GPUs and MIG instances with data in the steps the last analyzer cycle read."})
+	AnalyzerAllocationsSeen = def(Metric{Name: "gpuwatch_analyzer_allocations_seen", Type: Gauge, Origin: OriginAnalyzer,
+		Help: "Allocations (host and job) on those GPUs in the steps the last analyzer cycle read."})
+	AnalyzerCoverage = def(Metric{Name: "gpuwatch_analyzer_coverage_ratio", Type: Gauge, Unit: "ratio", Origin: OriginAnalyzer,
+		Help: "Share of GPU-steps the last analyzer cycle read with enough samples to judge; the rest is unknown, never idle."})
 )

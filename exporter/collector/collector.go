@@ -79,6 +79,7 @@ type Collector struct {
 	lastErr  atomic.Pointer[string]
 
 	collectErrors *prometheus.CounterVec
+	truncated     *prometheus.CounterVec
 	lastCollect   prometheus.Gauge
 	duration      prometheus.Histogram
 	mu            sync.Mutex // serialises CollectOnce
@@ -112,10 +113,11 @@ func New(opts Options) (*Collector, error) {
 	c := &Collector{
 		opts:          opts,
 		collectErrors: catalogue.CollectErrors.CounterVec(),
+		truncated:     catalogue.LabelsTruncated.CounterVec(),
 		lastCollect:   catalogue.LastCollect.Gauge(),
 		duration:      catalogue.CollectDuration.Histogram(),
 	}
-	for _, col := range []prometheus.Collector{c.collectErrors, c.lastCollect, c.duration, buildinfo.Collector()} {
+	for _, col := range []prometheus.Collector{c.collectErrors, c.truncated, c.lastCollect, c.duration, buildinfo.Collector()} {
 		if err := opts.Registry.Register(col); err != nil {
 			return nil, fmt.Errorf("collector: register self metrics: %w", err)
 		}
@@ -168,7 +170,10 @@ func (c *Collector) CollectOnce(ctx context.Context) (*Exposition, error) {
 	for _, e := range snap.Errors {
 		c.collectErrors.WithLabelValues(e.Field).Inc()
 	}
-	families := Render(snap)
+	families, truncated := RenderCounting(snap)
+	for name, n := range truncated {
+		c.truncated.WithLabelValues(name).Add(float64(n))
+	}
 	c.duration.Observe(time.Since(start).Seconds())
 	c.lastCollect.Set(float64(snap.Time.UnixNano()) / 1e9)
 	self, err := c.opts.Registry.Gather()

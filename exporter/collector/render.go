@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
@@ -12,11 +13,26 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 )
 
+// MaxLabelValueBytes bounds every label value the exporter writes. Job names,
+// commands and user names come from users; Prometheus' label_value_length_limit
+// fails a whole scrape on one long value, so values are cut (on a UTF-8
+// boundary, ending in "…") and counted in
+// gpuwatch_exporter_label_values_truncated_total. A joined list of holders of
+// a shared GPU keeps whole ids and ends in ",+N" for the N left out.
+const MaxLabelValueBytes = 512
+
 // Render turns a snapshot into metric families, in catalogue order. GPU series
 // carry the contract's labels; allocation labels appear only while a device is
 // allocated (an empty label is an absent label to Prometheus, so we leave it out).
 func Render(snap *source.Snapshot) []*dto.MetricFamily {
-	r := renderer{families: map[*catalogue.Metric]*dto.MetricFamily{}}
+	mfs, _ := RenderCounting(snap)
+	return mfs
+}
+
+// RenderCounting is Render that also returns how many label values it cut,
+// by label name.
+func RenderCounting(snap *source.Snapshot) ([]*dto.MetricFamily, map[string]int) {
+	r := renderer{families: map[*catalogue.Metric]*dto.MetricFamily{}, truncated: map[string]int{}}
 	r.render(snap)
 	out := make([]*dto.MetricFamily, 0, len(r.families))
 	for _, m := range catalogue.All() {
@@ -24,11 +40,12 @@ func Render(snap *source.Snapshot) []*dto.MetricFamily {
 			out = append(out, mf)
 		}
 	}
-	return out
+	return out, r.truncated
 }
 
 type renderer struct {
-	families map[*catalogue.Metric]*dto.MetricFamily
+	families  map[*catalogue.Metric]*dto.MetricFamily
+	truncated map[string]int
 }
 
 func (r *renderer) family(m *catalogue.Metric) *dto.MetricFamily {
@@ -55,24 +72,70 @@ func (r *renderer) add(m *catalogue.Metric, labels []*dto.LabelPair, v float64) 
 	mf.Metric = append(mf.Metric, metric)
 }
 
-func pair(name, value string) *dto.LabelPair {
+func (r *renderer) pair(name, value string) *dto.LabelPair {
+	if len(value) > MaxLabelValueBytes {
+		value = truncate(value, MaxLabelValueBytes)
+		r.truncated[name]++
+	}
 	return &dto.LabelPair{Name: proto.String(name), Value: proto.String(value)}
 }
 
-// deviceLabels are the labels every series of one device carries.
-func deviceLabels(hostname string, d *source.Device, alloc []source.Allocation) []*dto.LabelPair {
+// truncate cuts s to at most limit bytes on a rune boundary, ending in "…".
+func truncate(s string, limit int) string {
+	const ellipsis = "…"
+	cut := limit - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
+
+// joinCapped joins sorted ids with commas within MaxLabelValueBytes: whole
+// ids only, then ",+N" for the N that did not fit.
+func (r *renderer) joinCapped(name string, ids []string) string {
+	joined := strings.Join(ids, ",")
+	if len(joined) <= MaxLabelValueBytes {
+		return joined
+	}
+	r.truncated[name]++
+	var b strings.Builder
+	for i, id := range ids {
+		// Room for this id and the count of those after it.
+		if b.Len()+1+len(id)+len(",+"+strconv.Itoa(len(ids)-i-1)) > MaxLabelValueBytes {
+			if b.Len() == 0 {
+				return "+" + strconv.Itoa(len(ids))
+			}
+			return b.String() + ",+" + strconv.Itoa(len(ids)-i)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(id)
+	}
+	return b.String()
+}
+
+// identityLabels name the device: the labels every series of it carries.
+func (r *renderer) identityLabels(hostname string, d *source.Device) []*dto.LabelPair {
 	l := make([]*dto.LabelPair, 0, 12)
 	l = append(l,
-		pair(catalogue.LabelGPU, strconv.Itoa(d.Index)),
-		pair(catalogue.LabelUUID, d.UUID),
-		pair(catalogue.LabelPCIBusID, d.PCIBusID),
-		pair(catalogue.LabelDevice, "nvidia"+strconv.Itoa(d.Index)),
-		pair(catalogue.LabelModelName, d.Model),
-		pair(catalogue.LabelHostname, hostname),
+		r.pair(catalogue.LabelGPU, strconv.Itoa(d.Index)),
+		r.pair(catalogue.LabelUUID, d.UUID),
+		r.pair(catalogue.LabelPCIBusID, d.PCIBusID),
+		r.pair(catalogue.LabelDevice, "nvidia"+strconv.Itoa(d.Index)),
+		r.pair(catalogue.LabelModelName, d.Model),
+		r.pair(catalogue.LabelHostname, hostname),
 	)
 	if d.MIG != nil {
-		l = append(l, pair(catalogue.LabelGIProfile, d.MIG.Profile), pair(catalogue.LabelGIID, strconv.Itoa(d.MIG.GIID)))
+		l = append(l, r.pair(catalogue.LabelGIProfile, d.MIG.Profile), r.pair(catalogue.LabelGIID, strconv.Itoa(d.MIG.GIID)))
 	}
+	return l
+}
+
+// deviceLabels are the labels of a device's telemetry series: its identity
+// and, while allocated, its holders.
+func (r *renderer) deviceLabels(identity []*dto.LabelPair, alloc []source.Allocation) []*dto.LabelPair {
+	l := append([]*dto.LabelPair(nil), identity...)
 	if len(alloc) > 0 {
 		// A shared GPU (time-slicing, MPS) has several holders: the GPU series
 		// name them all, joined, so the series is not duplicated per holder.
@@ -89,11 +152,19 @@ func deviceLabels(hostname string, d *source.Device, alloc []source.Allocation) 
 		}{{catalogue.LabelPod, pods}, {catalogue.LabelNamespace, nss}, {catalogue.LabelContainer, ctrs}, {catalogue.LabelHPCJob, jobs}} {
 			if len(kv.vals) > 0 {
 				sort.Strings(kv.vals)
-				l = append(l, pair(kv.name, strings.Join(kv.vals, ",")))
+				l = append(l, &dto.LabelPair{Name: proto.String(kv.name), Value: proto.String(r.joinCapped(kv.name, kv.vals))})
 			}
 		}
 	}
 	return l
+}
+
+// holderLabels are one holder's own allocation labels, for its
+// allocation_info series: never the joined list of every holder, so the
+// series stay linear in the number of holders.
+func (r *renderer) holderLabels(identity []*dto.LabelPair, a *source.Allocation) []*dto.LabelPair {
+	return r.with(identity, []string{catalogue.LabelPod, catalogue.LabelNamespace, catalogue.LabelContainer, catalogue.LabelHPCJob},
+		a.Pod, a.Namespace, a.Container, a.HPCJob)
 }
 
 // withoutLabel drops one label. gpuwatch_* series leave out dcgm-exporter's
@@ -122,7 +193,7 @@ func appendUnique(s []string, v string) []string {
 	return append(s, v)
 }
 
-func with(base []*dto.LabelPair, names []string, values ...string) []*dto.LabelPair {
+func (r *renderer) with(base []*dto.LabelPair, names []string, values ...string) []*dto.LabelPair {
 	l := make([]*dto.LabelPair, len(base), len(base)+len(names))
 	copy(l, base)
 	for i, n := range names {
@@ -133,7 +204,7 @@ func with(base []*dto.LabelPair, names []string, values ...string) []*dto.LabelP
 		if v == "" {
 			continue
 		}
-		l = append(l, pair(n, v))
+		l = append(l, r.pair(n, v))
 	}
 	return l
 }
@@ -147,7 +218,8 @@ func (r *renderer) render(snap *source.Snapshot) {
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
 		key := d.Key()
-		dcgmLabels := deviceLabels(snap.Hostname, d, allocs[key])
+		identity := r.identityLabels(snap.Hostname, d)
+		dcgmLabels := r.deviceLabels(identity, allocs[key])
 		labels := withoutLabel(dcgmLabels, catalogue.LabelModelName)
 		base[key] = labels
 		up := 0.0
@@ -156,7 +228,7 @@ func (r *renderer) render(snap *source.Snapshot) {
 		}
 		r.add(catalogue.GPUUp, labels, up)
 		for _, c := range d.Capabilities {
-			r.add(catalogue.Capabilities, with(labels, catalogue.Capabilities.Labels, c), 1)
+			r.add(catalogue.Capabilities, r.with(labels, catalogue.Capabilities.Labels, c), 1)
 		}
 		if !d.Up {
 			continue
@@ -169,11 +241,13 @@ func (r *renderer) render(snap *source.Snapshot) {
 			if len(s.Metric.Labels) == 0 {
 				r.add(s.Metric, l, s.Value)
 			} else {
-				r.add(s.Metric, with(l, s.Metric.Labels, s.LabelValues...), s.Value)
+				r.add(s.Metric, r.with(l, s.Metric.Labels, s.LabelValues...), s.Value)
 			}
 		}
-		for _, a := range allocs[key] {
-			r.add(catalogue.AllocationInfo, with(labels, catalogue.AllocationInfo.Labels,
+		holderBase := withoutLabel(identity, catalogue.LabelModelName)
+		for i := range allocs[key] {
+			a := &allocs[key][i]
+			r.add(catalogue.AllocationInfo, r.with(r.holderLabels(holderBase, a), catalogue.AllocationInfo.Labels,
 				a.JobID(), a.User, a.Team, a.Kind, a.Account, a.JobName, a.Scheduler), 1)
 		}
 	}
@@ -183,13 +257,13 @@ func (r *renderer) render(snap *source.Snapshot) {
 			continue
 		}
 		pid := strconv.Itoa(p.PID)
-		r.add(catalogue.ProcessMemory, with(labels, catalogue.ProcessMemory.Labels,
+		r.add(catalogue.ProcessMemory, r.with(labels, catalogue.ProcessMemory.Labels,
 			pid, p.Command, p.User, p.Job, string(p.Type)), float64(p.MemoryBytes))
 		if p.Orphan {
-			r.add(catalogue.OrphanProcess, with(labels, catalogue.OrphanProcess.Labels, pid, p.Command, p.User, p.Job), 1)
+			r.add(catalogue.OrphanProcess, r.with(labels, catalogue.OrphanProcess.Labels, pid, p.Command, p.User, p.Job), 1)
 		}
 	}
 	for _, j := range snap.JobCPU {
-		r.add(catalogue.JobCPUSeconds, with(nil, catalogue.JobCPUSeconds.Labels, snap.Hostname, j.Job), j.Seconds)
+		r.add(catalogue.JobCPUSeconds, r.with(nil, catalogue.JobCPUSeconds.Labels, snap.Hostname, j.Job), j.Seconds)
 	}
 }

@@ -113,9 +113,10 @@ func (w *Workload) load(pos int, off, e time.Duration, seed uint64, n noiser) lo
 		}
 		return busy(p.Util, p.MemoryGiB, multi, n)
 	case InferenceDaily:
-		// Trough at the origin's time of day, peak half a period later.
-		x := float64(e%p.Period) / float64(p.Period)
-		if e < 0 {
+		// Trough at the origin's time of day (plus phase), peak half a
+		// period later.
+		x := float64((e-p.Phase)%p.Period) / float64(p.Period)
+		if x < 0 {
 			x += 1
 		}
 		u := p.MinUtil + (p.MaxUtil-p.MinUtil)*(0.5-0.5*math.Cos(2*math.Pi*x))

@@ -117,6 +117,7 @@ type Params struct {
 	StallEvery time.Duration // bursty_training: one stall per period
 	Stall      time.Duration // bursty_training: stall length
 	Period     time.Duration // inference_daily: cycle length
+	Phase      time.Duration // inference_daily: how much later than the origin the trough comes
 	MinUtil    float64       // inference_daily trough
 	MaxUtil    float64       // inference_daily peak
 	IdleGPUs   int           // partial_gpus: GPUs (the last ones listed) that stay idle
@@ -203,6 +204,7 @@ type rawParams struct {
 	StallEvery string   `yaml:"stall_every"`
 	Stall      string   `yaml:"stall"`
 	Period     string   `yaml:"period"`
+	Phase      string   `yaml:"phase"`
 	MinUtil    *float64 `yaml:"min_util"`
 	MaxUtil    *float64 `yaml:"max_util"`
 	IdleGPUs   *int     `yaml:"idle_gpus"`

@@ -411,7 +411,7 @@ var behaviourParams = map[Behaviour][]string{
 	Training:       {"util", "memory_gib", "cpu_cores"},
 	Overlong:       {"util", "memory_gib", "cpu_cores"},
 	BurstyTraining: {"util", "memory_gib", "cpu_cores", "stall_every", "stall"},
-	InferenceDaily: {"min_util", "max_util", "period", "memory_gib", "cpu_cores"},
+	InferenceDaily: {"min_util", "max_util", "period", "phase", "memory_gib", "cpu_cores"},
 	CPUOnly:        {"cpu_cores"},
 	HungCollective: {"active", "util", "memory_gib", "cpu_cores"},
 	StuckIdle:      {"active", "util", "memory_gib", "cpu_cores"},
@@ -432,7 +432,7 @@ func (r *rawParams) set() []string {
 	}{
 		{"util", r.Util != nil}, {"memory_gib", r.MemoryGiB != nil}, {"active", r.Active != ""},
 		{"delay", r.Delay != ""}, {"stall_every", r.StallEvery != ""}, {"stall", r.Stall != ""},
-		{"period", r.Period != ""}, {"min_util", r.MinUtil != nil}, {"max_util", r.MaxUtil != nil},
+		{"period", r.Period != ""}, {"phase", r.Phase != ""}, {"min_util", r.MinUtil != nil}, {"max_util", r.MaxUtil != nil},
 		{"idle_gpus", r.IdleGPUs != nil}, {"orphan_for", r.OrphanFor != ""}, {"cpu_cores", r.CPUCores != nil},
 		{"every", r.Every != ""}, {"burst", r.Burst != ""},
 	} {
@@ -500,6 +500,13 @@ func (v *validator) params(r *rawParams, w *Workload, p []any) Params {
 		v.failf(at("stall"), "stall %s must be shorter than stall_every %s", pr.Stall, pr.StallEvery)
 	}
 	pr.Period = pos(r.Period, def.Period, "period")
+	if r.Phase != "" {
+		pr.Phase = v.duration(r.Phase, 0, at("phase"))
+		if pr.Phase < 0 || pr.Phase >= pr.Period {
+			v.failf(at("phase"), "must be at least 0 and shorter than period %s, got %s", pr.Period, r.Phase)
+			pr.Phase = 0
+		}
+	}
 	pr.Every = pos(r.Every, def.Every, "every")
 	pr.Burst = pos(r.Burst, def.Burst, "burst")
 	if pr.Burst >= pr.Every {

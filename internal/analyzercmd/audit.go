@@ -24,7 +24,7 @@ func Audit(app *kingpin.Application) (string, func(ctx context.Context) error) {
 		if _, err := os.Stat(*storage); err != nil {
 			return &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
 		}
-		st, err := store.Open(*storage)
+		st, err := store.OpenReadOnly(*storage)
 		if err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 )
 
 func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) error) {
-	cmd := app.Command("check-config", "Validate a reclamation policy and analyzer thresholds; errors name the key and line (exit 2).")
+	cmd := app.Command("check-config", "Validate a reclamation policy and analyzer thresholds; errors name the key and line (exit 2). For a policy, print the effective policy (each tier, its match, each rule's steps with the effective dry-run and reclaim) and warn about risky choices, such as a catch-all tier that reclaims.")
 	pol := cmd.Flag("policy", "Reclamation policy file (YAML) to check.").String()
 	cfg := cmd.Flag("config", "Analyzer thresholds file (YAML) to check.").String()
 	return cmd.FullCommand(), func(ctx context.Context) error {
@@ -28,6 +28,12 @@ func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) er
 				errs = append(errs, err)
 			} else {
 				fmt.Fprintf(os.Stdout, "%s: OK (%d tiers, %d exemptions, dry_run=%v)\n", *pol, len(p.Tiers), len(p.Exemptions), p.DryRun)
+				if err := p.WriteEffective(os.Stdout); err != nil {
+					return err
+				}
+				for _, w := range p.Warnings() {
+					fmt.Fprintf(os.Stderr, "warning: %s\n", w)
+				}
 			}
 		}
 		if *cfg != "" {

@@ -43,7 +43,7 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 		if _, err := os.Stat(*storage); err != nil {
 			return &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
 		}
-		st, err := store.Open(*storage)
+		st, err := store.OpenReadOnly(*storage)
 		if err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 			_, err = os.Stdout.Write(body)
 			return err
 		}
-		if err := os.WriteFile(*out, body, 0o644); err != nil {
+		if err := os.WriteFile(*out, body, report.FileMode); err != nil {
 			return fmt.Errorf("write report: %w", err)
 		}
 		command.LoggerFrom(ctx).Info("report written", "path", *out, "team", *team, "period", p.Label, "format", *format)

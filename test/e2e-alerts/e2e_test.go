@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/dashboards"
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/internal/promqltest"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/rules"
 )
@@ -86,12 +87,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	gpuwatch := filepath.Join(dir, "gpuwatch")
-	build := exec.CommandContext(ctx, "go", "build", "-o", gpuwatch, "./cmd/gpuwatch")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build gpuwatch: %v\n%s", err, out)
-	}
+	gpuwatch := buildGpuwatch(ctx, t, root, dir)
 
 	hook := newWebhook()
 	srv := httptest.NewServer(hook)
@@ -190,12 +186,30 @@ func repoRoot(t *testing.T) string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// proc is a process the test started.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// stop interrupts the process and waits for it, killing it after 10 s.
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
 // start runs a process with its output in dir/<name>.log, and stops it when
 // the test ends; the log is printed if the test failed.
-func start(ctx context.Context, t *testing.T, dir, name, bin string, args ...string) {
+func start(ctx context.Context, t *testing.T, dir, name, bin string, args ...string) *proc {
 	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,16 +219,10 @@ func start(ctx context.Context, t *testing.T, dir, name, bin string, args ...str
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		p.stop()
 		logFile.Close()
 		if t.Failed() {
 			if data, err := os.ReadFile(logPath); err == nil {
@@ -222,6 +230,19 @@ func start(ctx context.Context, t *testing.T, dir, name, bin string, args ...str
 			}
 		}
 	})
+	return p
+}
+
+// buildGpuwatch builds ./cmd/gpuwatch into dir.
+func buildGpuwatch(ctx context.Context, t *testing.T, root, dir string) string {
+	t.Helper()
+	gpuwatch := filepath.Join(dir, "gpuwatch")
+	build := exec.CommandContext(ctx, "go", "build", "-o", gpuwatch, "./cmd/gpuwatch")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build gpuwatch: %v\n%s", err, out)
+	}
+	return gpuwatch
 }
 
 func tail(b []byte, n int) []byte {
@@ -296,9 +317,51 @@ func writeAlertmanagerConfig(t *testing.T, root, dir, hookURL string) string {
 }
 
 // writePrometheusConfig writes a private Prometheus config scraping the
-// exporter every second and loading the shipped rules, with `for:` shortened
-// and every group evaluated every second.
+// exporter every second and loading the shipped rules (see writeRuleFiles).
 func writePrometheusConfig(t *testing.T, root, dir, exporterAddr, amAddr string) string {
+	t.Helper()
+	cfg := map[string]any{
+		"global":     map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
+		"rule_files": writeRuleFiles(t, root, dir),
+		"alerting":   alertingTo(amAddr),
+		"scrape_configs": []any{
+			map[string]any{"job_name": "gpuwatch", "static_configs": []any{map[string]any{"targets": []string{exporterAddr}}}},
+			// The same exporter as a stock dcgm-exporter would look: another
+			// instance and host, and no gpuwatch_* series.
+			map[string]any{"job_name": "dcgm-exporter",
+				"static_configs":  []any{map[string]any{"targets": []string{exporterAddr}}},
+				"relabel_configs": []any{map[string]any{"target_label": "instance", "replacement": dcgmInstance}},
+				"metric_relabel_configs": []any{
+					map[string]any{"source_labels": []string{"__name__"}, "regex": "gpuwatch_.*", "action": "drop"},
+					map[string]any{"source_labels": []string{catalogue.LabelHostname}, "regex": ".+", "target_label": catalogue.LabelHostname, "replacement": dcgmHost},
+				},
+			},
+		},
+	}
+	return writeYAML(t, filepath.Join(dir, "prometheus.yml"), cfg)
+}
+
+func alertingTo(amAddr string) map[string]any {
+	return map[string]any{"alertmanagers": []any{
+		map[string]any{"static_configs": []any{map[string]any{"targets": []string{amAddr}}}},
+	}}
+}
+
+func writeYAML(t *testing.T, path string, v any) string {
+	t.Helper()
+	out, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// writeRuleFiles writes the shipped rule files into dir with every `for:`
+// shortened and every group evaluated every second, and returns their paths.
+func writeRuleFiles(t *testing.T, root, dir string) []string {
 	t.Helper()
 	var ruleFiles []string
 	for _, name := range []string{rules.RecordingFile, rules.AlertsFile} {
@@ -331,35 +394,7 @@ func writePrometheusConfig(t *testing.T, root, dir, exporterAddr, amAddr string)
 		}
 		ruleFiles = append(ruleFiles, p)
 	}
-	cfg := map[string]any{
-		"global":     map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
-		"rule_files": ruleFiles,
-		"alerting": map[string]any{"alertmanagers": []any{
-			map[string]any{"static_configs": []any{map[string]any{"targets": []string{amAddr}}}},
-		}},
-		"scrape_configs": []any{
-			map[string]any{"job_name": "gpuwatch", "static_configs": []any{map[string]any{"targets": []string{exporterAddr}}}},
-			// The same exporter as a stock dcgm-exporter would look: another
-			// instance and host, and no gpuwatch_* series.
-			map[string]any{"job_name": "dcgm-exporter",
-				"static_configs":  []any{map[string]any{"targets": []string{exporterAddr}}},
-				"relabel_configs": []any{map[string]any{"target_label": "instance", "replacement": dcgmInstance}},
-				"metric_relabel_configs": []any{
-					map[string]any{"source_labels": []string{"__name__"}, "regex": "gpuwatch_.*", "action": "drop"},
-					map[string]any{"source_labels": []string{catalogue.LabelHostname}, "regex": ".+", "target_label": catalogue.LabelHostname, "replacement": dcgmHost},
-				},
-			},
-		},
-	}
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(p, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return ruleFiles
 }
 
 // ---- webhook receiver ----
@@ -572,7 +607,7 @@ func fill(expr string, vars map[string]string) string {
 // analyzerOnly reports whether a query reads only analyzer metrics, which
 // this test cannot produce (no analyzer runs here).
 func analyzerOnly(expr string) bool {
-	names, err := rules.MetricNames(expr)
+	names, err := promqltest.MetricNames(expr)
 	if err != nil || len(names) == 0 {
 		return false
 	}
@@ -587,7 +622,7 @@ func analyzerOnly(expr string) bool {
 
 // dcgmOnly reports whether a query reads only dcgm-exporter's metrics.
 func dcgmOnly(expr string) bool {
-	names, err := rules.MetricNames(expr)
+	names, err := promqltest.MetricNames(expr)
 	if err != nil || len(names) == 0 {
 		return false
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
@@ -95,11 +96,16 @@ exemptions: [{user: carol}]
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Slurm's answers for these jobs (this test is about the delivery).
+	owners := &facts.Table{Name: facts.Slurm, Jobs: map[string]*facts.Facts{
+		"501": facts.SlurmJob("debug", "", "", "bob", "a"), "502": facts.SlurmJob("debug", "", "", "dave", "b"),
+		"503": facts.SlurmJob("debug", "", "", "erin", "c"), "504": facts.SlurmJob("debug", "", "", "carol", "d")}}
 	e := &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
-		"alertmanager": &action.Alertmanager{URL: pol.Channels.AlertmanagerURL, Duration: pol.Channels.AlertDuration}}}
+		"alertmanager": &action.Alertmanager{URL: pol.Channels.AlertmanagerURL, Duration: pol.Channels.AlertDuration}},
+		Facts: &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: owners}}}
 	now := time.Now().UTC()
 	mk := func(job, user, team string, p finding.Pattern) finding.Finding {
-		f := idleFinding(job, "debug", now)
+		f := idleFinding(job, now)
 		f.User, f.Team, f.Pattern = user, team, p
 		return f
 	}

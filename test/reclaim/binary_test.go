@@ -105,7 +105,7 @@ tiers:
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	fs, _ := json.Marshal([]finding.Finding{idleFinding(job, "debug", t0)})
+	fs, _ := json.Marshal([]finding.Finding{idleFinding(job, t0)})
 	findings := filepath.Join(dir, "findings.json")
 	if err := os.WriteFile(findings, fs, 0o644); err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ tiers:
 	if err := os.WriteFile(policyFile, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fs, _ := json.Marshal([]finding.Finding{idleFinding("900", "debug", time.Now())})
+	fs, _ := json.Marshal([]finding.Finding{idleFinding("900", time.Now())})
 	findings := filepath.Join(dir, "findings.json")
 	if err := os.WriteFile(findings, fs, 0o644); err != nil {
 		t.Fatal(err)

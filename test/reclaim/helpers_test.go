@@ -100,8 +100,27 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// jobScript traps the checkpoint signal and records it in marker.
+// partitions makes sure the cluster has these partitions (on every node),
+// as an administrator would with scontrol; existing ones are kept.
+func partitions(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		out, err := exec.Command("scontrol", "create", "PartitionName="+n, "Nodes=ALL", "State=UP", "MaxTime=INFINITE").CombinedOutput()
+		if err != nil && exec.Command("scontrol", "show", "partition", n).Run() != nil {
+			t.Fatalf("scontrol create partition %s: %v: %s", n, err, out)
+		}
+	}
+}
+
+// submit runs a job in the default partition that traps the checkpoint
+// signal and records it in marker.
 func submit(t *testing.T, dir, name string) (id, marker string) {
+	t.Helper()
+	return submitTo(t, dir, name, "")
+}
+
+// submitTo is submit into a partition ("" for the default).
+func submitTo(t *testing.T, dir, name, partition string) (id, marker string) {
 	t.Helper()
 	marker = filepath.Join(dir, name+".signals")
 	script := filepath.Join(dir, name+".sh")
@@ -109,7 +128,11 @@ func submit(t *testing.T, dir, name string) (id, marker string) {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("sbatch", "--parsable", "--job-name="+name, "--gres=gpu:1", "--output=/dev/null", script).CombinedOutput()
+	args := []string{"--parsable", "--job-name=" + name, "--gres=gpu:1", "--output=/dev/null"}
+	if partition != "" {
+		args = append(args, "--partition="+partition)
+	}
+	out, err := exec.Command("sbatch", append(args, script)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sbatch: %v: %s", err, out)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
@@ -51,6 +52,8 @@ func bp(b bool) *bool { return &b }
 func kubeObjects() []runtime.Object {
 	running := corev1.PodStatus{Phase: corev1.PodRunning}
 	return []runtime.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nb-ann"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nb-ben"}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-ann", Namespace: "nb-ann"}, Status: running},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-ben", Namespace: "nb-ben"}, Status: running},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lab-7d9-x2", Namespace: "nb-ann", OwnerReferences: []metav1.OwnerReference{
@@ -85,7 +88,7 @@ func kubeEscalator(t *testing.T, mode string, c *fake.Clientset) (*daemon.Escala
 	return &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
 		"webhook":    nopWarn{},
 		"kubernetes": &action.Kubernetes{Client: c, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals},
-	}}, lg
+	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{facts.Kubernetes: &facts.KubernetesSource{Client: c}}}}, lg
 }
 
 // Evictions go to the idle pods only; a PodDisruptionBudget refusal (429)

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
@@ -79,12 +80,13 @@ func newHook(t *testing.T) *hook {
 
 // idleFinding is what the engine reports for a job whose GPUs show idle
 // telemetry (no process, 0% utilisation, no memory used) since it started.
-// Built here from an idle snapshot's numbers, not by the engine.
-func idleFinding(job, partition string, now time.Time) finding.Finding {
+// Built here from an idle snapshot's numbers, not by the engine: these tests
+// are about the actuator and the audit; the partition comes from Slurm
+// (acceptance_test.go runs the engine's own findings end to end).
+func idleFinding(job string, now time.Time) finding.Finding {
 	return finding.Finding{Pattern: finding.CPUOnly, Severity: finding.Warning, Job: job, User: "root", Team: "acceptance",
 		Kind: "batch", Hostname: "node1", Scheduler: "slurm", GPUs: []string{"GPU-0"}, Start: now.Add(-2 * time.Hour), End: now,
-		WastedGPUHours: 2, Evidence: map[string]float64{"gpu_util_pct": 0, "fb_used_mib": 0, "gpu_processes": 0},
-		Labels: map[string]string{policy.LabelPartition: partition}}
+		WastedGPUHours: 2, Evidence: map[string]float64{"gpu_util_pct": 0, "fb_used_mib": 0, "gpu_processes": 0}}
 }
 
 func escalator(t *testing.T, dbPath, doc string, runner action.Runner) (*daemon.Escalator, *audit.Log, *store.Store) {
@@ -105,7 +107,8 @@ func escalator(t *testing.T, dbPath, doc string, runner action.Runner) (*daemon.
 	if pol.Channels.WebhookURL != "" {
 		acts["webhook"] = &action.Webhook{URL: pol.Channels.WebhookURL}
 	}
-	return &daemon.Escalator{Policy: pol, Log: lg, Actuators: acts}, lg, st
+	res := &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}}}
+	return &daemon.Escalator{Policy: pol, Log: lg, Actuators: acts, Facts: res}, lg, st
 }
 
 func cycle(t *testing.T, e *daemon.Escalator, now time.Time, fs ...finding.Finding) {
@@ -131,7 +134,7 @@ func TestSlurmEscalation(t *testing.T) {
 	defer st.Close()
 	t0 := time.Now().UTC().Truncate(time.Second)
 	fs := func(now time.Time) []finding.Finding {
-		return []finding.Finding{idleFinding(idle, "debug", now), idleFinding(exempt, "debug", now)}
+		return []finding.Finding{idleFinding(idle, now), idleFinding(exempt, now)}
 	}
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 
@@ -179,14 +182,15 @@ func TestSlurmTierWithoutReclaim(t *testing.T) {
 	slurm(t)
 	dir := t.TempDir()
 	h := newHook(t)
-	prod, marker := submit(t, dir, "prod")
+	partitions(t, "prod")
+	prod, marker := submitTo(t, dir, "prod", "prod")
 	cancels := filepath.Join(dir, "scancel.log")
 	e, lg, st := escalator(t, filepath.Join(dir, "state.db"), fmt.Sprintf(slurmPolicy, false, h.srv.URL, "0"), countingRunner{log: cancels})
 	defer st.Close()
 	t0 := time.Now().UTC().Truncate(time.Second)
 	for _, m := range []int{0, 20, 40, 90} {
 		now := t0.Add(time.Duration(m) * time.Minute)
-		cycle(t, e, now, idleFinding(prod, "prod", now))
+		cycle(t, e, now, idleFinding(prod, now))
 	}
 	if st := jobState(t, prod); st != "RUNNING" {
 		t.Fatalf("job in a tier without reclaim is %s", st)
@@ -228,7 +232,7 @@ func TestSlurmDryRun(t *testing.T) {
 	t0 := time.Now().UTC().Truncate(time.Second)
 	for _, m := range []int{0, 20, 40, 60} {
 		now := t0.Add(time.Duration(m) * time.Minute)
-		cycle(t, e, now, idleFinding(job, "debug", now))
+		cycle(t, e, now, idleFinding(job, now))
 	}
 	if st := jobState(t, job); st != "RUNNING" {
 		t.Fatalf("dry-run job is %s", st)
@@ -273,7 +277,7 @@ func TestHelperAnalyzer(t *testing.T) {
 	doc, _ := os.ReadFile(filepath.Join(dir, "policy.yaml"))
 	e, _, _ := escalator(t, filepath.Join(dir, "state.db"), string(doc), r)
 	now, _ := time.Parse(time.RFC3339, os.Getenv("GPUWATCH_RECLAIM_NOW"))
-	cycle(t, e, now, idleFinding(os.Getenv("GPUWATCH_RECLAIM_JOB"), "debug", now))
+	cycle(t, e, now, idleFinding(os.Getenv("GPUWATCH_RECLAIM_JOB"), now))
 	t.Fatal("the helper should have been killed")
 }
 
@@ -297,7 +301,7 @@ func TestSlurmCrashBetweenIntentAndResult(t *testing.T) {
 			at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 			e, _, st := escalator(t, db, doc, countingRunner{log: cancels})
 			for _, m := range []int{0, 20} {
-				cycle(t, e, at(m), idleFinding(job, "debug", at(m)))
+				cycle(t, e, at(m), idleFinding(job, at(m)))
 			}
 			st.Close()
 
@@ -327,7 +331,7 @@ func TestSlurmCrashBetweenIntentAndResult(t *testing.T) {
 				t.Fatalf("after the kill, pending = %+v (child output: %s)", pending, out.String())
 			}
 			for _, m := range []int{41, 42, 60} {
-				cycle(t, e2, at(m), idleFinding(job, "debug", at(m)))
+				cycle(t, e2, at(m), idleFinding(job, at(m)))
 			}
 			if st := jobState(t, job); st == "RUNNING" || st == "PENDING" {
 				t.Fatalf("job still %s", st)

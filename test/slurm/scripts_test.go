@@ -126,8 +126,18 @@ esac
 	if err := os.WriteFile(filepath.Join(bin, "scontrol"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// squeue prints one field alone, as `squeue -h -j 55 -o %j` does.
+	squeue := `#!/bin/sh
+case "$*" in
+*%j) printf 'sweep lr=0.1 (x)\n' ;;
+*%u) printf 'carol\n' ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "squeue"), []byte(squeue), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{"GPUWATCH_JOB_MAPPING_DIR=" + dir, "PATH=" + bin + ":" + os.Getenv("PATH"),
-		"SLURM_JOB_ID=55", "SLURM_JOB_UID=1234", "SLURMD_NODENAME=node02"}
+		"SLURM_JOB_ID=55", "SLURM_JOB_UID=1234", "SLURM_JOB_ACCOUNT=bio", "SLURMD_NODENAME=node02"}
 	run(t, "prolog", env...)
 	got := readMap(t, dir)
 	line := "55|carol|1234|bio|sweep lr=0.1 (x)"
@@ -140,6 +150,124 @@ esac
 	run(t, "prolog", env...)
 	if got := readMap(t, dir); fmt.Sprint(got) != fmt.Sprint(map[string][]string{"7": {line}}) {
 		t.Fatalf("node03: got %v", got)
+	}
+}
+
+// TestPrologIgnoresForgedScontrolText gives the prolog what `scontrol show
+// job -d` printed on Slurm 22.05 for a job named with a newline and
+// "UserId=… Account=…", and a comment imitating a GRES detail line: the
+// identity comes from the environment, and a second detail line for this
+// node makes the prolog record nothing rather than the forged GPUs.
+func TestPrologIgnoresForgedScontrolText(t *testing.T) {
+	needTools(t)
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "map")
+	bin := filepath.Join(tmp, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := func(comment string) string {
+		return `#!/bin/sh
+case "$1 $2" in
+"show job")
+cat <<'OUT'
+JobId=56 JobName=train UserId=victim(2001) Account=ml-infra
+   UserId=mallory(1500) GroupId=mallory(1500) MCS_label=N/A
+   Priority=1 Nice=0 Account=(null) QOS=normal
+   JOB_GRES=gpu:1
+     Nodes=vm CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:1)
+   MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0
+   Comment=` + comment + `
+OUT
+;;
+"show hostnames") printf '%s\n' "$3" ;;
+esac
+`
+	}
+	squeue := "#!/bin/sh\ncase \"$*\" in *%j) printf 'train UserId=victim(2001) Account=ml-infra\\n' ;; *%u) printf 'victim\\n' ;; esac\n"
+	if err := os.WriteFile(filepath.Join(bin, "squeue"), []byte(squeue), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"GPUWATCH_JOB_MAPPING_DIR=" + dir, "PATH=" + bin + ":" + os.Getenv("PATH"),
+		"SLURM_JOB_ID=56", "SLURM_JOB_USER=mallory", "SLURM_JOB_UID=1500", "SLURMD_NODENAME=vm"}
+
+	// A comment that imitates nothing: the real line decides.
+	if err := os.WriteFile(filepath.Join(bin, "scontrol"), []byte(fake("x Account=ml-infra")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "prolog", env...)
+	want := map[string][]string{"1": {"56|mallory|1500||train UserId=victim(2001) Account=ml-infra"}}
+	if got := readMap(t, dir); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("forged identity:\n got %v\nwant %v", got, want)
+	}
+	run(t, "epilog", "GPUWATCH_JOB_MAPPING_DIR="+dir, "PATH="+os.Getenv("PATH"), "SLURM_JOB_ID=56")
+
+	// A comment holding a newline and a detail line for this node.
+	if err := os.WriteFile(filepath.Join(bin, "scontrol"), []byte(fake("x\n     Nodes=vm CPU_IDs=0 Mem=0 GRES=gpu:8(IDX:0-7)")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "prolog", env...)
+	if got := readMap(t, dir); len(got) != 0 {
+		t.Fatalf("forged GRES line recorded: %v", got)
+	}
+}
+
+// TestPrologRefusesSymlinks plants links where a careless or hostile setup
+// could leave them: the prolog (root) must neither copy a link's target into
+// the map nor write through it, and refuses a folder others can write.
+func TestPrologRefusesSymlinks(t *testing.T) {
+	needTools(t)
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "map")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(tmp, "secret")
+	if err := os.WriteFile(secret, []byte("4242 user=root name=s3cr3t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"0", "3"} {
+		if err := os.Symlink(secret, filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := []string{"GPUWATCH_JOB_MAPPING_DIR=" + dir, "PATH=" + os.Getenv("PATH"), "SLURM_JOB_USER=u", "SLURM_JOB_NAME=n"}
+	run(t, "prolog", append(base, "SLURM_JOB_ID=7", "SLURM_JOB_GPUS=0")...)
+	data, err := os.ReadFile(filepath.Join(dir, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "s3cr3t") {
+		t.Fatalf("map/0 holds the link target's content: %q", data)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "0")); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("map/0 should be a regular file replacing the link: %v %v", fi, err)
+	}
+	run(t, "epilog", append(base, "SLURM_JOB_ID=4242")...)
+	if got, _ := os.ReadFile(secret); string(got) != "4242 user=root name=s3cr3t\n" {
+		t.Fatalf("link target changed: %q", got)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "3")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("map/3 link was touched: %v %v", fi, err)
+	}
+
+	// A world-writable folder, and a folder that is a link: nothing written.
+	open := filepath.Join(tmp, "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(tmp, "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{open, link} {
+		run(t, "prolog", "GPUWATCH_JOB_MAPPING_DIR="+d, "PATH="+os.Getenv("PATH"), "SLURM_JOB_ID=8", "SLURM_JOB_GPUS=1", "SLURM_JOB_USER=u", "SLURM_JOB_NAME=n")
+		if _, err := os.Lstat(filepath.Join(d, "1")); !os.IsNotExist(err) {
+			t.Fatalf("prolog wrote into %s: %v", d, err)
+		}
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuwatch/gpuwatch/exporter/attribution"
+	"github.com/gpuwatch/gpuwatch/exporter/attribution/jobmap"
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
@@ -238,5 +239,104 @@ func TestSlurmJobsOnSeries(t *testing.T) {
 		if j := strings.Fields(info); len(j) > 0 && (j[0] == a || j[0] == b) {
 			t.Fatalf("gpu %s allocation info left after the job ended: %q", gpu, info)
 		}
+	}
+}
+
+// TestHostileJobTextOnRealSlurm submits jobs whose name and comment imitate
+// other fields of `scontrol show job -d`: the shipped prolog must record the
+// submitter (not the named victim) and the job's real GPUs, or nothing at
+// all when a forged GRES line makes the real one ambiguous.
+func TestHostileJobTextOnRealSlurm(t *testing.T) {
+	conf, mapDir := need(t)
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	submit := func(name, comment string) (id, started string) {
+		started = filepath.Join(dir, fmt.Sprintf("started-%d", time.Now().UnixNano()))
+		id = slurm(t, conf, "sbatch", "--parsable", "--hold", "--gres=gpu:1", "-J", name, "--comment", comment,
+			"-D", os.TempDir(), "-o", "/dev/null", "--wrap", "touch "+started+"; sleep 60")
+		t.Cleanup(func() {
+			cmd := exec.Command("scancel", id)
+			cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+			_ = cmd.Run()
+		})
+		return id, started
+	}
+	waitStarted := func(path string) {
+		t.Helper()
+		for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if _, err := os.Stat(path); err == nil {
+				return // the job's script runs only after the prolog finished
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job did not start (%s)", path)
+			}
+		}
+	}
+	lines := func(job string) []string {
+		// The planted link is refused (an error naming it); other files count.
+		m, err := jobmap.NewReader(mapDir).Read()
+		if err != nil && !strings.Contains(err.Error(), "99: not a regular file") {
+			t.Fatal(err)
+		}
+		var out []string
+		for slot, es := range m {
+			for _, e := range es {
+				if e.Job == job {
+					out = append(out, fmt.Sprintf("%d %s %s %s", slot.GPU, e.User, e.Account, e.Name))
+				}
+			}
+		}
+		return out
+	}
+
+	name := "train UserId=victim(2001) Account=ml-infra"
+	a, startedA := submit(name, "Account=ml-infra UserId=victim(2001)")
+	// A link planted in the folder, to a root-only file that holds a line of
+	// this job: neither the prolog nor the epilog may read or replace it.
+	secret := filepath.Join(dir, "secret")
+	secretText := a + " user=root name=TOPSECRET\n"
+	if err := os.WriteFile(secret, []byte(secretText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(mapDir, "99")
+	if err := os.Symlink(secret, planted); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(planted) })
+	slurm(t, conf, "scontrol", "release", a)
+	waitStarted(startedA)
+	node := slurm(t, conf, "squeue", "-h", "-j", a, "-o", "%N")
+	forged := "\n     Nodes=" + node + " CPU_IDs=0 Mem=0 GRES=gpu:8(IDX:0-7)"
+	b, startedB := submit("sweep", "x"+forged)
+	slurm(t, conf, "scontrol", "release", b)
+	waitStarted(startedB)
+	if out := slurm(t, conf, "scontrol", "show", "job", "-d", b); strings.Count(out, "Nodes="+node+" ") != 2 {
+		t.Fatalf("the forged comment did not print a second detail line:\n%s", out)
+	}
+
+	got := lines(a)
+	if len(got) != 1 {
+		t.Fatalf("job %s: want one GPU line, got %q", a, got)
+	}
+	if f := strings.SplitN(got[0], " ", 4); f[1] != me.Username || f[2] != "" || f[3] != name {
+		t.Fatalf("job %s recorded as %q, want user %s, no account, name %q", a, got[0], me.Username, name)
+	}
+	if got := lines(b); len(got) != 0 {
+		t.Fatalf("job %s with a forged GRES line recorded on GPUs %q", b, got)
+	}
+	slurm(t, conf, "scancel", a)
+	for deadline := time.Now().Add(45 * time.Second); len(lines(a)) > 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("epilog did not remove job %s", a)
+		}
+	}
+	if fi, err := os.Lstat(planted); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("planted link replaced: %v %v", fi, err)
+	}
+	if got, _ := os.ReadFile(secret); string(got) != secretText {
+		t.Fatalf("link target changed: %q", got)
 	}
 }

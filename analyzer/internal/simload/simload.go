@@ -46,14 +46,55 @@ type Format struct {
 	Stock bool
 	// NoProf drops DCGM_FI_PROF_*; NoPower drops power usage and limit.
 	NoProf, NoPower bool
+	// Counters, when set, keeps exactly these families: a dcgm-exporter
+	// counter set (DCGMDefault, DCGMDCP).
+	Counters []*catalogue.Metric
+	// Host names the label carrying the node: "" keeps gpuwatch's hostname
+	// (Hostname when Stock), "instance" leaves only the scrape target.
+	Host string
+	// HonorLabelsFalse renames the holder labels to exported_* and sets
+	// pod, namespace and container to the exporter's own pod, as Prometheus
+	// does with honor_labels: false; the exporter pod is renamed every
+	// ExporterRestart (a DaemonSet pod replaced on upgrade or crash).
+	HonorLabelsFalse bool
+	ExporterRestart  time.Duration
+	// Interval thins the scrapes to one per Interval (e.g. 60s).
+	Interval time.Duration
+	// Outages are windows with no scrape at all (an exporter down).
+	Outages []Window
 }
+
+// Window is [From, To) as offsets from the Unix epoch-aligned origin.
+type Window struct{ From, To time.Time }
+
+// DCGMDefault is dcgm-exporter 3.x's etc/default-counters.csv: no power
+// limit and no DCGM_FI_PROF_* activity fields (only the PCIe byte rates,
+// which the simulator does not publish).
+var DCGMDefault = []*catalogue.Metric{catalogue.SMClock, catalogue.MemClock, catalogue.MemoryTemp, catalogue.GPUTemp,
+	catalogue.PowerUsage, catalogue.TotalEnergy, catalogue.PCIeReplay, catalogue.GPUUtil, catalogue.MemCopyUtil,
+	catalogue.EncUtil, catalogue.DecUtil, catalogue.XIDLast, catalogue.FBFree, catalogue.FBUsed, catalogue.NVLinkBW,
+	catalogue.RemapUncorr, catalogue.RemapCorr, catalogue.RemapFailure, catalogue.ProfPCIeTX, catalogue.ProfPCIeRX}
+
+// DCGMDCP is dcgm-exporter's etc/dcp-metrics-included.csv (and 4.x's
+// default-counters.csv): the default set plus graphics-engine, tensor-pipe
+// and DRAM activity; still no SM activity and no power limit.
+var DCGMDCP = append(append([]*catalogue.Metric{}, DCGMDefault...),
+	catalogue.ProfGrEngineActive, catalogue.ProfTensorActive, catalogue.ProfDRAMActive)
 
 // Sink wraps next so that it receives the families in this format.
 func (f Format) Sink(next Sink) Sink {
 	return func(t time.Time, fams []*dto.MetricFamily) error {
+		if f.Interval > 0 && t.UnixMilli()%f.Interval.Milliseconds() != 0 {
+			return nil
+		}
+		for _, w := range f.Outages {
+			if !t.Before(w.From) && t.Before(w.To) {
+				return nil
+			}
+		}
 		out := make([]*dto.MetricFamily, 0, len(fams))
 		for _, mf := range fams {
-			if mf = f.apply(mf); mf != nil {
+			if mf = f.apply(t, mf); mf != nil {
 				out = append(out, mf)
 			}
 		}
@@ -61,9 +102,22 @@ func (f Format) Sink(next Sink) Sink {
 	}
 }
 
+func (f Format) keeps(name string) bool {
+	if f.Counters == nil {
+		return true
+	}
+	for _, m := range f.Counters {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // Read are the families the analyzer queries.
-var Read = []*catalogue.Metric{catalogue.GPUUtil, catalogue.FBUsed, catalogue.FBFree, catalogue.PowerUsage,
-	catalogue.PowerLimit, catalogue.ProfSMActive, catalogue.ProfDRAMActive, catalogue.AllocationInfo, catalogue.OrphanProcess}
+var Read = []*catalogue.Metric{catalogue.GPUUtil, catalogue.MemCopyUtil, catalogue.FBUsed, catalogue.FBFree, catalogue.PowerUsage,
+	catalogue.PowerLimit, catalogue.ProfSMActive, catalogue.ProfDRAMActive, catalogue.ProfGrEngineActive, catalogue.ProfTensorActive,
+	catalogue.AllocationInfo, catalogue.OrphanProcess}
 
 // Options of a replay.
 type Options struct {
@@ -148,9 +202,11 @@ func trim(s *source.Snapshot, keep map[string]bool) {
 	s.JobCPU = nil
 }
 
-func (f Format) apply(mf *dto.MetricFamily) *dto.MetricFamily {
+func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 	name := mf.GetName()
 	switch {
+	case !f.keeps(name):
+		return nil
 	case f.Stock && strings.HasPrefix(name, "gpuwatch_"):
 		return nil
 	case f.NoProf && strings.HasPrefix(name, "DCGM_FI_PROF_"):
@@ -158,16 +214,50 @@ func (f Format) apply(mf *dto.MetricFamily) *dto.MetricFamily {
 	case f.NoPower && (name == catalogue.PowerUsage.Name || name == catalogue.PowerLimit.Name):
 		return nil
 	}
-	if !f.Stock {
+	if !f.Stock && f.Host == "" && !f.HonorLabelsFalse {
 		return mf
+	}
+	hostLabel := f.Host
+	if hostLabel == "" && f.Stock {
+		hostLabel = catalogue.LabelOldHost
 	}
 	out := proto.Clone(mf).(*dto.MetricFamily)
 	for _, m := range out.Metric {
+		host := ""
+		kept := m.Label[:0]
 		for _, l := range m.Label {
-			if l.GetName() == catalogue.LabelHostname {
-				l.Name = proto.String(catalogue.LabelOldHost)
+			switch l.GetName() {
+			case catalogue.LabelHostname:
+				host = l.GetValue()
+				switch hostLabel {
+				case "instance":
+					continue
+				case "":
+				default:
+					l.Name = proto.String(hostLabel)
+				}
+			case catalogue.LabelPod, catalogue.LabelNamespace, catalogue.LabelContainer:
+				if f.HonorLabelsFalse {
+					l.Name = proto.String("exported_" + l.GetName())
+				}
 			}
+			kept = append(kept, l)
 		}
+		m.Label = kept
+		if hostLabel == "instance" || f.HonorLabelsFalse {
+			m.Label = append(m.Label, &dto.LabelPair{Name: proto.String("instance"), Value: proto.String(host + ":9400")})
+		}
+		if f.HonorLabelsFalse {
+			epoch := int64(0)
+			if f.ExporterRestart > 0 {
+				epoch = t.UnixMilli() / f.ExporterRestart.Milliseconds()
+			}
+			m.Label = append(m.Label,
+				&dto.LabelPair{Name: proto.String(catalogue.LabelPod), Value: proto.String(fmt.Sprintf("nvidia-dcgm-exporter-%s-%x", host, epoch%4096))},
+				&dto.LabelPair{Name: proto.String(catalogue.LabelNamespace), Value: proto.String("gpu-operator")},
+				&dto.LabelPair{Name: proto.String(catalogue.LabelContainer), Value: proto.String("nvidia-dcgm-exporter")})
+		}
+		sort.Slice(m.Label, func(i, j int) bool { return m.Label[i].GetName() < m.Label[j].GetName() })
 	}
 	return out
 }

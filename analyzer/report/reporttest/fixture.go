@@ -246,13 +246,13 @@ func activity(rng *rand.Rand, p finding.Pattern, i, n int) (active, waste float6
 func evidence(rng *rand.Rand, p finding.Pattern, gpus, hours int) map[string]float64 {
 	switch p {
 	case finding.LowUtilization:
-		return map[string]float64{"gpu_util_mean": float64(5 + rng.IntN(20)), "fb_used_max_mib": float64(2000 + rng.IntN(30000))}
+		return map[string]float64{"mean_util_percent": float64(5 + rng.IntN(20)), "fb_max_mib": float64(2000 + rng.IntN(30000))}
 	case finding.OverRequested:
-		return map[string]float64{"gpus_used": float64(gpus / 2)}
+		return map[string]float64{"idle_gpus": float64(gpus - gpus/2)}
 	case finding.StartupOverhead:
-		return map[string]float64{"startup_minutes": 120}
+		return map[string]float64{"delay_minutes": 120}
 	case finding.Overlong:
-		return map[string]float64{"runtime_hours": float64(hours), "limit_hours": 48}
+		return map[string]float64{"runtime_hours": float64(hours), "max_runtime_hours": 48}
 	}
 	return map[string]float64{}
 }

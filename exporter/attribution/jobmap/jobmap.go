@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -70,6 +72,9 @@ func Parse(name string, data []byte) ([]Entry, error) {
 	n := 0
 	for sc.Scan() {
 		n++
+		if n > MaxLines {
+			return nil, fmt.Errorf("%s:%d: more than %d lines", name, n, MaxLines)
+		}
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
@@ -142,6 +147,14 @@ func clip(s string) string {
 	return s
 }
 
+// Limits on what one mapping file may hold. A file past them is refused
+// whole (an error), never read in part: a job map names at most a few
+// hundred jobs per GPU, so these bounds only stop a runaway or hostile file.
+const (
+	MaxFileBytes = 1 << 20
+	MaxLines     = 10000
+)
+
 // Reader reads a mapping folder, re-reading a file only when its size or
 // modification time changed. It is not safe for concurrent use.
 //
@@ -183,6 +196,11 @@ func NewReader(dir string) *Reader {
 // Read returns the current mapping. A missing folder is an empty mapping
 // (the prolog creates it with the first job). Errors of single files are
 // returned together with the entries of every other file.
+//
+// The folder is trusted only when it is owned by root (or by the exporter's
+// own user) and writable by nobody else; in it only regular files of that
+// owner are read, never through a symlink, and never more than
+// MaxFileBytes or MaxLines.
 func (r *Reader) Read() (Mapping, error) {
 	now := r.Now()
 	st, err := os.Stat(r.Dir)
@@ -194,6 +212,10 @@ func (r *Reader) Read() (Mapping, error) {
 	if err != nil {
 		r.trusted = false
 		return nil, fmt.Errorf("read job map %s: %w", r.Dir, err)
+	}
+	if err := checkOwner(r.Dir, st, true); err != nil {
+		r.trusted = false
+		return nil, err
 	}
 	if r.trusted && st.ModTime().Equal(r.dirMtime) && now.Sub(r.lastFull) < r.Recheck {
 		return r.last, r.lastErr
@@ -220,12 +242,16 @@ func (r *Reader) full() (Mapping, error) {
 	for _, de := range ents {
 		name := de.Name()
 		slot, ok := ParseSlot(name)
-		if !ok || !de.Type().IsRegular() && de.Type()&fs.ModeSymlink == 0 {
+		if !ok {
+			continue
+		}
+		path := filepath.Join(r.Dir, name)
+		if !de.Type().IsRegular() {
+			errs = append(errs, fmt.Errorf("read job map %s: not a regular file (%s): ignored", path, de.Type()))
 			continue
 		}
 		seen[name] = true
-		path := filepath.Join(r.Dir, name)
-		info, err := os.Stat(path)
+		info, err := os.Lstat(path)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) { // removed by an epilog since ReadDir
 				errs = append(errs, fmt.Errorf("read job map %s: %w", path, err))
@@ -235,9 +261,9 @@ func (r *Reader) full() (Mapping, error) {
 		c, ok := r.cache[name]
 		if !ok || !c.mtime.Equal(info.ModTime()) || c.size != info.Size() {
 			c = cached{mtime: info.ModTime(), size: info.Size()}
-			data, err := os.ReadFile(path)
+			data, err := readFile(path)
 			if err != nil {
-				c.err = fmt.Errorf("read job map %s: %w", path, err)
+				c.err = err
 			} else {
 				c.entries, c.err = Parse(path, data)
 			}
@@ -257,6 +283,54 @@ func (r *Reader) full() (Mapping, error) {
 		}
 	}
 	return m, errors.Join(errs...)
+}
+
+// readFile reads one mapping file without following a symlink or blocking
+// on a FIFO, and only when it is a regular file of a trusted owner within
+// MaxFileBytes.
+func readFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read job map %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read job map %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("read job map %s: not a regular file", path)
+	}
+	if err := checkOwner(path, st, false); err != nil {
+		return nil, err
+	}
+	if st.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("read job map %s: %d bytes, more than the limit of %d", path, st.Size(), MaxFileBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read job map %s: %w", path, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("read job map %s: more than the limit of %d bytes", path, MaxFileBytes)
+	}
+	return data, nil
+}
+
+// checkOwner accepts what root or the exporter's own user owns; a folder
+// must also be writable by nobody else, or anyone could plant files in it.
+func checkOwner(path string, st fs.FileInfo, dir bool) error {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
+		return fmt.Errorf("read job map %s: owned by uid %d, not root: refused", path, sys.Uid)
+	}
+	if dir && st.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("read job map %s: writable by group or others (%s): refused", path, st.Mode().Perm())
+	}
+	return nil
 }
 
 // Slots returns the mapping's slots in order, for stable output.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -204,5 +205,86 @@ func TestReaderFolderShortcut(t *testing.T) {
 	}
 	if m, _ := r.Read(); m[Slot{1, -1}][0].Job != "4" {
 		t.Fatalf("recent folder mtime trusted: %v", m)
+	}
+}
+
+// TestReaderRefusesHostileFiles plants what an attacker with a foothold, or
+// a careless setup, could leave in the folder: links to a root-only file and
+// to /dev/zero, a FIFO, an oversized file and one with too many lines. The
+// good file is still read; every other one is an error, read in no part, and
+// none blocks or grows memory.
+func TestReaderRefusesHostileFiles(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "map")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(tmp, "secret")
+	write := func(path, s string, mode os.FileMode) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(secret, "1 user=root name=TOPSECRET\n", 0o600)
+	write(filepath.Join(dir, "0"), "7 user=alice\n", 0o644)
+	for name, target := range map[string]string{"1": secret, "2": "/dev/zero"} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "3"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(dir, "4"), strings.Repeat("8 name="+strings.Repeat("x", 1000)+"\n", MaxFileBytes/1000+10), 0o644)
+	write(filepath.Join(dir, "5"), strings.Repeat("9\n", MaxLines+1), 0o644)
+	if os.Geteuid() == 0 {
+		write(filepath.Join(dir, "6"), "10 user=mallory\n", 0o644)
+		if err := os.Chown(filepath.Join(dir, "6"), 12345, 12345); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	var m Mapping
+	var err error
+	go func() {
+		m, err = NewReader(dir).Read()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read blocked on a hostile file")
+	}
+	if len(m) != 1 || len(m[Slot{GPU: 0, GI: -1}]) != 1 || m[Slot{GPU: 0, GI: -1}][0].User != "alice" {
+		t.Fatalf("mapping = %+v, want only GPU 0's alice", m)
+	}
+	want := []string{"1: not a regular file", "2: not a regular file", "3: not a regular file", "4: 1", "5:10001: more than"}
+	if os.Geteuid() == 0 {
+		want = append(want, "6: owned by uid 12345")
+	}
+	for _, w := range want {
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, w)) {
+			t.Errorf("error %v does not name %q", err, w)
+		}
+	}
+}
+
+// TestReaderRefusesOpenFolder: a folder others may write is no evidence of
+// what the scheduler allocated.
+func TestReaderRefusesOpenFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "map")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "0"), []byte("7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewReader(dir).Read()
+	if err == nil || !strings.Contains(err.Error(), "writable by group or others") || len(m) != 0 {
+		t.Fatalf("Read = %v, %v; want a refusal", m, err)
 	}
 }

@@ -1,0 +1,31 @@
+package detect
+
+import (
+	"fmt"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+// cpu_only: a non-interactive job whose GPUs never showed a sign of use
+// since it started. When the start was not observed the job may have
+// worked before, so it must also never have held memory.
+func init() {
+	register(Spec{Pattern: finding.CPUOnly, Severity: finding.Critical, Action: finding.ActionReclaim,
+		Label: "CPU only", Title: "GPU never used (CPU only)", judge: judgeCPUOnly,
+		Advise: func(f *finding.Finding) string {
+			return fmt.Sprintf("Held %s without ever using the GPU: run it in a CPU partition (no --gres=gpu / no nvidia.com/gpu request), or check that the code actually selects CUDA.", plural(len(f.GPUs), "GPU"))
+		}})
+}
+
+func judgeCPUOnly(j *judge) *verdict {
+	a, c := j.a, j.cfg.Patterns.CPUOnly
+	if j.interactive || !a.FirstActive.IsZero() || a.IdleSince.IsZero() || !a.IdleSince.Equal(a.Start) ||
+		j.since(a.IdleSince) < c.MinDuration.D() || !(a.StartKnown || j.fbMax <= j.cfg.Idle.MemoryHeldMiB) {
+		return nil
+	}
+	idle := j.since(a.IdleSince)
+	return &verdict{from: a.IdleSince, wasted: j.n * idle.Hours(),
+		evidence: map[string]float64{"idle_minutes": idle.Minutes(), "gpus": j.n, "fb_max_mib": j.fbMax,
+			"threshold_minutes": c.MinDuration.D().Minutes()},
+		advice: fmt.Sprintf("No GPU activity on %d GPU(s) for %s since the job started: run it on CPU nodes or release the GPUs.", len(a.GPUs), dur(idle))}
+}

@@ -1,0 +1,94 @@
+package detect
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/features"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+// orphan_process: GPU memory held by a process of no live job. It is found
+// per process, outside any allocation, and its waste is counted apart from
+// the allocations'.
+func init() {
+	register(Spec{Pattern: finding.OrphanProcess, Severity: finding.Critical, Action: finding.ActionKill,
+		Label: "Orphan process", Title: "Orphaned GPU process",
+		Advise: func(*finding.Finding) string {
+			return "A process kept GPU memory after its job ended: make the job kill its whole process group on exit (trap EXIT / use srun), so the next job gets a clean GPU."
+		}})
+}
+
+// orphans tracks orphaned processes: present in this step or gone (an
+// absent series ends the episode, which can only suppress a finding).
+func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
+	c := d.cfg.Patterns.OrphanProcess
+	spec, _ := Lookup(finding.OrphanProcess)
+	seen := map[string]bool{}
+	for _, o := range s.Orphans {
+		k := o.Host + "|" + o.Device + "|" + o.PID
+		seen[k] = true
+		if cur, ok := st.Orphans[k]; ok {
+			cur.LastSeen = s.End
+			cur.Orphan = o
+			continue
+		}
+		st.Orphans[k] = &OrphanState{Orphan: o, Since: s.Start, LastSeen: s.End}
+	}
+	for k := range st.Orphans {
+		if !seen[k] {
+			delete(st.Orphans, k)
+		}
+	}
+	if c.Disabled {
+		return nil
+	}
+	// One finding per host and job: a job's leftover processes are one mess.
+	byJob := map[string]*finding.Finding{}
+	keys := make([]string, 0, len(st.Orphans))
+	for k := range st.Orphans {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		o := st.Orphans[k]
+		if s.End.Sub(o.Since) < c.MinDuration.D() {
+			continue
+		}
+		job := o.Job
+		if job == "" {
+			job = "orphan:" + o.Device
+		}
+		fk := o.Host + "|" + job
+		f := byJob[fk]
+		if f == nil {
+			f = &finding.Finding{Pattern: finding.OrphanProcess, Severity: spec.Severity,
+				Action: spec.Action, Job: job, User: o.User, Hostname: o.Host, ModelName: o.Model,
+				Start: o.Since, End: s.End, Evidence: map[string]float64{"threshold_minutes": c.MinDuration.D().Minutes()}}
+			byJob[fk] = f
+		}
+		if !contains(f.GPUs, o.Device) {
+			f.GPUs = append(f.GPUs, o.Device)
+		}
+		var pid int
+		if _, err := fmt.Sscanf(o.PID, "%d", &pid); err == nil {
+			f.PIDs = append(f.PIDs, pid)
+		}
+		if o.Since.Before(f.Start) {
+			f.Start = o.Since
+		}
+		f.WastedGPUHours = round(f.WastedGPUHours + hours(o.Since, s.End))
+		f.Evidence["orphan_minutes"] = round(math.Max(f.Evidence["orphan_minutes"], s.End.Sub(o.Since).Minutes()))
+		f.Evidence["processes"]++
+		f.Advice = fmt.Sprintf("Process %s (%s) holds GPU memory with no live job: kill it.", o.PID, o.Command)
+	}
+	out := make([]finding.Finding, 0, len(byJob))
+	for _, f := range byJob {
+		sort.Strings(f.GPUs)
+		sort.Ints(f.PIDs)
+		out = append(out, *f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out
+}

@@ -1,0 +1,110 @@
+package detect
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+// Spec is everything gpuwatch knows of one waste pattern besides its
+// thresholds (those live in the analyzer configuration): its severity and
+// recommended action, its names for people, the advice a report gives, and
+// the rule that finds it. Each pattern registers its Spec from its own file;
+// the engine, the web page, the reports and the policy read them from here.
+type Spec struct {
+	Pattern  finding.Pattern
+	Severity finding.Severity
+	// Action is the default recommendation; the policy decides what is done.
+	Action finding.Action
+	// Label is the short name (tables, web page); Title the name in reports.
+	Label, Title string
+	// Cumulative patterns judge an allocation's whole history, so their
+	// verdict at the last known step supersedes earlier ones.
+	Cumulative bool
+	// OneOff patterns are reported once, when first seen, as a closed episode.
+	OneOff bool
+	// Advise writes the advice for people from a finding's evidence.
+	Advise func(f *finding.Finding) string
+	// judge decides on one allocation at one step; nil for patterns found
+	// outside allocations (orphaned processes).
+	judge func(j *judge) *verdict
+}
+
+// verdict is a detector's decision that its pattern holds.
+type verdict struct {
+	from     time.Time
+	wasted   float64
+	evidence map[string]float64
+	advice   string
+	// to ends the span when it is not the judged step (one-off patterns).
+	to time.Time
+	// quiet: judged once and found nothing; a one-off is then done.
+	quiet bool
+}
+
+var registry = map[finding.Pattern]*Spec{}
+
+// register adds a pattern's Spec; called from each pattern's file.
+func register(s Spec) {
+	if _, dup := registry[s.Pattern]; dup {
+		panic(fmt.Sprintf("detect: pattern %s registered twice", s.Pattern))
+	}
+	if !s.Pattern.Valid() {
+		panic(fmt.Sprintf("detect: pattern %s missing from finding.Patterns", s.Pattern))
+	}
+	registry[s.Pattern] = &s
+}
+
+// Lookup returns a pattern's Spec.
+func Lookup(p finding.Pattern) (Spec, bool) {
+	s, ok := registry[p]
+	if !ok {
+		return Spec{Pattern: p, Label: string(p), Title: string(p)}, false
+	}
+	return *s, true
+}
+
+// Specs lists every registered pattern in finding.Patterns' order.
+func Specs() []Spec {
+	out := make([]Spec, 0, len(registry))
+	for _, p := range finding.Patterns {
+		if s, ok := registry[p]; ok {
+			out = append(out, *s)
+		}
+	}
+	return out
+}
+
+// DefaultAction returns the action recommended for a pattern.
+func DefaultAction(p finding.Pattern) finding.Action {
+	s, _ := Lookup(p)
+	return s.Action
+}
+
+// Cumulative reports whether a pattern judges an allocation's whole history.
+func Cumulative(p finding.Pattern) bool {
+	s, _ := Lookup(p)
+	return s.Cumulative
+}
+
+// Label is a pattern's short name for people.
+func Label(p finding.Pattern) string {
+	s, _ := Lookup(p)
+	return s.Label
+}
+
+// Title is a pattern's name in reports.
+func Title(p finding.Pattern) string {
+	s, _ := Lookup(p)
+	return s.Title
+}
+
+// Advise returns the advice for a finding: the pattern's own, from the
+// finding's evidence, or the finding's sentence for an unknown pattern.
+func Advise(f *finding.Finding) string {
+	if s, ok := Lookup(f.Pattern); ok && s.Advise != nil {
+		return s.Advise(f)
+	}
+	return f.Advice
+}

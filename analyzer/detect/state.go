@@ -1,0 +1,500 @@
+// Package detect turns per-step GPU features into waste findings. It keeps
+// one State per fleet (allocations, their runs of idleness or spinning, the
+// findings open on them) and advances it one step at a time, so the one-shot
+// analysis and the daemon's incremental cycles run the very same logic; the
+// engine persists the State between cycles.
+//
+// Missing data is never idleness: a step in which any GPU of an allocation
+// lacks data is unknown for that allocation; it breaks every run of
+// idleness, closes what was open and yields no finding.
+package detect
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/features"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+)
+
+// GPUState accumulates one GPU of an allocation.
+type GPUState struct {
+	UUID        string  `json:"uuid"`
+	Model       string  `json:"model"`
+	KnownSteps  int     `json:"known_steps"`
+	ActiveSteps int     `json:"active_steps"`
+	SumRatio    float64 `json:"sum_ratio"`  // sum of step means (SM activity, else util/100)
+	PeakRatio   float64 `json:"peak_ratio"` // highest step mean
+	UsesSM      bool    `json:"uses_sm"`
+	FBMaxMiB    float64 `json:"fb_max_mib"`
+	FBTotalMiB  float64 `json:"fb_total_mib"`
+	PeakUtil    float64 `json:"peak_util"`
+}
+
+// Alloc is one allocation (host, job) and what the detectors remember of it.
+type Alloc struct {
+	Host, Job                 string
+	Scheduler, Namespace, Pod string
+	User, Team, Kind, Account string
+	JobName, Model            string
+	GPUs                      map[string]*GPUState // by device key
+	Start                     time.Time
+	StartKnown                bool
+	LastSeen                  time.Time
+	FirstActive               time.Time
+	IdleSince, IdleHeldSince  time.Time
+	SpinSince                 time.Time
+	KnownSteps, UnknownSteps  int
+	KnownHours                float64
+	Ended                     bool
+	Open                      map[finding.Pattern]*finding.Finding
+	Closed                    []finding.Finding
+	Unknown                   bool
+	LastStep                  time.Time
+	// Reported holds the one-off patterns already judged.
+	Reported map[finding.Pattern]bool `json:",omitempty"`
+	// Resumes counts the times GPU activity came back after an idle spell
+	// long enough to look stuck: activity that keeps coming back is a
+	// service's (request-driven, diurnal), not a hang.
+	Resumes int `json:",omitempty"`
+}
+
+// OrphanState tracks one orphaned process.
+type OrphanState struct {
+	features.Orphan
+	Since, LastSeen time.Time
+}
+
+// State is everything the detectors carry from one step to the next.
+type State struct {
+	// Origin is the start of the first step ever processed: an allocation
+	// already running then has an unknown start.
+	Origin  time.Time
+	Allocs  map[string]*Alloc
+	Orphans map[string]*OrphanState
+	// Power is every GPU's learnt power range.
+	Power PowerBook
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	return &State{Allocs: map[string]*Alloc{}, Orphans: map[string]*OrphanState{}, Power: PowerBook{}}
+}
+
+// Result is what one step produced.
+type Result struct {
+	// Open holds the findings whose condition holds at the step's end, plus
+	// one-off findings (startup_overhead) made in this step.
+	Open []finding.Finding
+	// Usage has one interval per allocation present in the step.
+	Usage []store.Usage
+	// Unknown lists the allocations (host|job) whose data was missing.
+	Unknown []string
+}
+
+// Detector applies one configuration.
+type Detector struct{ cfg config.Config }
+
+// New returns a detector.
+func New(cfg config.Config) *Detector { return &Detector{cfg: cfg} }
+
+// AllocKey is the key of State.Allocs.
+func AllocKey(host, job string) string { return host + "|" + job }
+
+// Step advances st by one step of features.
+func (d *Detector) Step(st *State, s features.Step) Result {
+	var res Result
+	if st.Origin.IsZero() || s.Start.Before(st.Origin) {
+		st.Origin = s.Start
+	}
+	stepH := s.End.Sub(s.Start).Hours()
+	known := func(dev string) bool {
+		return s.Expected > 0 && s.DeviceSamples[dev] >= float64(d.cfg.MinCoverage)*s.Expected
+	}
+	if st.Power == nil {
+		st.Power = PowerBook{}
+	}
+	// Group this step's rows by allocation; every row, allocated or not,
+	// teaches its GPU's power range.
+	rows := map[string][]features.GPU{}
+	for _, g := range s.GPUs {
+		if known(features.DeviceID(g.Host, g.Device)) {
+			st.Power.observe(g, !d.active(st, g))
+		}
+		if g.Job == "" {
+			continue
+		}
+		k := AllocKey(g.Host, g.Job)
+		rows[k] = append(rows[k], g)
+	}
+	// Allocations not seen this step: ended if their devices report without
+	// them, unknown if their devices are silent.
+	for k, a := range st.Allocs {
+		if _, ok := rows[k]; ok || a.Ended {
+			continue
+		}
+		allKnown := true
+		for dev := range a.GPUs {
+			if !known(features.DeviceID(a.Host, dev)) {
+				allKnown = false
+			}
+		}
+		if allKnown {
+			d.end(a)
+			continue
+		}
+		d.unknown(a, s)
+		res.Unknown = append(res.Unknown, k)
+	}
+	keys := make([]string, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		gs := rows[k]
+		a := st.Allocs[k]
+		if a == nil || a.Ended {
+			a = d.newAlloc(st, s, gs, known)
+			st.Allocs[k] = a
+		}
+		d.meta(a, s, gs)
+		a.LastSeen, a.LastStep = s.End, s.End
+		u := store.Usage{Start: s.Start, End: s.End, Hostname: a.Host, Job: a.Job, User: a.User, Team: a.Team,
+			Kind: a.Kind, Model: a.Model}
+		unknown := false
+		seen := map[string]bool{}
+		for _, g := range gs {
+			seen[g.Device] = true
+			// A device with no activity signal (util, SM or graphics
+			// engine) cannot be judged.
+			if !known(features.DeviceID(g.Host, g.Device)) || (!g.HasUtil && !g.HasSM && !g.HasGR) {
+				unknown = true
+			}
+		}
+		for dev := range a.GPUs {
+			if !seen[dev] && !known(features.DeviceID(a.Host, dev)) {
+				unknown = true
+			}
+		}
+		allIdle, anyActive, held, allSpin := true, false, false, true
+		for _, g := range gs {
+			frac := math.Min(1, g.Samples/math.Max(s.Expected, 1))
+			act := d.active(st, g)
+			u.GPUs++
+			u.AllocatedGPUHours += frac * stepH
+			if act && !unknown {
+				u.ActiveGPUHours += frac * stepH
+			}
+			if act {
+				allIdle = false
+				anyActive = true
+			}
+			if g.HasFB && g.FBMaxMiB > d.cfg.Idle.MemoryHeldMiB {
+				held = true
+			}
+			if !d.spin(st, g) {
+				allSpin = false
+			}
+			if !unknown {
+				d.gpu(a, g, act)
+			}
+		}
+		res.Usage = append(res.Usage, u)
+		if unknown {
+			d.unknown(a, s)
+			res.Unknown = append(res.Unknown, k)
+			continue
+		}
+		a.Unknown = false
+		a.KnownSteps++
+		a.KnownHours += stepH
+		runStart := s.Start
+		if a.KnownSteps == 1 {
+			runStart = a.Start
+		}
+		if anyActive && a.FirstActive.IsZero() {
+			a.FirstActive = runStart
+		}
+		resumed := anyActive && !a.IdleHeldSince.IsZero() && runStart.Sub(a.IdleHeldSince) >= d.cfg.Patterns.Stuck.IdleDuration.D()
+		a.IdleSince = run(a.IdleSince, allIdle, runStart)
+		a.IdleHeldSince = run(a.IdleHeldSince, allIdle && held, runStart)
+		a.SpinSince = run(a.SpinSince, allSpin, runStart)
+		if resumed {
+			a.Resumes++
+		}
+		res.Open = append(res.Open, d.evaluate(a, s.End)...)
+		if resumed {
+			forgetIdleStuck(a)
+		}
+	}
+	res.Open = append(res.Open, d.orphans(st, s)...)
+	return res
+}
+
+func run(since time.Time, cond bool, at time.Time) time.Time {
+	switch {
+	case !cond:
+		return time.Time{}
+	case since.IsZero():
+		return at
+	default:
+		return since
+	}
+}
+
+// active decides whether a GPU did work in a step. SM activity is preferred
+// when exported, graphics-engine activity stands in for it on MIG instances
+// (which have no util of their own); power above the veto overrides an
+// idle reading.
+func (d *Detector) active(st *State, g features.GPU) bool {
+	idle := true
+	if g.HasUtil {
+		idle = g.UtilMax <= float64(d.cfg.Idle.UtilPercent)
+	}
+	switch {
+	case g.HasSM:
+		idle = idle && g.SMAvg < float64(d.cfg.Idle.SMActive)
+	case g.HasGR && !g.HasUtil:
+		idle = idle && g.GRAvg < float64(d.cfg.Idle.SMActive)
+	}
+	if r, ok := st.Power.ratio(g); ok && r > float64(d.cfg.Idle.PowerVetoRatio) {
+		idle = false
+	}
+	return !idle
+}
+
+// forgetIdleStuck drops an allocation's stuck-idle episodes once its
+// activity came back by itself: a hung job does not resume, a service
+// between requests does.
+func forgetIdleStuck(a *Alloc) {
+	kept := a.Closed[:0]
+	for _, f := range a.Closed {
+		if f.Pattern == finding.Stuck && f.Evidence["idle_minutes"] > 0 {
+			continue
+		}
+		kept = append(kept, f)
+	}
+	a.Closed = kept
+}
+
+func (d *Detector) gpu(a *Alloc, g features.GPU, act bool) {
+	gs := a.GPUs[g.Device]
+	if gs == nil {
+		gs = &GPUState{UUID: g.UUID, Model: g.Model}
+		a.GPUs[g.Device] = gs
+	}
+	gs.KnownSteps++
+	if act {
+		gs.ActiveSteps++
+	}
+	r := g.UtilAvg / 100
+	switch {
+	case g.HasSM:
+		r, gs.UsesSM = g.SMAvg, true
+	case !g.HasUtil:
+		r, gs.UsesSM = g.GRAvg, true
+	}
+	gs.SumRatio += r
+	gs.PeakRatio = math.Max(gs.PeakRatio, r)
+	gs.PeakUtil = math.Max(gs.PeakUtil, g.UtilMax)
+	if g.HasFB {
+		gs.FBMaxMiB = math.Max(gs.FBMaxMiB, g.FBMaxMiB)
+		gs.FBTotalMiB = math.Max(gs.FBTotalMiB, g.FBTotalMiB)
+	}
+}
+
+func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU, known func(string) bool) *Alloc {
+	g := gs[0]
+	a := &Alloc{Host: g.Host, Job: g.Job, Namespace: g.NS, Pod: g.Pod, Model: g.Model,
+		GPUs: map[string]*GPUState{}, Open: map[finding.Pattern]*finding.Finding{}}
+	frac := 0.0
+	for _, x := range gs {
+		frac = math.Max(frac, x.Samples/math.Max(s.Expected, 1))
+		if _, ok := a.GPUs[x.Device]; !ok {
+			a.GPUs[x.Device] = &GPUState{UUID: x.UUID, Model: x.Model}
+		}
+	}
+	frac = math.Min(frac, 1)
+	a.Start = s.End.Add(-time.Duration(frac * float64(s.End.Sub(s.Start))))
+	// Seen in the first step ever read, and for all of it, it may have
+	// started long before; seen on a device without data before, it may
+	// have too. Then runtime-based patterns must not use Start.
+	devKnown := true
+	for _, x := range gs {
+		devKnown = devKnown && known(features.DeviceID(x.Host, x.Device))
+	}
+	a.StartKnown = devKnown && (s.Start.After(st.Origin) || frac < 0.9)
+	if g.HPCJob != "" {
+		a.Scheduler = "slurm"
+	} else {
+		a.Scheduler = "kubernetes"
+	}
+	return a
+}
+
+// meta fills owner and kind from gpuwatch_allocation_info, or from names
+// when the data comes from a stock dcgm-exporter.
+func (d *Detector) meta(a *Alloc, s features.Step, gs []features.GPU) {
+	for _, g := range gs {
+		in, ok := s.Info[features.DeviceID(g.Host, g.Device)+"|"+g.Job]
+		if !ok {
+			continue
+		}
+		a.User, a.Team, a.Account, a.JobName = in.User, in.Team, in.Account, in.JobName
+		if in.Kind != "" {
+			a.Kind = in.Kind
+		}
+		if in.Scheduler != "" {
+			a.Scheduler = in.Scheduler
+		}
+		break
+	}
+	if a.Kind == "" {
+		k, u := GuessKind(a.Pod, a.JobName)
+		a.Kind = k
+		if a.User == "" {
+			a.User = u
+		}
+	}
+	if a.Team == "" && a.Namespace != "" {
+		// Kubernetes namespaces are per team in most fleets; without an
+		// allocation_info it is the best owner there is.
+		a.Team = a.Namespace
+	}
+}
+
+func (d *Detector) unknown(a *Alloc, s features.Step) {
+	a.Unknown = true
+	a.UnknownSteps++
+	a.LastStep = s.End
+	a.IdleSince, a.IdleHeldSince, a.SpinSince = time.Time{}, time.Time{}, time.Time{}
+	for p, f := range a.Open {
+		if !Cumulative(p) {
+			a.Closed = append(a.Closed, *f)
+			delete(a.Open, p)
+		}
+	}
+}
+
+func (d *Detector) end(a *Alloc) {
+	a.Ended = true
+	for p, f := range a.Open {
+		a.Closed = append(a.Closed, *f)
+		delete(a.Open, p)
+	}
+}
+
+func hours(from, to time.Time) float64 { return to.Sub(from).Hours() }
+
+// Findings returns every finding the state holds (closed episodes and open
+// ones), merged per key: one allocation's repeated episodes of a pattern
+// add their wasted hours under one finding.
+func (st *State) Findings(extra []finding.Finding) []finding.Finding {
+	merged := map[string]*finding.Finding{}
+	var order []string
+	add := func(f finding.Finding) {
+		k := f.Key()
+		m, ok := merged[k]
+		if !ok {
+			c := f
+			c.Evidence = copyMap(f.Evidence)
+			c.Evidence["episodes"] = 1
+			merged[k] = &c
+			order = append(order, k)
+			return
+		}
+		if Cumulative(f.Pattern) {
+			ep := m.Evidence["episodes"]
+			*m = f
+			m.Evidence = copyMap(f.Evidence)
+			m.Evidence["episodes"] = ep
+			return
+		}
+		if f.Start.Before(m.Start) {
+			m.Start = f.Start
+		}
+		if f.End.After(m.End) {
+			m.End = f.End
+			m.Evidence = copyMap(f.Evidence)
+		}
+		m.WastedGPUHours = round(m.WastedGPUHours + f.WastedGPUHours)
+		m.Evidence["episodes"]++
+	}
+	for _, a := range st.Allocs {
+		for _, f := range a.Closed {
+			add(f)
+		}
+		for _, p := range finding.Patterns {
+			if f, ok := a.Open[p]; ok {
+				add(*f)
+			}
+		}
+	}
+	for _, f := range extra {
+		add(f)
+	}
+	out := make([]finding.Finding, 0, len(order))
+	for _, k := range order {
+		out = append(out, *merged[k])
+	}
+	Sort(out)
+	return out
+}
+
+// Sort orders findings by GPU-hours wasted, then key, for stable output.
+func Sort(fs []finding.Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		if fs[i].WastedGPUHours != fs[j].WastedGPUHours {
+			return fs[i].WastedGPUHours > fs[j].WastedGPUHours
+		}
+		return fs[i].Key() < fs[j].Key()
+	})
+}
+
+// Prune drops allocations that ended (or went silent) before cutoff, so the
+// state of a long-running daemon stays the size of the live fleet.
+func (st *State) Prune(cutoff time.Time) {
+	for k, a := range st.Allocs {
+		if a.LastStep.Before(cutoff) {
+			delete(st.Allocs, k)
+		}
+	}
+}
+
+func copyMap(m map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func round(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+func dur(d time.Duration) string {
+	d = d.Round(time.Minute)
+	h, m := int(d.Hours()), int(d.Minutes())%60
+	var b strings.Builder
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 || h == 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	return b.String()
+}

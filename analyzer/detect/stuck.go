@@ -1,0 +1,90 @@
+package detect
+
+import (
+	"fmt"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/features"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+// stuck: a job that worked, then stopped making progress while holding its
+// GPUs: either every GPU idle with memory held, or the spin-waiting
+// collective signature (util pinned high, no real work underneath).
+func init() {
+	register(Spec{Pattern: finding.Stuck, Severity: finding.Critical, Action: finding.ActionReclaim,
+		Label: "Stuck", Title: "Stuck, no progress", judge: judgeStuck,
+		Advise: func(*finding.Finding) string {
+			return "Stopped making progress while holding the GPUs: set a collective timeout (NCCL_TIMEOUT / torch.distributed timeout) and a watchdog that exits on no progress, and checkpoint so a restart loses little."
+		}})
+}
+
+func judgeStuck(j *judge) *verdict {
+	a, c := j.a, j.cfg.Patterns.Stuck
+	switch {
+	case !a.SpinSince.IsZero() && j.since(a.SpinSince) >= c.SpinDuration.D():
+		spin := j.since(a.SpinSince)
+		return &verdict{from: a.SpinSince, wasted: j.n * spin.Hours(),
+			evidence: map[string]float64{"spin_minutes": spin.Minutes(), "gpus": j.n,
+				"threshold_minutes": c.SpinDuration.D().Minutes()},
+			advice: fmt.Sprintf("GPUs pinned near 100%% util with no memory traffic or power behind it for %s: a collective is spin-waiting (hung rank or NCCL timeout).", dur(spin))}
+	case !j.interactive && !j.service && !a.FirstActive.IsZero() && !a.IdleHeldSince.IsZero() &&
+		j.since(a.IdleHeldSince) >= c.IdleDuration.D():
+		// A service idles between requests and overnight; idleness there
+		// is capacity to scale down, not a hang.
+		idle := j.since(a.IdleHeldSince)
+		return &verdict{from: a.IdleHeldSince, wasted: j.n * idle.Hours(),
+			evidence: map[string]float64{"idle_minutes": idle.Minutes(), "gpus": j.n, "fb_max_mib": j.fbMax,
+				"threshold_minutes": c.IdleDuration.D().Minutes()},
+			advice: fmt.Sprintf("GPU activity stopped %s ago while memory is still held: the job looks hung.", dur(idle))}
+	}
+	return nil
+}
+
+// spin is the hung-collective signature on one GPU in one step: the engine
+// reads busy (util, or graphics-engine activity on MIG) while everything
+// that real work moves stays at rest. Each signal present must agree; at
+// least one that measures work (SM or DRAM activity, or power against a
+// known idle-to-limit range) must be present, because util alone cannot
+// tell a spin from work. Tensor activity and memory-copy util, where
+// exported, can only veto.
+func (d *Detector) spin(st *State, g features.GPU) bool {
+	c := d.cfg.Patterns.Stuck
+	var busy float64
+	switch {
+	case g.HasUtil:
+		busy = g.UtilAvg
+	case g.HasGR:
+		busy = g.GRAvg * 100
+	default:
+		return false
+	}
+	if busy < float64(c.SpinUtilPercent) {
+		return false
+	}
+	measured := false
+	if g.HasSM {
+		if g.SMAvg > float64(c.SpinSMActive) {
+			return false
+		}
+		measured = true
+	}
+	if g.HasDRAM {
+		if g.DRAMAvg > float64(c.SpinDRAMActive) {
+			return false
+		}
+		measured = true
+	}
+	if g.HasTensor && g.TensorAvg > float64(c.SpinSMActive) {
+		return false
+	}
+	if g.HasMemCopy && g.MemCopyAvg > float64(c.SpinMemCopyPercent) {
+		return false
+	}
+	if r, ok := st.Power.aboveIdle(g); ok {
+		if r > float64(c.SpinPowerRatio) {
+			return false
+		}
+		measured = true
+	}
+	return measured
+}

@@ -1,0 +1,249 @@
+package facts
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
+	"github.com/gpuwatch/gpuwatch/exporter/source"
+)
+
+// Facts are what the owner of one allocation says about it now.
+type Facts struct {
+	// Scheduler is slurm, kubernetes, or "" for an allocation no scheduler
+	// owns (an orphaned process): then no attribute applies.
+	Scheduler string
+	Values    map[Attr]string
+	Maps      map[Attr]map[string]string
+	// Missing holds, for each attribute that applies to this allocation but
+	// could not be had, why (scheduler down, job gone, access refused).
+	Missing map[Attr]string
+	// State is the job's state (Slurm) or the pod's phase, for the audit.
+	State     string
+	Start     time.Time
+	TimeLimit time.Duration
+}
+
+// Applies reports whether a is an attribute of allocations of f's scheduler.
+func (f *Facts) Applies(a Attr) bool {
+	for _, s := range SpecOf(a).Sources {
+		if s == f.Scheduler {
+			return true
+		}
+	}
+	return false
+}
+
+// Value returns a scalar attribute; why is set when it applies but is missing.
+func (f *Facts) Value(a Attr) (v string, ok bool, why string) {
+	if why, missing := f.Missing[a]; missing {
+		return "", false, why
+	}
+	if !f.Applies(a) {
+		return "", false, ""
+	}
+	return f.Values[a], true, ""
+}
+
+// Map returns a map attribute; why is set when it applies but is missing.
+func (f *Facts) Map(a Attr) (m map[string]string, ok bool, why string) {
+	if why, missing := f.Missing[a]; missing {
+		return nil, false, why
+	}
+	if !f.Applies(a) {
+		return nil, false, ""
+	}
+	return f.Maps[a], true, ""
+}
+
+func (f *Facts) set(a Attr, v string) {
+	if f.Values == nil {
+		f.Values = map[Attr]string{}
+	}
+	f.Values[a] = v
+}
+
+func (f *Facts) setMap(a Attr, m map[string]string) {
+	if f.Maps == nil {
+		f.Maps = map[Attr]map[string]string{}
+	}
+	if m == nil {
+		m = map[string]string{}
+	}
+	f.Maps[a] = m
+}
+
+// MarkMissing marks every attribute of the scheduler that is not yet known as
+// missing for why.
+func (f *Facts) MarkMissing(why string) {
+	for _, s := range Specs {
+		if !f.Applies(s.Attr) {
+			continue
+		}
+		if _, ok := f.Values[s.Attr]; ok {
+			continue
+		}
+		if _, ok := f.Maps[s.Attr]; ok {
+			continue
+		}
+		if f.Missing == nil {
+			f.Missing = map[Attr]string{}
+		}
+		if _, ok := f.Missing[s.Attr]; !ok {
+			f.Missing[s.Attr] = why
+		}
+	}
+}
+
+// Source looks up the facts of one scheduler's allocations. Lookup makes a
+// bounded number of calls whatever the number of jobs (one for Slurm, two
+// for Kubernetes) and returns facts by job id (hpc_job, or namespace/pod);
+// a job it does not know is absent. An error means nothing could be had.
+type Source interface {
+	Scheduler() string
+	Lookup(ctx context.Context, jobs []string) (map[string]*Facts, error)
+}
+
+// Resolver asks each finding's owner for its facts, once per cycle.
+type Resolver struct {
+	// Sources by scheduler name; a scheduler without one has every fact
+	// missing, so its findings are never reclaimed under a tier that needs one.
+	Sources map[string]Source
+	// Teams applies the teams file (team and kind rules) to the facts; nil
+	// leaves the team missing and classifies kinds by gpuwatch's defaults.
+	Teams *teams.Config
+}
+
+// SchedulerOf names the scheduler that owns f's allocation, or "" for an
+// orphaned process, which no scheduler owns.
+func SchedulerOf(f *finding.Finding) string {
+	switch {
+	case f.Pattern == finding.OrphanProcess:
+		return ""
+	case f.Scheduler != "":
+		return f.Scheduler
+	case f.Pod != "":
+		return Kubernetes
+	default:
+		return Slurm
+	}
+}
+
+// Resolve returns the facts of each finding, in order: one Lookup per
+// scheduler with findings.
+func (r *Resolver) Resolve(ctx context.Context, fs []finding.Finding) []*Facts {
+	jobs := map[string][]string{}
+	seen := map[string]bool{}
+	for i := range fs {
+		s := SchedulerOf(&fs[i])
+		if s == "" || seen[s+"\x00"+fs[i].Job] {
+			continue
+		}
+		seen[s+"\x00"+fs[i].Job] = true
+		jobs[s] = append(jobs[s], fs[i].Job)
+	}
+	found := map[string]map[string]*Facts{}
+	failed := map[string]string{}
+	for s, js := range jobs {
+		src, ok := r.Sources[s]
+		if !ok || src == nil {
+			failed[s] = "no " + s + " fact source configured"
+			continue
+		}
+		m, err := src.Lookup(ctx, js)
+		if err != nil {
+			failed[s] = err.Error()
+			continue
+		}
+		found[s] = m
+	}
+	out := make([]*Facts, len(fs))
+	for i := range fs {
+		f := &fs[i]
+		s := SchedulerOf(f)
+		fa := &Facts{Scheduler: s}
+		switch {
+		case s == "":
+		case failed[s] != "":
+			fa.MarkMissing(failed[s])
+		case found[s][f.Job] == nil:
+			fa.MarkMissing(fmt.Sprintf("%s does not know job %s (gone)", s, f.Job))
+		default:
+			c := *found[s][f.Job]
+			fa = &c
+			fa.Scheduler = s
+			r.derive(fa, f)
+		}
+		out[i] = fa
+	}
+	return out
+}
+
+// derive applies the teams file to the owner's facts: team and kind, unless
+// the owner named them itself.
+func (r *Resolver) derive(fa *Facts, f *finding.Finding) {
+	a := source.Allocation{Scheduler: fa.Scheduler, User: fa.Values[User], Account: fa.Values[Account],
+		JobName: fa.Values[JobName], Namespace: fa.Values[Namespace], Labels: fa.Maps[PodLabels],
+		Team: fa.Values[Team], Kind: fa.Values[Kind]}
+	if fa.Scheduler == Kubernetes {
+		a.Pod = f.Pod
+	}
+	r.Teams.Apply(&a)
+	fa.Values = maps.Clone(fa.Values)
+	fa.set(Kind, a.Kind)
+	if a.Team != "" || r.Teams != nil {
+		fa.set(Team, a.Team)
+		return
+	}
+	fa.Missing = maps.Clone(fa.Missing)
+	if fa.Missing == nil {
+		fa.Missing = map[Attr]string{}
+	}
+	fa.Missing[Team] = "no teams file given to the analyzer"
+}
+
+// Table is a Source with fixed answers: the simulated fleet's scheduler,
+// whose scenario is the owner of its jobs.
+type Table struct {
+	Name string
+	Jobs map[string]*Facts
+}
+
+// Scheduler implements Source.
+func (t *Table) Scheduler() string { return t.Name }
+
+// Lookup implements Source.
+func (t *Table) Lookup(_ context.Context, jobs []string) (map[string]*Facts, error) {
+	out := make(map[string]*Facts, len(jobs))
+	for _, j := range jobs {
+		if f, ok := t.Jobs[j]; ok {
+			out[j] = f
+		}
+	}
+	return out, nil
+}
+
+// SlurmJob builds the facts squeue would report.
+func SlurmJob(partition, qos, account, user, jobName string) *Facts {
+	f := &Facts{Scheduler: Slurm, State: "RUNNING"}
+	f.set(Partition, partition)
+	f.set(QoS, qos)
+	f.set(Account, account)
+	f.set(User, user)
+	f.set(JobName, jobName)
+	return f
+}
+
+// Pod builds the facts the API server would report.
+func Pod(namespace, owner string, labels, annotations, namespaceLabels map[string]string) *Facts {
+	f := &Facts{Scheduler: Kubernetes, State: "Running"}
+	f.set(Namespace, namespace)
+	f.set(Owner, owner)
+	f.setMap(PodLabels, labels)
+	f.setMap(PodAnnotations, annotations)
+	f.setMap(NamespaceLabels, namespaceLabels)
+	return f
+}

@@ -1,0 +1,101 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+)
+
+// monthScenario writes a simulated month with weekly seasonality and
+// growth: always-on services, one more each week, and on each day one-GPU
+// training jobs that start in the morning and end in the evening: many on
+// weekdays (most on Monday), few at weekends, one more a day each week,
+// with seeded noise in the count and the hours.
+func monthScenario(origin time.Time) string {
+	rng := rand.New(rand.NewPCG(17, 28))
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: planner-month\norigin: %s\nfleet:\n  - hostnames: [m-01, m-02, m-03]\n    model: A100-SXM4-80GB\n    gpus: 8\nworkloads:\n",
+		origin.Format(time.RFC3339))
+	for s := 0; s < 7; s++ {
+		start := max(0, s-3) * 7 * 24 // hours: four from the start, then one more a week
+		fmt.Fprintf(&b, "  - {id: svc-%d, scheduler: kubernetes, user: svc, team: serving, kind: service, node: m-03, gpus: [%d], start: %dh, end: 28d, behaviour: inference_daily}\n", s, 1+s, start)
+	}
+	base := []int{12, 10, 10, 9, 8, 3, 2} // Monday first
+	for d := 0; d < 28; d++ {
+		week := d / 7
+		n := base[d%7] + week + rng.IntN(3) - 1
+		for j := 0; j < n && j < 17; j++ {
+			start := 8*time.Hour + time.Duration(rng.IntN(9))*15*time.Minute
+			end := 17*time.Hour + time.Duration(rng.IntN(9))*15*time.Minute
+			day := time.Duration(d) * 24 * time.Hour
+			fmt.Fprintf(&b, "  - {id: \"%d\", user: u%d, team: vision, kind: batch, node: m-%02d, gpus: [%d], start: %s, end: %s, behaviour: training}\n",
+				70000+d*100+j, j%5, j/8+1, j%8, dur(day+start), dur(day+end))
+		}
+	}
+	return b.String()
+}
+
+func dur(d time.Duration) string { return fmt.Sprintf("%dm", int(d.Minutes())) }
+
+// TestForecastMonth: the plan's week-ahead forecast, backtested on the last
+// two weeks of a simulated month read from the store, errs less than 15 %
+// (MAPE of next-week hourly demand) and less than seasonal naive.
+func TestForecastMonth(t *testing.T) {
+	origin := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC) // a Monday
+	sc, err := sim.ParseScenario("planner-month", []byte(monthScenario(origin)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	app := db.Appender()
+	span := 28 * 24 * time.Hour
+	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: seed, Origin: origin, To: span, Resolution: 10 * time.Minute},
+		func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) }); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build(ctx, db, origin, origin.Add(span), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Pools) != 1 || p.Pools[0].Forecast == nil || p.Pools[0].Forecast.Backtest == nil {
+		t.Fatalf("no forecast with a backtest: %+v", p.Pools)
+	}
+	f := p.Pools[0].Forecast
+	bt := f.Backtest
+	t.Logf("backtest over %d weeks: Holt-Winters MAPE %.1f %%, seasonal naive %.1f %%; method %s; %v",
+		bt.Folds, 100*bt.HoltWinters, 100*bt.Naive, f.Method, f.Reserve)
+	if bt.Folds != 2 {
+		t.Errorf("%d backtest weeks, want 2", bt.Folds)
+	}
+	if bt.HoltWinters >= 0.15 {
+		t.Errorf("Holt-Winters MAPE %.1f %%, want < 15 %%", 100*bt.HoltWinters)
+	}
+	if bt.HoltWinters >= bt.Naive {
+		t.Errorf("Holt-Winters MAPE %.1f %% does not beat seasonal naive %.1f %%", 100*bt.HoltWinters, 100*bt.Naive)
+	}
+	if f.Method != "holt_winters" || len(f.Next) != HoursOfWeek {
+		t.Errorf("method %s with %d points, want holt_winters with %d", f.Method, len(f.Next), HoursOfWeek)
+	}
+	// The busiest span of the coming week is Monday's working hours.
+	if len(f.Reserve) == 0 {
+		t.Fatal("no reservation advised")
+	}
+	r := f.Reserve[0]
+	if r.From.Weekday() != time.Monday || r.From.Hour() < 8 || r.To.Hour() > 20 || r.GPUs < 20 {
+		t.Errorf("first reservation %s, want Monday daytime with at least 20 GPUs", r)
+	}
+}

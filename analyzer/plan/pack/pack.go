@@ -1,0 +1,223 @@
+// Package pack puts demands on the fewest GPUs, two ways: time-slicing (or
+// MPS), where co-located demands share the whole GPU and their hourly
+// compute profiles add up, so services whose peaks do not coincide share
+// one GPU; and MIG, where each demand gets a GPU instance of a fixed profile
+// and the instances of a GPU must be placeable by the hardware. Both use
+// first-fit decreasing, the proven heuristic for (vector) bin packing;
+// Optimum finds the true minimum of small cases by exhaustive search, so a
+// test can state the heuristic's gap.
+package pack
+
+import (
+	"sort"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
+)
+
+// Demand is one thing to place: hourly compute (fraction of a whole GPU, at
+// the quantile the plan sizes for; 0 where absent), hourly peak compute
+// (for contention), memory in MiB and the hours it is present.
+type Demand struct {
+	ID      string
+	Compute []float64
+	Peak    []float64
+	Memory  float64
+	Present []bool
+	// Profile is the MIG profile the demand fits, "" when none does.
+	Profile string
+}
+
+// Capacity of one GPU for time-slicing: compute share (≤ 1, less leaves
+// headroom) and memory in MiB.
+type Capacity struct {
+	Compute float64
+	Memory  float64
+}
+
+// Bin is one GPU of a plan.
+type Bin struct {
+	Items []int // indexes into the demands
+	// Layout is the MIG layout (MIG plans only).
+	Layout []mig.Instance
+	load   []float64
+	peak   []float64
+	mem    []float64
+}
+
+// P95Load is the highest hourly sum of the sized compute (time-slicing).
+func (b *Bin) P95Load() float64 { return maxOf(b.load) }
+
+// ContendedHours counts the hours whose summed peaks exceed the whole GPU:
+// the hours when co-located work would wait for each other.
+func (b *Bin) ContendedHours() int {
+	n := 0
+	for _, x := range b.peak {
+		if x > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+func size(d *Demand, c Capacity) float64 {
+	return maxOf(d.Compute)/c.Compute + d.Memory/c.Memory
+}
+
+func (b *Bin) fits(d *Demand, c Capacity) bool {
+	for h := range d.Compute {
+		if d.Present != nil && !d.Present[h] {
+			continue
+		}
+		if b.load[h]+d.Compute[h] > c.Compute+1e-9 || b.mem[h]+d.Memory > c.Memory+1e-9 {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Bin) add(i int, d *Demand) {
+	b.Items = append(b.Items, i)
+	for h := range d.Compute {
+		if d.Present != nil && !d.Present[h] {
+			continue
+		}
+		b.load[h] += d.Compute[h]
+		if h < len(d.Peak) {
+			b.peak[h] += d.Peak[h]
+		}
+		b.mem[h] += d.Memory
+	}
+}
+
+// TimeSlice packs demands by first-fit decreasing over their hourly vectors.
+// A demand larger than one GPU on its own gets a GPU to itself. All demands
+// must have profiles of the same length.
+func TimeSlice(ds []Demand, c Capacity) []Bin {
+	order := make([]int, len(ds))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return size(&ds[order[a]], c) > size(&ds[order[b]], c) })
+	var bins []Bin
+	for _, i := range order {
+		d := &ds[i]
+		placed := false
+		for k := range bins {
+			if len(bins[k].Items) > 0 && bins[k].fits(d, c) {
+				bins[k].add(i, d)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			n := len(d.Compute)
+			b := Bin{load: make([]float64, n), peak: make([]float64, n), mem: make([]float64, n)}
+			b.add(i, d)
+			bins = append(bins, b)
+		}
+	}
+	return bins
+}
+
+// MIG packs demands that each fit a profile of model g into MIG layouts by
+// first-fit decreasing over (compute slices, memory slices); a GPU takes a
+// demand only when the layout with it is placeable (mig.Model.Place).
+// Demands with no profile are not placed; they are returned as rest.
+func MIG(ds []Demand, g *mig.Model) (bins []Bin, rest []int) {
+	type cand struct {
+		i int
+		p *mig.Profile
+	}
+	var cs []cand
+	for i := range ds {
+		p, ok := g.Profile(ds[i].Profile)
+		if !ok {
+			rest = append(rest, i)
+			continue
+		}
+		cs = append(cs, cand{i, p})
+	}
+	sort.SliceStable(cs, func(a, b int) bool {
+		x, y := cs[a].p, cs[b].p
+		if x.Compute != y.Compute {
+			return x.Compute > y.Compute
+		}
+		return x.Memory > y.Memory
+	})
+	names := [][]string{}
+	for _, c := range cs {
+		placed := false
+		for k := range bins {
+			try := append(append([]string(nil), names[k]...), c.p.Name)
+			if layout, ok := g.Place(try); ok {
+				names[k] = try
+				bins[k].Items = append(bins[k].Items, c.i)
+				bins[k].Layout = layout
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			layout, _ := g.Place([]string{c.p.Name})
+			names = append(names, []string{c.p.Name})
+			bins = append(bins, Bin{Items: []int{c.i}, Layout: layout})
+		}
+	}
+	return bins, rest
+}
+
+// FitsTogether reports whether the demands share one GPU by time-slicing.
+func FitsTogether(ds []Demand, idx []int, c Capacity) bool {
+	if len(idx) == 0 {
+		return true
+	}
+	n := len(ds[idx[0]].Compute)
+	b := Bin{load: make([]float64, n), peak: make([]float64, n), mem: make([]float64, n)}
+	for k, i := range idx {
+		if k > 0 && !b.fits(&ds[i], c) {
+			return false
+		}
+		b.add(i, &ds[i])
+	}
+	return true
+}
+
+// Optimum returns the least number of groups that partition n items so
+// that fits accepts every group, by exhaustive search; for small n only
+// (it grows like the Bell numbers).
+func Optimum(n int, fits func(idx []int) bool) int {
+	best := n
+	groups := [][]int{}
+	var rec func(i int)
+	rec = func(i int) {
+		if len(groups) >= best {
+			return
+		}
+		if i == n {
+			best = len(groups)
+			return
+		}
+		for g := range groups {
+			groups[g] = append(groups[g], i)
+			if fits(groups[g]) {
+				rec(i + 1)
+			}
+			groups[g] = groups[g][:len(groups[g])-1]
+		}
+		groups = append(groups, []int{i})
+		if fits(groups[len(groups)-1]) {
+			rec(i + 1)
+		}
+		groups = groups[:len(groups)-1]
+	}
+	rec(0)
+	return best
+}

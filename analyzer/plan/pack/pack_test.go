@@ -1,0 +1,118 @@
+package pack
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
+)
+
+// randomDemands draws n demands over 24 hours: a base load, a daily bump at
+// a random hour, memory up to half a GPU, and some absent hours.
+func randomDemands(rng *rand.Rand, n int) []Demand {
+	ds := make([]Demand, n)
+	for i := range ds {
+		base, amp, at := 0.05+0.25*rng.Float64(), 0.5*rng.Float64(), rng.IntN(24)
+		d := Demand{Compute: make([]float64, 24), Peak: make([]float64, 24), Present: make([]bool, 24), Memory: 4000 + 36000*rng.Float64()}
+		off := rng.IntN(24)
+		for h := range d.Compute {
+			x := base + amp*math.Max(0, math.Cos(2*math.Pi*float64(h-at)/24))
+			d.Compute[h], d.Peak[h] = x, math.Min(1, 1.2*x)
+			d.Present[h] = rng.IntN(4) > 0 || (h-off+24)%24 < 12
+		}
+		ds[i] = d
+	}
+	return ds
+}
+
+// TestTimeSliceGap measures first-fit decreasing against the optimum found
+// by exhaustive search on small random cases.
+func TestTimeSliceGap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 4))
+	c := Capacity{Compute: 0.9, Memory: 72000}
+	var cases, worse, sumFFD, sumOpt int
+	maxGap := 0.0
+	for k := 0; k < 300; k++ {
+		ds := randomDemands(rng, 4+rng.IntN(5))
+		bins := TimeSlice(ds, c)
+		checkBins(t, ds, bins, c)
+		opt := Optimum(len(ds), func(idx []int) bool { return FitsTogether(ds, idx, c) })
+		if len(bins) < opt {
+			t.Fatalf("case %d: FFD %d bins below the optimum %d: the search is wrong", k, len(bins), opt)
+		}
+		cases++
+		sumFFD += len(bins)
+		sumOpt += opt
+		if len(bins) > opt {
+			worse++
+			maxGap = max(maxGap, float64(len(bins)-opt)/float64(opt))
+		}
+	}
+	t.Logf("time-slicing FFD over %d cases: %d GPUs against the optimum %d (%.1f %% more), worse in %d cases, worst gap %.0f %%",
+		cases, sumFFD, sumOpt, 100*float64(sumFFD-sumOpt)/float64(sumOpt), worse, 100*maxGap)
+	if float64(sumFFD-sumOpt)/float64(sumOpt) > 0.05 {
+		t.Errorf("FFD needs %.1f %% more GPUs than the optimum overall, want ≤ 5 %%", 100*float64(sumFFD-sumOpt)/float64(sumOpt))
+	}
+}
+
+func checkBins(t *testing.T, ds []Demand, bins []Bin, c Capacity) {
+	t.Helper()
+	seen := map[int]bool{}
+	for _, b := range bins {
+		for _, i := range b.Items {
+			if seen[i] {
+				t.Fatalf("demand %d placed twice", i)
+			}
+			seen[i] = true
+		}
+		if len(b.Items) > 1 && !FitsTogether(ds, b.Items, c) {
+			t.Fatalf("bin %v over capacity", b.Items)
+		}
+	}
+	if len(seen) != len(ds) {
+		t.Fatalf("%d of %d demands placed", len(seen), len(ds))
+	}
+}
+
+// TestMIGGap: MIG first-fit decreasing against the optimum, every layout
+// placeable.
+func TestMIGGap(t *testing.T) {
+	g, _ := mig.Lookup("NVIDIA A100-SXM4-80GB")
+	rng := rand.New(rand.NewPCG(17, 5))
+	var sumFFD, sumOpt int
+	for k := 0; k < 300; k++ {
+		n := 3 + rng.IntN(6)
+		ds := make([]Demand, n)
+		for i := range ds {
+			ds[i].Profile = g.Profiles[rng.IntN(len(g.Profiles)-1)].Name
+		}
+		bins, rest := MIG(ds, g)
+		if len(rest) != 0 {
+			t.Fatalf("%d demands left with a profile each", len(rest))
+		}
+		for _, b := range bins {
+			if err := g.Validate(b.Layout); err != nil {
+				t.Fatalf("case %d: %v", k, err)
+			}
+		}
+		opt := Optimum(n, func(idx []int) bool {
+			names := make([]string, len(idx))
+			for j, i := range idx {
+				names[j] = ds[i].Profile
+			}
+			_, ok := g.Place(names)
+			return ok
+		})
+		if len(bins) < opt {
+			t.Fatalf("case %d: FFD %d below the optimum %d", k, len(bins), opt)
+		}
+		sumFFD += len(bins)
+		sumOpt += opt
+	}
+	gap := float64(sumFFD-sumOpt) / float64(sumOpt)
+	t.Logf("MIG FFD over 300 cases: %d GPUs against the optimum %d (%.1f %% more)", sumFFD, sumOpt, 100*gap)
+	if gap > 0.05 {
+		t.Errorf("MIG FFD needs %.1f %% more GPUs than the optimum, want ≤ 5 %%", 100*gap)
+	}
+}

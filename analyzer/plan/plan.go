@@ -1,0 +1,474 @@
+// Package plan is the capacity planner: from the demand each allocation
+// put on its GPUs over a window (package demand) it proposes the MIG slice
+// or smaller GPU model that would do, packs the allocations of each node
+// pool onto the fewest GPUs (package pack: MIG layouts the hardware accepts,
+// package mig, or time-slicing for work whose peaks do not coincide),
+// shows when capacity sits idle by hour of week, forecasts each pool's
+// demand a week ahead (package forecast) and sums it all per team.
+//
+// Every figure carries its window and coverage. An allocation whose demand
+// is unknown (too few samples, no compute or memory series) keeps its GPUs:
+// it is counted as needed and never as freeable.
+package plan
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/pack"
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+)
+
+// Options tune the plan. Zero values take the defaults.
+type Options struct {
+	// ComputeHeadroom multiplies compute p95 when sizing a slice (1.2).
+	ComputeHeadroom float64
+	// MemoryHeadroom multiplies peak memory when sizing (1.1).
+	MemoryHeadroom float64
+	// TargetLoad is the share of a time-sliced GPU the summed hourly p95
+	// compute may fill (0.9), and the share of its memory the summed peaks may.
+	TargetLoad float64
+	// MinSamples below which an allocation's demand is unknown (10).
+	MinSamples float64
+	// IdleCompute is the hourly p95 compute at or below which an allocated
+	// GPU counts as idle in that hour (0.05).
+	IdleCompute float64
+	// Location of the hour-of-week figures (UTC).
+	Location *time.Location
+	// PoolLabel: see demand.Options.
+	PoolLabel string
+}
+
+func (o *Options) defaults() {
+	if o.ComputeHeadroom == 0 {
+		o.ComputeHeadroom = 1.2
+	}
+	if o.MemoryHeadroom == 0 {
+		o.MemoryHeadroom = 1.1
+	}
+	if o.TargetLoad == 0 {
+		o.TargetLoad = 0.9
+	}
+	if o.MinSamples == 0 {
+		o.MinSamples = 10
+	}
+	if o.IdleCompute == 0 {
+		o.IdleCompute = 0.05
+	}
+	if o.Location == nil {
+		o.Location = time.UTC
+	}
+}
+
+// Recommendation kinds for one allocation.
+const (
+	RecMIG     = "mig"       // a MIG slice would do
+	RecSmaller = "smaller"   // a smaller GPU model would do
+	RecShare   = "share"     // shares a GPU by time-slicing
+	RecWhole   = "whole_gpu" // needs the whole GPU
+	RecUnknown = "unknown"   // demand unknown: keeps its GPUs
+	RecIdle    = "idle"      // held but never used
+)
+
+// Allocation is one job's demand and what would do for it.
+type Allocation struct {
+	Pool    string  `json:"pool"`
+	Host    string  `json:"host"`
+	Job     string  `json:"job"`
+	Team    string  `json:"team,omitempty"`
+	User    string  `json:"user,omitempty"`
+	Kind    string  `json:"kind,omitempty"`
+	GPUs    int     `json:"gpus"`
+	Samples float64 `json:"samples"`
+	// Compute (fraction of a GPU) and Memory (MiB) per GPU: the highest
+	// over the job's GPUs.
+	Compute        demand.Stats `json:"compute"`
+	Memory         demand.Stats `json:"memory_mib"`
+	Recommendation string       `json:"recommendation"`
+	Profile        string       `json:"mig_profile,omitempty"`
+	SmallerModel   string       `json:"smaller_model,omitempty"`
+	HourOfWeek     []float64    `json:"hour_of_week_p95,omitempty"`
+}
+
+// GPU is one GPU of a proposed pool layout.
+type GPU struct {
+	// Mode is "mig" (Layout holds the instances) or "time_slice".
+	Mode   string         `json:"mode"`
+	Jobs   []string       `json:"jobs"`
+	Layout []mig.Instance `json:"layout,omitempty"`
+	// P95Load is the highest hourly sum of the co-located p95 compute.
+	P95Load float64 `json:"p95_load"`
+	// ContendedHours counts hours whose summed peaks exceed the GPU.
+	ContendedHours int `json:"contended_hours"`
+}
+
+// Pool is the plan of one node pool (model + node group).
+type Pool struct {
+	Name  string `json:"name"`
+	Model string `json:"model"`
+	// GPUs seen in the window, held by an allocation at some time, held by
+	// allocations of unknown demand, needed by the plan, and freeable
+	// (held - needed, never counting unknown ones).
+	Seen     int     `json:"gpus_seen"`
+	Held     int     `json:"gpus_held"`
+	Unknown  int     `json:"gpus_unknown"`
+	Needed   int     `json:"gpus_needed"`
+	Freeable int     `json:"gpus_freeable"`
+	Coverage float64 `json:"coverage"`
+	// Strategy is how the known demand is packed: mig, time_slice.
+	Strategy string `json:"strategy"`
+	// TimeSliceGPUs and MIGGPUs are what each strategy needs for the
+	// known demand (MIG: slices plus time-slicing for what fits no slice).
+	TimeSliceGPUs int   `json:"time_slice_gpus"`
+	MIGGPUs       int   `json:"mig_gpus,omitempty"`
+	Layout        []GPU `json:"layout"`
+	// Contention: the highest P95Load of the layout's GPUs.
+	Contention float64   `json:"p95_contention"`
+	Heat       *HeatMap  `json:"heat_map,omitempty"`
+	Forecast   *Forecast `json:"forecast,omitempty"`
+}
+
+// Team is one team's pooling view.
+type Team struct {
+	Team string `json:"team"`
+	// GPU-hours over the window.
+	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
+	UsedGPUHours      float64 `json:"used_gpu_hours"`
+	WastedGPUHours    float64 `json:"wasted_gpu_hours"`
+	// GPUs held at some time, and needed when the team's work is packed
+	// on its own per pool.
+	Held     int `json:"gpus_held"`
+	Needed   int `json:"gpus_needed"`
+	Freeable int `json:"gpus_freeable"`
+}
+
+// Plan is the planner's answer for one window.
+type Plan struct {
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	Hours    int       `json:"hours"`
+	Coverage float64   `json:"coverage"`
+	// Totals over the pools.
+	Seen     int `json:"gpus_seen"`
+	Held     int `json:"gpus_held"`
+	Unknown  int `json:"gpus_unknown"`
+	Needed   int `json:"gpus_needed"`
+	Freeable int `json:"gpus_freeable"`
+	// UnallocatedGPUHours is the fleet's capacity no allocation held.
+	UnallocatedGPUHours float64      `json:"unallocated_gpu_hours"`
+	Pools               []Pool       `json:"pools"`
+	Teams               []Team       `json:"teams"`
+	Allocations         []Allocation `json:"allocations"`
+	Queries             int          `json:"queries"`
+}
+
+// Queries is the number of queries Build issues, whatever the fleet size
+// and the window.
+const Queries = demand.Queries
+
+// Build reads the demand over [from, to) and plans it.
+func Build(ctx context.Context, q query.Querier, from, to time.Time, o Options) (*Plan, error) {
+	o.defaults()
+	res, err := demand.Fetch(ctx, q, from, to, demand.Options{PoolLabel: o.PoolLabel})
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	p := FromDemand(res, o)
+	p.Queries = Queries
+	return p, nil
+}
+
+// known reports whether an allocated item's demand can be planned on.
+func (o *Options) known(it *demand.Item) bool {
+	return it.HasCompute && it.HasMemory && it.Samples >= o.MinSamples && it.TotalMiB > 0
+}
+
+// FromDemand plans what Fetch read.
+func FromDemand(res *demand.Result, o Options) *Plan {
+	o.defaults()
+	p := &Plan{From: res.From, To: res.To, Hours: res.Hours, Coverage: res.Coverage()}
+	byPool := map[string][]*demand.Item{}
+	for i := range res.Items {
+		it := &res.Items[i]
+		byPool[it.Pool] = append(byPool[it.Pool], it)
+	}
+	names := make([]string, 0, len(byPool))
+	for n := range byPool {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		pl := o.pool(n, byPool[n], res)
+		p.Pools = append(p.Pools, pl)
+		p.Seen += pl.Seen
+		p.Held += pl.Held
+		p.Unknown += pl.Unknown
+		p.Needed += pl.Needed
+		p.Freeable += pl.Freeable
+	}
+	for i := range res.Items {
+		it := &res.Items[i]
+		if it.Job == "" {
+			p.UnallocatedGPUHours += presentHours(it)
+		}
+	}
+	p.Allocations = o.allocations(res)
+	p.Teams = o.teams(res, byPool)
+	return p
+}
+
+func presentHours(it *demand.Item) float64 {
+	n := 0.0
+	for h := range it.HourSamples {
+		if it.Present(h) {
+			n++
+		}
+	}
+	return n
+}
+
+// gpuKey is the physical GPU of an item (a MIG instance's parent).
+func gpuKey(it *demand.Item) string { return it.Host + "|" + it.UUID }
+
+// sized is the demand a pack sizes for: hourly p95 compute with headroom,
+// peak memory with headroom.
+func (o *Options) sized(it *demand.Item, g *mig.Model) pack.Demand {
+	n := len(it.HourP95)
+	d := pack.Demand{ID: it.Key(), Compute: make([]float64, n), Peak: make([]float64, n), Present: make([]bool, n),
+		Memory: it.Memory.Peak * o.MemoryHeadroom}
+	for h := 0; h < n; h++ {
+		d.Present[h] = it.Present(h)
+		if !d.Present[h] {
+			continue
+		}
+		if x := it.HourP95[h]; !math.IsNaN(x) {
+			d.Compute[h] = x
+		} else {
+			d.Compute[h] = it.Compute.P95
+		}
+		if x := it.HourPeak[h]; !math.IsNaN(x) {
+			d.Peak[h] = x
+		}
+	}
+	if g != nil {
+		if pr, ok := g.Fit(it.Compute.P95*o.ComputeHeadroom, it.Memory.Peak*o.MemoryHeadroom); ok {
+			d.Profile = pr.Name
+		}
+	}
+	return d
+}
+
+func (o *Options) pool(name string, items []*demand.Item, res *demand.Result) Pool {
+	pl := Pool{Name: name}
+	seen, held, unknown := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	var known []*demand.Item
+	var got, want float64
+	for _, it := range items {
+		pl.Model = it.Model
+		k := gpuKey(it)
+		if !seen[k] {
+			seen[k] = true
+		}
+		if it.Job == "" {
+			continue
+		}
+		held[k] = true
+		if o.known(it) {
+			known = append(known, it)
+		} else {
+			unknown[k] = true
+		}
+	}
+	for d, n := range res.DeviceSamples {
+		// Device keys are host|device; a MIG instance's device is UUID/GI.
+		for k := range seen {
+			if d == k || len(d) > len(k) && d[:len(k)+1] == k+"/" {
+				got += math.Min(n, res.Expected)
+				want += res.Expected
+				break
+			}
+		}
+	}
+	if want > 0 {
+		pl.Coverage = got / want
+	}
+	pl.Seen, pl.Held, pl.Unknown = len(seen), len(held), len(unknown)
+	g, hasMIG := mig.Lookup(pl.Model)
+	if !hasMIG {
+		g = nil
+	}
+	ds := make([]pack.Demand, len(known))
+	var memTotal float64
+	for i, it := range known {
+		ds[i] = o.sized(it, g)
+		memTotal = max(memTotal, it.TotalMiB)
+	}
+	capa := pack.Capacity{Compute: o.TargetLoad, Memory: memTotal * o.TargetLoad}
+	if memTotal == 0 {
+		capa.Memory = 1
+	}
+	ts := pack.TimeSlice(ds, capa)
+	pl.TimeSliceGPUs = len(ts)
+	layout := o.timeSliceGPUs(ts, ds, nil)
+	pl.Strategy = "time_slice"
+	if g != nil {
+		mb, rest := pack.MIG(ds, g)
+		restDs := make([]pack.Demand, len(rest))
+		for i, k := range rest {
+			restDs[i] = ds[k]
+		}
+		rts := pack.TimeSlice(restDs, capa)
+		pl.MIGGPUs = len(mb) + len(rts)
+		if pl.MIGGPUs <= pl.TimeSliceGPUs && len(mb) > 0 {
+			pl.Strategy = "mig"
+			layout = layout[:0]
+			for _, b := range mb {
+				gp := GPU{Mode: "mig", Layout: b.Layout}
+				for _, i := range b.Items {
+					gp.Jobs = append(gp.Jobs, ds[i].ID)
+				}
+				layout = append(layout, gp)
+			}
+			layout = append(layout, o.timeSliceGPUs(rts, restDs, nil)...)
+		}
+	}
+	pl.Layout = layout
+	for _, gp := range layout {
+		pl.Contention = max(pl.Contention, gp.P95Load)
+	}
+	pl.Needed = len(layout) + pl.Unknown
+	pl.Freeable = max(0, pl.Held-pl.Needed)
+	pl.Heat = o.heat(items, res)
+	pl.Forecast = o.forecast(items, res)
+	return pl
+}
+
+func (o *Options) timeSliceGPUs(bins []pack.Bin, ds []pack.Demand, _ []int) []GPU {
+	out := make([]GPU, 0, len(bins))
+	for _, b := range bins {
+		gp := GPU{Mode: "time_slice", P95Load: b.P95Load(), ContendedHours: b.ContendedHours()}
+		for _, i := range b.Items {
+			gp.Jobs = append(gp.Jobs, ds[i].ID)
+		}
+		out = append(out, gp)
+	}
+	return out
+}
+
+// allocations groups items into jobs with a recommendation each.
+func (o *Options) allocations(res *demand.Result) []Allocation {
+	type acc struct {
+		a     Allocation
+		known bool
+		hours []float64
+	}
+	jobs := map[string]*acc{}
+	var keys []string
+	for i := range res.Items {
+		it := &res.Items[i]
+		if it.Job == "" {
+			continue
+		}
+		k := it.Pool + "|" + it.Host + "|" + it.Job
+		a := jobs[k]
+		if a == nil {
+			a = &acc{a: Allocation{Pool: it.Pool, Host: it.Host, Job: it.Job, Team: it.Team, User: it.User, Kind: it.Kind}, known: true}
+			jobs[k] = a
+			keys = append(keys, k)
+		}
+		a.a.GPUs++
+		a.a.Samples += it.Samples
+		a.known = a.known && o.known(it)
+		a.a.Compute = maxStats(a.a.Compute, it.Compute)
+		a.a.Memory = maxStats(a.a.Memory, it.Memory)
+		a.hours = maxHours(a.hours, o.hourOfWeek(it, res))
+		if it.Model != "" {
+			g, ok := mig.Lookup(it.Model)
+			if !ok {
+				continue
+			}
+			if a.known {
+				a.a.Recommendation = o.recommend(&a.a, g)
+			}
+		}
+	}
+	sort.Strings(keys)
+	out := make([]Allocation, 0, len(keys))
+	for _, k := range keys {
+		a := jobs[k]
+		if !a.known {
+			a.a.Recommendation, a.a.Profile, a.a.SmallerModel = RecUnknown, "", ""
+		} else if a.a.Recommendation == "" {
+			a.a.Recommendation = o.recommend(&a.a, nil)
+		}
+		a.a.HourOfWeek = a.hours
+		out = append(out, a.a)
+	}
+	return out
+}
+
+// recommend picks the least that would do for an allocation's per-GPU demand.
+func (o *Options) recommend(a *Allocation, g *mig.Model) string {
+	a.Profile, a.SmallerModel = "", ""
+	c, m := a.Compute.P95*o.ComputeHeadroom, a.Memory.Peak*o.MemoryHeadroom
+	switch {
+	case a.Compute.Peak <= o.IdleCompute && a.Compute.P95 <= o.IdleCompute:
+		return RecIdle
+	case g == nil:
+		if c <= o.TargetLoad/2 {
+			return RecShare
+		}
+		return RecWhole
+	}
+	if p, ok := g.Fit(c, m); ok {
+		a.Profile = p.Name
+		return RecMIG
+	}
+	if s, ok := mig.Smaller(g, m); ok && c*g.TFLOPS/s.TFLOPS <= o.TargetLoad {
+		a.SmallerModel = s.Key
+		return RecSmaller
+	}
+	return RecWhole
+}
+
+func maxStats(a, b demand.Stats) demand.Stats {
+	return demand.Stats{P50: max(a.P50, b.P50), P95: max(a.P95, b.P95), Peak: max(a.Peak, b.Peak)}
+}
+
+func maxHours(a, b []float64) []float64 {
+	if a == nil {
+		return b
+	}
+	for i := range a {
+		a[i] = max(a[i], b[i])
+	}
+	return a
+}
+
+// HoursOfWeek is the length of the hour-of-week profiles; hour 0 is Monday
+// 00:00-01:00 in the plan's location.
+const HoursOfWeek = 168
+
+// HourOfWeek returns the hour-of-week index of t in loc.
+func HourOfWeek(t time.Time, loc *time.Location) int {
+	t = t.In(loc)
+	return ((int(t.Weekday())+6)%7)*24 + t.Hour()
+}
+
+// hourOfWeek folds an item's hourly p95 into the highest per hour of week.
+func (o *Options) hourOfWeek(it *demand.Item, res *demand.Result) []float64 {
+	out := make([]float64, HoursOfWeek)
+	for h, x := range it.HourP95 {
+		if math.IsNaN(x) {
+			continue
+		}
+		w := HourOfWeek(res.From.Add(time.Duration(h)*time.Hour), o.Location)
+		out[w] = max(out[w], x)
+	}
+	return out
+}

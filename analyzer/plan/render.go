@@ -1,0 +1,119 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// JSON writes the plan as one JSON object.
+func JSON(w io.Writer, p *Plan) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(p); err != nil {
+		return fmt.Errorf("write plan json: %w", err)
+	}
+	return nil
+}
+
+// Headline is the one-line summary every surface shows, with its window
+// and coverage.
+func (p *Plan) Headline() string {
+	return fmt.Sprintf("%s to %s (%d h, coverage %.0f %%): %d GPUs held, %d needed, %d could be freed (%d of unknown demand kept)",
+		p.From.UTC().Format(time.RFC3339), p.To.UTC().Format(time.RFC3339), p.Hours, 100*p.Coverage,
+		p.Held, p.Needed, p.Freeable, p.Unknown)
+}
+
+// Table writes the plan for people: the headline, pools, per-GPU layouts,
+// batch windows and reservations, teams and allocations.
+func Table(w io.Writer, p *Plan) error {
+	fmt.Fprintf(w, "Capacity plan %s\n\n", p.Headline())
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t") }
+	row("POOL", "SEEN", "HELD", "NEEDED", "FREEABLE", "UNKNOWN", "STRATEGY", "TIME_SLICE", "MIG", "P95_LOAD", "COVERAGE")
+	for _, pl := range p.Pools {
+		row(pl.Name, itoa(pl.Seen), itoa(pl.Held), itoa(pl.Needed), itoa(pl.Freeable), itoa(pl.Unknown), pl.Strategy,
+			itoa(pl.TimeSliceGPUs), itoa(pl.MIGGPUs), pct(pl.Contention), pct(pl.Coverage))
+	}
+	tw.Flush()
+	for _, pl := range p.Pools {
+		fmt.Fprintf(w, "\nPool %s: layout of the %d GPUs needed\n", pl.Name, len(pl.Layout))
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		row("GPU", "MODE", "LAYOUT", "P95_LOAD", "CONTENDED_H", "JOBS")
+		for i, g := range pl.Layout {
+			var lay []string
+			for _, in := range g.Layout {
+				lay = append(lay, in.Profile+"@"+itoa(in.Start))
+			}
+			row(itoa(i), g.Mode, dash(strings.Join(lay, " ")), pct(g.P95Load), itoa(g.ContendedHours), jobs(g.Jobs))
+		}
+		tw.Flush()
+		if pl.Heat != nil {
+			for _, win := range pl.Heat.Windows {
+				fmt.Fprintf(w, "Batch window: %s of %d %s\n", win, pl.Heat.GPUs, pl.Model)
+			}
+		}
+		if f := pl.Forecast; f != nil {
+			if f.Backtest != nil {
+				fmt.Fprintf(w, "Forecast (%s): backtest over %d weeks, MAPE %.1f %% (seasonal naive %.1f %%)\n", f.Method,
+					f.Backtest.Folds, 100*f.Backtest.HoltWinters, 100*f.Backtest.Naive)
+			}
+			for _, r := range f.Reserve {
+				fmt.Fprintf(w, "%s\n", r)
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nTeams (unallocated capacity %.0f GPU-hours)\n", p.UnallocatedGPUHours)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row("TEAM", "ALLOCATED_GPU_H", "USED_GPU_H", "WASTED_GPU_H", "HELD", "NEEDED", "FREEABLE")
+	for _, t := range p.Teams {
+		row(t.Team, num(t.AllocatedGPUHours), num(t.UsedGPUHours), num(t.WastedGPUHours), itoa(t.Held), itoa(t.Needed), itoa(t.Freeable))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nAllocations")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row("POOL", "HOST", "JOB", "TEAM", "GPUS", "COMPUTE_P50", "P95", "PEAK", "MEM_P50_GIB", "P95", "PEAK", "RECOMMENDATION")
+	for _, a := range p.Allocations {
+		rec := a.Recommendation
+		switch {
+		case a.Profile != "":
+			rec += " " + a.Profile
+		case a.SmallerModel != "":
+			rec += " " + a.SmallerModel
+		}
+		row(a.Pool, a.Host, a.Job, dash(a.Team), itoa(a.GPUs), pct(a.Compute.P50), pct(a.Compute.P95), pct(a.Compute.Peak),
+			gib(a.Memory.P50), gib(a.Memory.P95), gib(a.Memory.Peak), rec)
+	}
+	return tw.Flush()
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + "%" }
+
+func num(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
+
+func gib(mib float64) string { return strconv.FormatFloat(mib/1024, 'f', 1, 64) }
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func jobs(ids []string) string {
+	// Item ids are host|device|job: the job is what people recognise.
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id[strings.LastIndex(id, "|")+1:]
+	}
+	if len(out) > 6 {
+		return strings.Join(out[:6], ",") + fmt.Sprintf(",… (%d)", len(out))
+	}
+	return strings.Join(out, ",")
+}

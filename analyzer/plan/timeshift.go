@@ -1,0 +1,267 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/forecast"
+)
+
+// HeatMap is a pool's idle capacity by hour of week: the mean number of
+// GPUs that were allocated but idle, and unallocated, in each hour of the
+// week (index 0 = Monday 00:00), over the weeks of the window. Hours the
+// window did not cover are NaN in JSON-less use and -1 in JSON.
+type HeatMap struct {
+	GPUs        int       `json:"gpus"`
+	Idle        []float64 `json:"allocated_idle"`
+	Unallocated []float64 `json:"unallocated"`
+	// Allocated is the mean number of allocated GPUs (the pool's demand).
+	Allocated []float64 `json:"allocated"`
+	// Windows are the daily batch windows: hours of the day when at least
+	// WindowShare of the pool is idle or unallocated on average.
+	Windows []Window `json:"batch_windows"`
+}
+
+// Window is a recurring daily span of spare capacity.
+type Window struct {
+	// From and To are hours of the day, To exclusive; To may pass 24
+	// when the window runs past midnight.
+	From  int     `json:"from_hour"`
+	To    int     `json:"to_hour"`
+	Share float64 `json:"share"` // mean share of the pool idle or unallocated
+	GPUs  float64 `json:"gpus"`
+}
+
+// String reads like "22:00–07:00: 40 % idle".
+func (w Window) String() string {
+	return fmt.Sprintf("%02d:00–%02d:00: %.0f %% idle (%.1f GPUs)", w.From, w.To%24, 100*w.Share, w.GPUs)
+}
+
+// WindowShare is the least spare share a batch window reports.
+const WindowShare = 0.3
+
+// deviceHours tallies, per GPU and hour, allocation and activity.
+func (o *Options) heat(items []*demand.Item, res *demand.Result) *HeatMap {
+	type state struct{ alloc, active, seen bool }
+	per := map[string][]state{}
+	for _, it := range items {
+		k := gpuKey(it)
+		s := per[k]
+		if s == nil {
+			s = make([]state, res.Hours)
+			per[k] = s
+		}
+		for h := 0; h < res.Hours; h++ {
+			if !it.Present(h) {
+				continue
+			}
+			s[h].seen = true
+			if it.Job == "" {
+				continue
+			}
+			s[h].alloc = true
+			x := it.HourP95[h]
+			if math.IsNaN(x) || x > o.IdleCompute {
+				// No compute reading is not idleness.
+				s[h].active = true
+			}
+		}
+	}
+	hm := &HeatMap{GPUs: len(per), Idle: make([]float64, HoursOfWeek), Unallocated: make([]float64, HoursOfWeek),
+		Allocated: make([]float64, HoursOfWeek)}
+	n := make([]float64, HoursOfWeek)
+	for h := 0; h < res.Hours; h++ {
+		w := HourOfWeek(res.From.Add(time.Duration(h)*time.Hour), o.Location)
+		n[w]++
+		for _, s := range per {
+			switch {
+			case s[h].alloc && !s[h].active:
+				hm.Idle[w]++
+				hm.Allocated[w]++
+			case s[h].alloc:
+				hm.Allocated[w]++
+			case s[h].seen:
+				hm.Unallocated[w]++
+			}
+		}
+	}
+	for w := range n {
+		if n[w] == 0 {
+			hm.Idle[w], hm.Unallocated[w], hm.Allocated[w] = -1, -1, -1
+			continue
+		}
+		hm.Idle[w] /= n[w]
+		hm.Unallocated[w] /= n[w]
+		hm.Allocated[w] /= n[w]
+	}
+	hm.Windows = windows(hm)
+	return hm
+}
+
+// windows finds the daily spans (on average over the days of the week)
+// when at least WindowShare of the pool is spare.
+func windows(hm *HeatMap) []Window {
+	if hm.GPUs == 0 {
+		return nil
+	}
+	var spare [24]float64
+	var cnt [24]float64
+	for w := 0; w < HoursOfWeek; w++ {
+		if hm.Idle[w] < 0 {
+			continue
+		}
+		spare[w%24] += hm.Idle[w] + hm.Unallocated[w]
+		cnt[w%24]++
+	}
+	var share [24]float64
+	ok := [24]bool{}
+	all := true
+	for h := range share {
+		if cnt[h] > 0 {
+			share[h] = spare[h] / cnt[h] / float64(hm.GPUs)
+		}
+		ok[h] = cnt[h] > 0 && share[h] >= WindowShare
+		all = all && ok[h]
+	}
+	if all {
+		return []Window{mk(0, 24, share[:], hm.GPUs)}
+	}
+	// Walk the day from an hour that is not spare, so that a span that
+	// wraps past midnight is found whole.
+	start := 0
+	for ok[start] {
+		start++
+	}
+	var out []Window
+	run := -1
+	for i := 1; i <= 24; i++ {
+		h := start + i
+		switch {
+		case ok[h%24] && run < 0:
+			run = h
+		case !ok[h%24] && run >= 0:
+			out = append(out, mk(run, h, share[:], hm.GPUs))
+			run = -1
+		}
+	}
+	return out
+}
+
+func mk(from, to int, share []float64, gpus int) Window {
+	var s float64
+	for h := from; h < to; h++ {
+		s += share[h%24]
+	}
+	m := s / float64(to-from)
+	return Window{From: from % 24, To: from%24 + to - from, Share: m, GPUs: m * float64(gpus)}
+}
+
+// Forecast is a pool's allocated-GPU demand a week ahead.
+type Forecast struct {
+	// Method is holt_winters or seasonal_naive: whichever erred less in the
+	// backtest (Holt-Winters when there is no backtest).
+	Method   string             `json:"method"`
+	Backtest *forecast.Backtest `json:"backtest,omitempty"`
+	// Next is the demand per hour of the week after the window, from its
+	// end (NextFrom).
+	NextFrom time.Time `json:"next_from"`
+	Next     []float64 `json:"next"`
+	// Reserve names the peak spans of the coming week.
+	Reserve []Reservation `json:"reserve"`
+}
+
+// Reservation advises holding GPUs for a forecast peak.
+type Reservation struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	GPUs int       `json:"gpus"`
+}
+
+// String reads like "Reserve 12 GPUs on Monday 09:00–12:00".
+func (r Reservation) String() string {
+	return fmt.Sprintf("Reserve %d GPUs on %s %s–%s", r.GPUs, r.From.Weekday(), r.From.Format("15:04"), r.To.Format("15:04"))
+}
+
+// forecast predicts the pool's hourly allocated GPUs for the week after
+// the window, when the window holds at least two weeks.
+func (o *Options) forecast(items []*demand.Item, res *demand.Result) *Forecast {
+	season := HoursOfWeek
+	if res.Hours < 2*season {
+		return nil
+	}
+	y := AllocatedSeries(items, res.Hours)
+	f := &Forecast{Method: "holt_winters", NextFrom: res.To}
+	if bt, err := forecast.Evaluate(y, season, 2); err == nil {
+		f.Backtest = &bt
+		if bt.Naive < bt.HoltWinters {
+			f.Method = "seasonal_naive"
+		}
+	}
+	if f.Method == "seasonal_naive" {
+		f.Next = forecast.SeasonalNaive(y, season, season)
+	} else {
+		m, err := forecast.Fit(y, season)
+		if err != nil {
+			return nil
+		}
+		f.Next = m.Forecast(season)
+	}
+	f.Reserve = reservations(f.Next, res.To, o.Location)
+	return f
+}
+
+// AllocatedSeries counts the GPUs allocated in each hour of the window.
+func AllocatedSeries(items []*demand.Item, hours int) []float64 {
+	per := map[string][]bool{}
+	for _, it := range items {
+		if it.Job == "" {
+			continue
+		}
+		k := gpuKey(it)
+		if per[k] == nil {
+			per[k] = make([]bool, hours)
+		}
+		for h := 0; h < hours; h++ {
+			per[k][h] = per[k][h] || it.Present(h)
+		}
+	}
+	y := make([]float64, hours)
+	for _, s := range per {
+		for h, a := range s {
+			if a {
+				y[h]++
+			}
+		}
+	}
+	return y
+}
+
+// reservations names up to three spans of the coming week whose forecast
+// is within 10 % of its peak.
+func reservations(next []float64, from time.Time, loc *time.Location) []Reservation {
+	peak := 0.0
+	for _, x := range next {
+		peak = max(peak, x)
+	}
+	if peak < 1 {
+		return nil
+	}
+	var out []Reservation
+	for h := 0; h < len(next) && len(out) < 3; {
+		if next[h] < 0.9*peak {
+			h++
+			continue
+		}
+		end, top := h, 0.0
+		for end < len(next) && next[end] >= 0.9*peak {
+			top = max(top, next[end])
+			end++
+		}
+		out = append(out, Reservation{From: from.Add(time.Duration(h) * time.Hour).In(loc),
+			To: from.Add(time.Duration(end) * time.Hour).In(loc), GPUs: int(math.Ceil(top - 1e-9))})
+		h = end
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan"
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
+)
+
+func planCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+	cmd := app.Command("plan", "Plan GPU capacity over a window: per-allocation demand (compute and memory p50/p95/peak), "+
+		"the MIG slice or smaller GPU that would do, the fewest GPUs per node pool (MIG layouts the hardware accepts, or "+
+		"time-slicing for work whose peaks do not coincide), idle capacity by hour of week, a week-ahead forecast "+
+		"(needs a window of at least two weeks) and the per-team pooling view. Allocations whose demand is unknown "+
+		"keep their GPUs: they are never counted as freeable.")
+	tf := analyzercmd.RegisterTelemetryFlags(cmd, openEmbedded)
+	var format, poolLabel, tz string
+	var o plan.Options
+	cmd.Flag("format", "Output: table (for people) or json (the whole plan).").Default("table").EnumVar(&format, "table", "json")
+	cmd.Flag("pool.label", "Series label (e.g. a node group) that splits a GPU model into node pools; empty: one pool per model.").StringVar(&poolLabel)
+	cmd.Flag("time-zone", "IANA time zone of the hour-of-week figures, batch windows and reservations.").Default("UTC").StringVar(&tz)
+	cmd.Flag("plan.target-load", "Share of a shared GPU's compute and memory the summed p95 demand may fill (0-1).").Default("0.9").Float64Var(&o.TargetLoad)
+	cmd.Flag("plan.compute-headroom", "Factor on p95 compute when sizing a MIG slice.").Default("1.2").Float64Var(&o.ComputeHeadroom)
+	cmd.Flag("plan.memory-headroom", "Factor on peak memory when sizing a slice or a share.").Default("1.1").Float64Var(&o.MemoryHeadroom)
+	cmd.Flag("plan.min-samples", "Samples below which an allocation's demand is unknown (and its GPUs kept).").Default("10").Float64Var(&o.MinSamples)
+	return cmd.FullCommand(), func(ctx context.Context) error {
+		logger := loggerFrom(ctx)
+		from, to, err := tf.Window(time.Now())
+		if err != nil {
+			return err
+		}
+		if o.TargetLoad <= 0 || o.TargetLoad > 1 {
+			return &cli.UsageError{Err: fmt.Errorf("--plan.target-load %g: want a share in (0, 1]", o.TargetLoad)}
+		}
+		if o.ComputeHeadroom < 1 || o.MemoryHeadroom < 1 {
+			return &cli.UsageError{Err: fmt.Errorf("--plan.compute-headroom and --plan.memory-headroom must be at least 1")}
+		}
+		if o.MinSamples < 1 {
+			return &cli.UsageError{Err: fmt.Errorf("--plan.min-samples %g: want at least 1", o.MinSamples)}
+		}
+		if o.Location, err = time.LoadLocation(tz); err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--time-zone: %w", err)}
+		}
+		o.PoolLabel = poolLabel
+		q, closeQ, err := tf.Open(logger)
+		if err != nil {
+			return err
+		}
+		defer closeQ()
+		p, err := plan.Build(ctx, q, from, to, o)
+		if err != nil {
+			return err
+		}
+		if format == "json" {
+			return plan.JSON(os.Stdout, p)
+		}
+		return plan.Table(os.Stdout, p)
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPlanCommand(t *testing.T) {
+	from := time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC)
+	dir := analyzeStore(t, from)
+	window := []string{"--from=" + from.Format(time.RFC3339), "--to=" + from.Add(3*time.Hour).Format(time.RFC3339)}
+	var stderr bytes.Buffer
+	out := captureStdout(t, func() {
+		if code := run(append([]string{"plan", "--storage.path=" + dir, "--format=json"}, window...), &stderr); code != 0 {
+			t.Errorf("exit %d: %s", code, stderr.String())
+		}
+	})
+	var res struct {
+		Hours       int     `json:"hours"`
+		Coverage    float64 `json:"coverage"`
+		Held        int     `json:"gpus_held"`
+		Needed      int     `json:"gpus_needed"`
+		Allocations []struct {
+			Job, Host, Recommendation string
+		} `json:"allocations"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	// The store holds one GPU, held by job 4242 from minute 10 on and never used.
+	if res.Hours != 3 || res.Held != 1 || res.Coverage < 0.99 || len(res.Allocations) != 1 ||
+		res.Allocations[0].Job != "4242" || res.Allocations[0].Host != "node-7" || res.Allocations[0].Recommendation != "idle" {
+		t.Fatalf("plan %+v, want 3 h, 1 GPU held, 4242@node-7 idle", res)
+	}
+	out = captureStdout(t, func() {
+		if code := run(append([]string{"plan", "--storage.path=" + dir, "--time-zone=Europe/Berlin"}, window...), &stderr); code != 0 {
+			t.Errorf("exit %d: %s", code, stderr.String())
+		}
+	})
+	if !strings.Contains(out, "coverage 100 %") || !strings.Contains(out, "4242") {
+		t.Errorf("table output:\n%s", out)
+	}
+}
+
+func TestPlanCommandUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"no source", []string{"plan"}, "exactly one of --prometheus.url and --storage.path"},
+		{"short window", []string{"plan", "--storage.path=" + dir, "--from=-1h", "--to=-2h"}, "must be after"},
+		{"bad load", []string{"plan", "--storage.path=" + dir, "--plan.target-load=1.5"}, "--plan.target-load"},
+		{"bad headroom", []string{"plan", "--storage.path=" + dir, "--plan.compute-headroom=0.5"}, "headroom"},
+		{"bad zone", []string{"plan", "--storage.path=" + dir, "--time-zone=Mars/Olympus"}, "--time-zone"},
+		{"bad format", []string{"plan", "--storage.path=" + dir, "--format=xml"}, "format"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tc.args, &stderr); code != 2 {
+				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.msg) {
+				t.Errorf("stderr lacks %q: %s", tc.msg, stderr.String())
+			}
+		})
+	}
+}

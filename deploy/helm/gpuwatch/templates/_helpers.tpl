@@ -1,0 +1,147 @@
+{{/* The chart's name, for the app.kubernetes.io/name prefix. */}}
+{{- define "gpuwatch.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The prefix of every object's name: the release name, with the chart's
+name added when the release name does not already contain it. Truncated so
+that "<fullname>-analyzer" stays within 63 characters. */}}
+{{- define "gpuwatch.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpuwatch.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride -}}
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "gpuwatch.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/part-of: gpuwatch
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of a component: (dict "ctx" $ "component" "exporter").
+app.kubernetes.io/name is "<name>-<component>", the monitors' default
+jobLabel, so the scrape job is named after the component. */}}
+{{- define "gpuwatch.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpuwatch.name" .ctx }}-{{ .component }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "gpuwatch.componentLabels" -}}
+{{ include "gpuwatch.labels" .ctx }}
+{{ include "gpuwatch.selectorLabels" . }}
+{{- end -}}
+
+{{/* An image reference from (dict "image" .Values.x.image "ctx" $). */}}
+{{- define "gpuwatch.image" -}}
+{{- $tag := default .ctx.Chart.AppVersion .image.tag -}}
+{{- if .image.digest -}}
+{{ .image.repository }}@{{ .image.digest }}
+{{- else -}}
+{{ .image.repository }}:{{ $tag }}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpuwatch.exporter.serviceAccountName" -}}
+{{- if .Values.exporter.serviceAccount.create -}}
+{{ default (printf "%s-exporter" (include "gpuwatch.fullname" .)) .Values.exporter.serviceAccount.name }}
+{{- else -}}
+{{ default "default" .Values.exporter.serviceAccount.name }}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpuwatch.analyzer.serviceAccountName" -}}
+{{- if .Values.analyzer.serviceAccount.create -}}
+{{ default (printf "%s-analyzer" (include "gpuwatch.fullname" .)) .Values.analyzer.serviceAccount.name }}
+{{- else -}}
+{{ default "default" .Values.analyzer.serviceAccount.name }}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether a web config is in use, and the Secret that holds it. */}}
+{{- define "gpuwatch.webConfig.enabled" -}}
+{{- if or .Values.webConfig.existingSecret .Values.webConfig.config }}true{{ end -}}
+{{- end -}}
+
+{{- define "gpuwatch.webConfig.secretName" -}}
+{{- default (printf "%s-web-config" (include "gpuwatch.fullname" .)) .Values.webConfig.existingSecret -}}
+{{- end -}}
+
+{{/* Volumes for the web config (and its TLS Secret). */}}
+{{- define "gpuwatch.webConfig.volumes" -}}
+{{- if include "gpuwatch.webConfig.enabled" . }}
+- name: web-config
+  secret:
+    secretName: {{ include "gpuwatch.webConfig.secretName" . }}
+    defaultMode: 0440
+{{- end }}
+{{- if .Values.webConfig.tlsSecret }}
+- name: web-tls
+  secret:
+    secretName: {{ .Values.webConfig.tlsSecret }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+{{- define "gpuwatch.webConfig.mounts" -}}
+{{- if include "gpuwatch.webConfig.enabled" . }}
+- name: web-config
+  mountPath: /etc/gpuwatch/web
+  readOnly: true
+{{- end }}
+{{- if .Values.webConfig.tlsSecret }}
+- name: web-tls
+  mountPath: /etc/gpuwatch/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* Probes on an HTTP path, or a TCP check when basic auth would answer 401
+to the kubelet: (dict "ctx" $ "path" "/healthz" "port" "metrics" "probe" .Values.x.livenessProbe). */}}
+{{- define "gpuwatch.probe" -}}
+{{- $auth := false -}}
+{{- with .ctx.Values.webConfig.config }}{{ if .basic_auth_users }}{{ $auth = true }}{{ end }}{{ end -}}
+{{- if .ctx.Values.webConfig.existingSecret }}{{ $auth = true }}{{ end -}}
+{{- if $auth }}
+tcpSocket:
+  port: {{ .port }}
+{{- else }}
+httpGet:
+  path: {{ .path }}
+  port: {{ .port }}
+  scheme: {{ ternary "HTTPS" "HTTP" (hasKey (default dict .ctx.Values.webConfig.config) "tls_server_config") }}
+{{- end }}
+{{- with .probe }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* One scrape endpoint of a monitor: (dict "m" <monitor values> "port" "metrics"). */}}
+{{- define "gpuwatch.endpoint" -}}
+{{- $m := .m -}}
+{{- $e := dict "port" .port "path" "/metrics" -}}
+{{- with $m.interval }}{{ $_ := set $e "interval" . }}{{ end -}}
+{{- with $m.scrapeTimeout }}{{ $_ := set $e "scrapeTimeout" . }}{{ end -}}
+{{- if hasKey $m "honorLabels" }}{{ $_ := set $e "honorLabels" $m.honorLabels }}{{ end -}}
+{{- with $m.relabelings }}{{ $_ := set $e "relabelings" . }}{{ end -}}
+{{- with $m.metricRelabelings }}{{ $_ := set $e "metricRelabelings" . }}{{ end -}}
+{{ toYaml (merge (deepCopy (default dict $m.endpointConfig)) $e) }}
+{{- end -}}

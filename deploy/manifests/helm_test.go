@@ -1,0 +1,210 @@
+package manifests
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint/support"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// chartDir is the Helm chart under test.
+const chartDir = "../helm/gpuwatch"
+
+// chartValues are the values files the chart is tested with: its defaults
+// and the examples in ci/ (chart-testing's convention).
+var chartValues = []string{"", "ci/production-values.yaml", "ci/exporter-only-values.yaml", "ci/trial-values.yaml"}
+
+// kubeVersion is the cluster version the chart is rendered for (Helm's
+// client-only default, 1.20, is older than the chart supports).
+var kubeVersion = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
+
+func readValues(t *testing.T, file string) map[string]any {
+	t.Helper()
+	if file == "" {
+		return map[string]any{}
+	}
+	v, err := chartutil.ReadValuesFile(filepath.Join(chartDir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// helmTemplate renders the chart as `helm template` does, with Helm's own
+// SDK, and decodes every object strictly.
+func helmTemplate(t *testing.T, release, namespace string, vals map[string]any) []Object {
+	t.Helper()
+	objs, err := helmRender(release, namespace, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func helmRender(release, namespace string, vals map[string]any) ([]Object, error) {
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
+	inst.ReleaseName, inst.Namespace = release, namespace
+	inst.KubeVersion = kubeVersion
+	rel, err := inst.Run(chrt, vals)
+	if err != nil {
+		return nil, err
+	}
+	return Decode("helm template", []byte(rel.Manifest))
+}
+
+// TestHelmLint runs `helm lint --strict` on the chart with each values file.
+func TestHelmLint(t *testing.T) {
+	for _, file := range chartValues {
+		t.Run(file, func(t *testing.T) {
+			lint := action.NewLint()
+			lint.Strict = true
+			lint.Namespace = "gpuwatch"
+			lint.KubeVersion = kubeVersion
+			res := lint.Run([]string{chartDir}, readValues(t, file))
+			for _, m := range res.Messages {
+				if m.Severity > support.InfoSev {
+					t.Errorf("lint: %s", m)
+				}
+			}
+			for _, err := range res.Errors {
+				t.Errorf("lint: %v", err)
+			}
+		})
+	}
+}
+
+// TestHelmChart renders the chart with each values file and runs the same
+// checks as for the kustomize overlays, plus what each file promises.
+func TestHelmChart(t *testing.T) {
+	external := map[string][]string{
+		"gpuwatch-smtp": {"password"}, "gpuwatch-web-config": {"web-config.yml"},
+		"gpuwatch-tls": {"tls.crt", "tls.key", "ca.crt"},
+	}
+	base := rendering{namespace: "gpuwatch",
+		exporterImage: "ghcr.io/gpuwatch/gpuwatch-exporter:" + appVersion(t), analyzerImage: "ghcr.io/gpuwatch/gpuwatch-analyzer:" + appVersion(t),
+		prometheusURL: "http://prometheus-operated.monitoring.svc:9090", podResources: true,
+		labels: map[string]string{"app.kubernetes.io/part-of": "gpuwatch", "app.kubernetes.io/managed-by": "Helm"}}
+	cases := map[string]func(r *rendering){
+		"": func(*rendering) {},
+		"ci/production-values.yaml": func(r *rendering) {
+			r.namespace = "gpuwatch-system"
+			r.exporterImage = "registry.example.com/gpuwatch/gpuwatch-exporter@sha256:0f3bd1c9b8d8e0a5b3e8a86c8bca3b2e3c3a8a9f4d4a6b0e8e5a5c1f2d3e4f50"
+			r.analyzerImage = "registry.example.com/gpuwatch/gpuwatch-analyzer:v0.1.0"
+			r.prometheusURL = "http://thanos-query.monitoring.svc:9090"
+			r.exporterPriority = "system-node-critical"
+			r.labels["environment"] = "production"
+			r.monitorLabels = map[string]string{"release": "kube-prometheus-stack"}
+			r.externalSecrets = external
+		},
+		"ci/exporter-only-values.yaml": func(r *rendering) { r.podResources = false },
+		"ci/trial-values.yaml":         func(r *rendering) { r.sim, r.dashboardNamespace = true, "monitoring" },
+	}
+	for _, file := range chartValues {
+		t.Run(file, func(t *testing.T) {
+			r := base
+			r.labels = map[string]string{}
+			for k, v := range base.labels {
+				r.labels[k] = v
+			}
+			cases[file](&r)
+			r.objs = helmTemplate(t, "gpuwatch", "gpuwatch", readValues(t, file))
+			checkRendering(t, r)
+			kinds := map[string]int{}
+			for _, o := range r.objs {
+				kinds[o.GVK.Kind]++
+			}
+			checkChartExtras(t, file, r, kinds)
+		})
+	}
+}
+
+func appVersion(t *testing.T) string {
+	t.Helper()
+	c, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Metadata.AppVersion
+}
+
+// checkChartExtras checks what each values file is there to show.
+func checkChartExtras(t *testing.T, file string, r rendering, kinds map[string]int) {
+	t.Helper()
+	dashboards, rules := 0, kinds["PrometheusRule"]
+	for _, o := range r.objs {
+		if cm, ok := o.Typed.(*corev1.ConfigMap); ok && cm.Labels["grafana_dashboard"] != "" {
+			dashboards++
+		}
+	}
+	switch file {
+	case "":
+		want := map[string]int{"DaemonSet": 1, "Deployment": 1, "PodMonitor": 1, "ServiceMonitor": 1, "PrometheusRule": 1,
+			"ClusterRole": 1, "ClusterRoleBinding": 1, "PersistentVolumeClaim": 1, "Secret": 0}
+		for k, n := range want {
+			if kinds[k] != n {
+				t.Errorf("%d %s, want %d (all kinds: %v)", kinds[k], k, n, kinds)
+			}
+		}
+		if dashboards != 4 || rules != 1 {
+			t.Errorf("%d dashboard ConfigMaps and %d PrometheusRules, want 4 and 1", dashboards, rules)
+		}
+	case "ci/production-values.yaml":
+		if kinds["PodMonitor"] != 0 || kinds["ServiceMonitor"] != 2 {
+			t.Errorf("monitors %v: want the exporter's and the analyzer's ServiceMonitor only", kinds)
+		}
+		ds := find(t, r.objs, "DaemonSet", "gpuwatch-exporter")
+		ps := Nested[map[string]any](ds.Fields, "spec", "template", "spec")
+		if ps["runtimeClassName"] != "nvidia" || ps["imagePullSecrets"] == nil || ps["affinity"] == nil {
+			t.Errorf("exporter pod spec lacks runtimeClassName, imagePullSecrets or affinity: %v", ps)
+		}
+		args := strings.Join(containerArgs(ds), " ")
+		for _, a := range []string{"--no-collector.gpm", "--web.config.file=/etc/gpuwatch/web/web-config.yml"} {
+			if !strings.Contains(args, a) {
+				t.Errorf("exporter args %s lack %s", args, a)
+			}
+		}
+		dep := find(t, r.objs, "Deployment", "gpuwatch-analyzer")
+		if !strings.Contains(strings.Join(containerArgs(dep), " "), "--report.config=") {
+			t.Error("analyzer: reports enabled but no --report.config")
+		}
+	case "ci/exporter-only-values.yaml":
+		for _, k := range []string{"Deployment", "PrometheusRule", "ServiceMonitor", "ClusterRole"} {
+			if kinds[k] != 0 {
+				t.Errorf("%d %s in an exporter-only rendering", kinds[k], k)
+			}
+		}
+		if dashboards != 0 || kinds["Secret"] != 1 {
+			t.Errorf("%d dashboards and %d Secrets, want 0 and the web config's", dashboards, kinds["Secret"])
+		}
+	case "ci/trial-values.yaml":
+		if kinds["PersistentVolumeClaim"] != 0 || kinds["ClusterRole"] != 0 {
+			t.Errorf("kinds %v: no persistence and no RBAC in a trial", kinds)
+		}
+		for _, o := range r.objs {
+			if cm, ok := o.Typed.(*corev1.ConfigMap); ok && cm.Labels["grafana_dashboard"] != "" &&
+				(cm.Namespace != "monitoring" || cm.Labels["grafana_dashboard"] != "gpuwatch") {
+				t.Errorf("dashboard %s/%s labelled %v", cm.Namespace, cm.Name, cm.Labels)
+			}
+		}
+		find(t, r.objs, "DaemonSet", "gw-exporter")
+	}
+}
+
+func containerArgs(o Object) []string {
+	cs := Nested[[]any](o.Fields, "spec", "template", "spec", "containers")
+	var out []string
+	for _, a := range cs[0].(map[string]any)["args"].([]any) {
+		out = append(out, a.(string))
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package analyzercmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/present"
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
+)
+
+// OpenStore opens the embedded telemetry store in dir for reading. A binary
+// built without the embedded store passes nil.
+type OpenStore func(dir string, timeout time.Duration, logger *slog.Logger) (query.Querier, io.Closer, error)
+
+// TelemetryFlags are the one-shot commands' telemetry source and window.
+type TelemetryFlags struct {
+	promURL, storage, from, to string
+	timeout                    time.Duration
+	openStore                  OpenStore
+}
+
+// RegisterTelemetryFlags adds the telemetry source and window flags to cmd;
+// --storage.path only when open is not nil.
+func RegisterTelemetryFlags(cmd *kingpin.CmdClause, open OpenStore) *TelemetryFlags {
+	f := &TelemetryFlags{openStore: open}
+	cmd.Flag("prometheus.url", "Prometheus-compatible API to read telemetry from (Prometheus, Thanos, Mimir, VictoriaMetrics).").StringVar(&f.promURL)
+	if open != nil {
+		cmd.Flag("storage.path", "Embedded telemetry store to read instead (the --storage.path of `gpuwatch agent`, or its tsdb folder).").StringVar(&f.storage)
+	}
+	cmd.Flag("from", "Start of the window: RFC 3339, now, or relative such as -7d.").Default("-7d").StringVar(&f.from)
+	cmd.Flag("to", "End of the window: RFC 3339, now, or relative such as -1h.").Default("now").StringVar(&f.to)
+	cmd.Flag("query.timeout", "Timeout of one query.").Default("2m").DurationVar(&f.timeout)
+	return f
+}
+
+// Window parses --from and --to against now.
+func (f *TelemetryFlags) Window(now time.Time) (time.Time, time.Time, error) {
+	from, err := present.ParseTime(f.from, now)
+	if err != nil {
+		return from, from, &cli.UsageError{Err: fmt.Errorf("--from: %w", err)}
+	}
+	to, err := present.ParseTime(f.to, now)
+	if err != nil {
+		return from, to, &cli.UsageError{Err: fmt.Errorf("--to: %w", err)}
+	}
+	if !to.After(from) {
+		return from, to, &cli.UsageError{Err: fmt.Errorf("--to (%s) must be after --from (%s)", to.Format(time.RFC3339), from.Format(time.RFC3339))}
+	}
+	return from, to, nil
+}
+
+// Open returns the querier the flags name and a function that closes it.
+func (f *TelemetryFlags) Open(logger *slog.Logger) (query.Querier, func(), error) {
+	switch {
+	case f.openStore == nil && f.promURL == "":
+		return nil, nil, &cli.UsageError{Err: errors.New("--prometheus.url is required")}
+	case (f.promURL == "") == (f.storage == ""):
+		return nil, nil, &cli.UsageError{Err: errors.New("set exactly one of --prometheus.url and --storage.path")}
+	}
+	if f.promURL != "" {
+		c, err := promapi.New(f.promURL, promapi.Options{Timeout: f.timeout, Logger: logger})
+		if err != nil {
+			return nil, nil, &cli.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
+		}
+		return c, func() {}, nil
+	}
+	storage := f.storage
+	if _, err := os.Stat(storage); err != nil {
+		return nil, nil, &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+	}
+	// Accept the agent's --storage.path as well as its tsdb folder.
+	if fi, err := os.Stat(filepath.Join(storage, "tsdb")); err == nil && fi.IsDir() {
+		storage = filepath.Join(storage, "tsdb")
+	}
+	db, closer, err := f.openStore(storage, f.timeout, logger)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (is a gpuwatch agent holding it? query its data through Prometheus instead)", err)
+	}
+	return db, func() { closer.Close() }, nil
+}
