@@ -22,7 +22,7 @@ type ActionEntry struct {
 }
 
 // ActionLog reads the actions of a time span. The actions package owns
-// the audit log; the lead can pass its own reader here.
+// the audit log; a caller can pass its own reader here.
 type ActionLog interface {
 	ActionsBetween(ctx context.Context, from, to time.Time) ([]ActionEntry, error)
 }

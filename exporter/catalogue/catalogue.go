@@ -35,7 +35,7 @@ const (
 	OriginBuild       Origin = "build"       // the running binary itself (exporter and analyzer)
 )
 
-// Label names shared by the contract (DESIGN.md "Metric names").
+// Label names of the metric contract: dcgm-exporter's where it has them.
 const (
 	LabelGPU        = "gpu"
 	LabelUUID       = "UUID"
