@@ -212,7 +212,23 @@ type budget struct{ perCycle, perHour, cycle, hour int }
 func (b *budget) allows() bool { return b.cycle < b.perCycle && b.hour < b.perHour }
 
 func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Finding, fa *facts.Facts, b *budget, res *CycleResult) error {
+	if fa == nil {
+		fa = &facts.Facts{Scheduler: facts.SchedulerOf(f)}
+		fa.MarkMissing("no facts were looked up")
+	}
 	ev := e.Policy.Evaluate(f, fa, now)
+	// Who owns the job, for the audit and the messages, is what its owner
+	// says, not what the telemetry carried.
+	owned := *f
+	for _, c := range []struct {
+		a   facts.Attr
+		dst *string
+	}{{facts.User, &owned.User}, {facts.Team, &owned.Team}} {
+		if v, ok, _ := fa.Value(c.a); ok && v != "" {
+			*c.dst = v
+		}
+	}
+	f = &owned
 	episode, err := e.Log.Observe(ctx, f.Key(), now)
 	if err != nil {
 		return err

@@ -36,6 +36,7 @@ func newApp(stderr io.Writer) *command.App {
 		analyzercmd.CheckConfig,
 		analyzercmd.Audit,
 		analyzercmd.Analyze(openEmbedded),
+		jobCommand,
 		planCommand,
 		agentCommand,
 		demoCommand,

@@ -60,20 +60,26 @@ func (f *TelemetryFlags) Window(now time.Time) (time.Time, time.Time, error) {
 
 // Open returns the querier the flags name and a function that closes it.
 func (f *TelemetryFlags) Open(logger *slog.Logger) (query.Querier, func(), error) {
+	return OpenTelemetry(logger, f.promURL, f.storage, f.timeout, f.openStore)
+}
+
+// OpenTelemetry returns the querier for --prometheus.url promURL or
+// --storage.path storage (exactly one set; storage only where open is not
+// nil) and a function that closes it.
+func OpenTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Duration, open OpenStore) (query.Querier, func(), error) {
 	switch {
-	case f.openStore == nil && f.promURL == "":
+	case open == nil && promURL == "":
 		return nil, nil, &cli.UsageError{Err: errors.New("--prometheus.url is required")}
-	case (f.promURL == "") == (f.storage == ""):
+	case (promURL == "") == (storage == ""):
 		return nil, nil, &cli.UsageError{Err: errors.New("set exactly one of --prometheus.url and --storage.path")}
 	}
-	if f.promURL != "" {
-		c, err := promapi.New(f.promURL, promapi.Options{Timeout: f.timeout, Logger: logger})
+	if promURL != "" {
+		c, err := promapi.New(promURL, promapi.Options{Timeout: timeout, Logger: logger})
 		if err != nil {
 			return nil, nil, &cli.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}
 		return c, func() {}, nil
 	}
-	storage := f.storage
 	if _, err := os.Stat(storage); err != nil {
 		return nil, nil, &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
 	}
@@ -81,7 +87,7 @@ func (f *TelemetryFlags) Open(logger *slog.Logger) (query.Querier, func(), error
 	if fi, err := os.Stat(filepath.Join(storage, "tsdb")); err == nil && fi.IsDir() {
 		storage = filepath.Join(storage, "tsdb")
 	}
-	db, closer, err := f.openStore(storage, f.timeout, logger)
+	db, closer, err := open(storage, timeout, logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (is a gpuwatch agent holding it? query its data through Prometheus instead)", err)
 	}

@@ -62,8 +62,8 @@ func slurm(t *testing.T) {
 			return
 		}
 		cmd := exec.Command("../slurm/start.sh")
-		cmd.Env = append(os.Environ(), "GPUWATCH_SLURM_DIR="+dir, "GPUWATCH_SLURMCTLD_PORT=16847", "GPUWATCH_SLURMD_PORT=16848",
-			"GPUWATCH_SLURM_PROLOG=/bin/true", "GPUWATCH_SLURM_EPILOG=/bin/true")
+		// The shipped prolog and epilog write the job map, as on a real node.
+		cmd.Env = append(os.Environ(), "GPUWATCH_SLURM_DIR="+dir, "GPUWATCH_SLURMCTLD_PORT=16847", "GPUWATCH_SLURMD_PORT=16848")
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

@@ -3,6 +3,7 @@ package reclaim
 import (
 	"context"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 )
 
 const kubePolicy = `
@@ -155,5 +157,116 @@ func TestKubernetesScaleOwnerWhenConfigured(t *testing.T) {
 	}
 	if got := actiontest.Evictions(c); len(got) != 0 {
 		t.Fatalf("evicted %v instead of scaling the owner", got)
+	}
+}
+
+// The owners' facts decide for pods: pod labels, annotations and namespace
+// labels (from the API server, one list each per cycle) choose the tier;
+// the teams file's podLabel rule names the team; gpuwatch.io/exempt on a
+// pod is honoured. The findings carry none of these: only the pod's name.
+func TestKubernetesFactsChooseTierAndTeam(t *testing.T) {
+	running := corev1.PodStatus{Phase: corev1.PodRunning}
+	pod := func(ns, name string, labels, ann map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: ann}, Status: running}
+	}
+	c := fake.NewClientset(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "serving", Labels: map[string]string{"env": "prod"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab", Labels: map[string]string{"env": "dev"}}},
+		pod("serving", "triton-0", map[string]string{"team": "search"}, nil),
+		pod("lab", "nb-ann", map[string]string{"app": "jupyter", "team": "research"}, nil),
+		pod("lab", "nb-ben", map[string]string{"app": "jupyter", "team": "research"}, map[string]string{"gpuwatch.io/exempt": "true"}),
+		pod("lab", "batch-1", map[string]string{"team": "vision"}, map[string]string{"priority": "low"}),
+	)
+	pol, err := policy.Parse([]byte(`
+dry_run: false
+min_warning: 5m
+channels:
+  webhook: {url: "http://127.0.0.1:1/unused"}
+tiers:
+  - name: prod
+    match: {namespace_labels: {env: prod}}
+    rules:
+      - pattern: idle_session
+        steps: [{action: warn}, {action: reclaim, after: 10m}]
+  - name: notebooks
+    match: {labels: {app: jupyter}, teams: [research]}
+    reclaim: true
+    rules:
+      - pattern: idle_session
+        steps: [{action: warn}, {action: reclaim, after: 10m}]
+  - name: low
+    match: {annotations: {priority: low}}
+    reclaim: true
+    rules:
+      - pattern: idle_session
+        steps: [{action: warn}, {action: reclaim, after: 10m}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := teams.Parse([]byte("team: {podLabel: team, default: unassigned}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	lg, err := audit.Open(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
+		"webhook":    nopWarn{},
+		"kubernetes": &action.Kubernetes{Client: c, Mode: policy.KubeEvict},
+	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{facts.Kubernetes: &facts.KubernetesSource{Client: c}}, Teams: tm}}
+	t0 := time.Now().UTC().Truncate(time.Second)
+	var evicted []string
+	for _, m := range []int{0, 10, 20} {
+		now := t0.Add(time.Duration(m) * time.Minute)
+		var fs []finding.Finding
+		for _, p := range []string{"serving/triton-0", "lab/nb-ann", "lab/nb-ben", "lab/batch-1"} {
+			ns, name, _ := strings.Cut(p, "/")
+			f := podFinding(ns, name, now)
+			f.Team, f.User = "", "" // the telemetry knows no team
+			fs = append(fs, f)
+		}
+		c.ClearActions()
+		if _, err := e.Cycle(context.Background(), now, fs); err != nil {
+			t.Fatal(err)
+		}
+		lists := 0
+		for _, a := range c.Actions() {
+			if a.GetVerb() == "list" {
+				lists++
+			}
+		}
+		if lists != 2 {
+			t.Fatalf("cycle at +%dm: %d list calls, want 2 (pods, namespaces)", m, lists)
+		}
+		evicted = append(evicted, actiontest.Evictions(c)...)
+	}
+	sort.Strings(evicted)
+	if got := strings.Join(evicted, ","); got != "lab/batch-1,lab/nb-ann" {
+		t.Fatalf("evictions = %s, want lab/nb-ann and lab/batch-1 only", got)
+	}
+	evs, _ := lg.Events(context.Background(), audit.Filter{})
+	got := map[string][]string{}
+	for _, ev := range evs {
+		if ev.State != audit.Intended {
+			got[ev.Job] = append(got[ev.Job], ev.Tier+"/"+ev.Team+"/"+ev.Step+":"+string(ev.State))
+		}
+	}
+	want := map[string]string{
+		"serving/triton-0": "prod/search/warn:done prod/search/reclaim:skipped",
+		"lab/nb-ann":       "notebooks/research/warn:done notebooks/research/reclaim:done",
+		"lab/nb-ben":       "notebooks/research/exempt:skipped",
+		"lab/batch-1":      "low/vision/warn:done low/vision/reclaim:done",
+	}
+	for job, w := range want {
+		if g := strings.Join(got[job], " "); g != w {
+			t.Errorf("audit of %s:\n got %s\nwant %s", job, g, w)
+		}
 	}
 }

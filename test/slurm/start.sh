@@ -95,6 +95,12 @@ if [ -z "${GPUWATCH_SLURM_EPILOG:-}" ]; then
 #!/bin/sh
 GPUWATCH_JOB_MAPPING_DIR='$mapdir'
 export GPUWATCH_JOB_MAPPING_DIR
+# Tests that need the end-of-job summary write its settings here.
+if [ -r '$dir/etc/gpuwatch-slurm' ]; then
+	set -a
+	. '$dir/etc/gpuwatch-slurm'
+	set +a
+fi
 exec '$repo/deploy/slurm/epilog' "\$@"
 WRAP
 	chmod 0755 "$dir/etc/epilog"

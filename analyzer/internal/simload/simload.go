@@ -130,6 +130,9 @@ type Options struct {
 	// All keeps every family; by default only those the analyzer reads are
 	// rendered, which keeps replays of a simulated week fast.
 	All bool
+	// Extra families to render besides Read (the job view also reads energy
+	// and the jobs' CPU time).
+	Extra []*catalogue.Metric
 }
 
 // Sink receives each collection of the whole fleet.
@@ -147,7 +150,7 @@ func Replay(ctx context.Context, sc *sim.Scenario, o Options, sink Sink) (time.T
 	defer src.Close()
 	origin := src.Origin()
 	keep := map[string]bool{}
-	for _, m := range Read {
+	for _, m := range append(append([]*catalogue.Metric{}, Read...), o.Extra...) {
 		keep[m.Name] = true
 	}
 	for off := o.From; off <= o.To; off += o.Resolution {
@@ -199,7 +202,9 @@ func trim(s *source.Snapshot, keep map[string]bool) {
 		}
 	}
 	s.Processes = procs
-	s.JobCPU = nil
+	if !keep[catalogue.JobCPUSeconds.Name] {
+		s.JobCPU = nil
+	}
 }
 
 func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {

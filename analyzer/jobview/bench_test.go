@@ -1,0 +1,152 @@
+package jobview_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
+)
+
+// weekJob is one 8-GPU job running for 7 days, scraped every 30s.
+const weekJob = `
+name: week
+fleet: [{hostname: node-w, model: H100-SXM5-80GB, gpus: 8}]
+workloads:
+  - {id: "7001", user: alice, team: vision, node: node-w, gpus: [0, 1, 2, 3, 4, 5, 6, 7], start: 0s, duration: 168h, behaviour: partial_gpus, params: {idle_gpus: 3}}
+`
+
+// weekProm backfills the week into a real Prometheus (promtool) and
+// returns its URL.
+func weekProm(t testing.TB) (string, int) {
+	t.Helper()
+	testtool.Need(t, "promtool")
+	testtool.Need(t, "prometheus")
+	sc, err := sim.ParseScenario("week", []byte(weekJob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	om := simload.NewOpenMetrics(dir)
+	if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: 1, Origin: origin, From: 0, To: 168 * time.Hour,
+		Resolution: 30 * time.Second, Extra: []*catalogue.Metric{catalogue.TotalEnergy, catalogue.JobCPUSeconds}}, om.Sink); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "week.om")
+	if err := om.Close(file); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := exec.Command("promtool", "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=256h", file, data).CombinedOutput(); err != nil {
+		t.Fatalf("promtool: %v\n%s", err, out)
+	}
+	os.Remove(file)
+	cfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 30s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := testtool.FreeAddr(t)
+	cmd := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+data, "--storage.tsdb.retention.time=100y", "--web.listen-address="+addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url := "http://" + addr
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if resp, err := http.Get(url + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return url, cmd.Process.Pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("prometheus not ready")
+		}
+	}
+}
+
+func weekView(t testing.TB, url string) (*jobview.Report, time.Duration) {
+	c, err := promapi.New(url, promapi.Options{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := jobview.ParseRef("7001")
+	start := time.Now()
+	r, err := jobview.Build(context.Background(), jobview.Options{Querier: c, Now: origin.Add(8 * 24 * time.Hour)}, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, time.Since(start)
+}
+
+// cpuSeconds is the CPU time used so far by this process and by pid.
+func cpuSeconds(t testing.TB, pid int) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	own := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis; utime and stime are
+	// the 14th and 15th of the line, in clock ticks (100 per second).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return own + (ut+st)/100
+}
+
+// A 7-day, 8-GPU job answers in at most a second from a real Prometheus:
+// the CPU time the view costs, Prometheus' and ours together, is at most a
+// second (on a machine shared with other work the wall time also depends
+// on the neighbours, so it is logged, as a median of 5 full views over
+// HTTP with the default 30-day lookback, and not held to a bound).
+func TestWeekJobUnderASecond(t *testing.T) {
+	url, pid := weekProm(t)
+	weekView(t, url) // Prometheus loads the blocks' index on first use
+	var took []time.Duration
+	var cpu []float64
+	var r *jobview.Report
+	for range 5 {
+		var d time.Duration
+		c0 := cpuSeconds(t, pid)
+		r, d = weekView(t, url)
+		cpu = append(cpu, cpuSeconds(t, pid)-c0)
+		took = append(took, d)
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	sort.Float64s(cpu)
+	t.Logf("7-day 8-GPU job view from a real Prometheus: CPU median %.3fs (Prometheus and client), wall median %s (min %s, max %s)",
+		cpu[2], took[2], took[0], took[4])
+	if len(r.GPUs) != 8 || r.DurationHours < 167.9 || len(r.Findings) == 0 || r.CPU == nil || r.GPUs[0].EnergyFrom != "counter" {
+		t.Fatalf("view: %d GPUs, %.1f h, %d findings, cpu %v", len(r.GPUs), r.DurationHours, len(r.Findings), r.CPU)
+	}
+	if cpu[2] > 1 {
+		t.Errorf("a view costs %.3f CPU-seconds (median), want at most 1", cpu[2])
+	}
+}
+
+func BenchmarkWeekJob(b *testing.B) {
+	url, _ := weekProm(b)
+	weekView(b, url)
+	b.ResetTimer()
+	for range b.N {
+		weekView(b, url)
+	}
+}

@@ -1,0 +1,180 @@
+package jobview
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// JSON writes the report as indented JSON (docs/job.md describes it).
+func JSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+var bars = []rune("▁▂▃▄▅▆▇█")
+
+// Sparkline draws values scaled to top (a blank for a missing value).
+func Sparkline(vals []*float64, top float64) string {
+	var b strings.Builder
+	for _, v := range vals {
+		if v == nil {
+			b.WriteRune(' ')
+			continue
+		}
+		i := 0
+		if top > 0 {
+			i = int(math.Round(*v / top * float64(len(bars)-1)))
+		}
+		b.WriteRune(bars[min(max(i, 0), len(bars)-1)])
+	}
+	return b.String()
+}
+
+func opt(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+// Text writes the report for a terminal: the job, a line per GPU with
+// sparklines of utilization and memory, the CPU, the findings and advice.
+// Values come from the cluster's users and schedulers: they are written
+// through Clean, so a job name cannot drive the terminal.
+func Text(w io.Writer, r *Report) error {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("Job %s (%s) on %s\n", Clean(r.Job), Clean(r.Scheduler), Clean(dash(r.Hostname)))
+	p("  user %s  team %s  account %s  name %s  kind %s\n", Clean(dash(r.User)), Clean(dash(r.Team)), Clean(dash(r.Account)), Clean(dash(r.JobName)), Clean(dash(r.Kind)))
+	p("  state %s  %s → %s (%s)  %d GPU(s) %s\n", Clean(r.State), ts(r.Start), ts(r.End), hm(r.DurationHours), len(r.GPUs), Clean(strings.Join(r.Models, ", ")))
+	if r.Note != "" {
+		p("  note: %s\n", Clean(r.Note))
+	}
+	if r.NotEnoughData != "" {
+		p("\nNOT ENOUGH DATA: %s\n", Clean(r.NotEnoughData))
+	}
+	p("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tUTIL MEAN\tPEAK\tSM MEAN\tMEM PEAK\tSHARE\tPOWER\tENERGY\tUTIL\tMEMORY")
+	for _, g := range r.GPUs {
+		name := g.Index
+		if name == "" {
+			name = g.Device
+		}
+		if g.MIGProfile != "" {
+			name += " " + g.MIGProfile
+		}
+		var memTop float64
+		if g.MemTotalMiB != nil {
+			memTop = *g.MemTotalMiB
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Clean(name), opt(g.UtilMean, "%.1f%%"), opt(g.UtilPeak, "%.0f%%"),
+			opt(g.SMActiveMean, "%.2f"), opt(mib(g.MemPeakMiB), "%.1f GiB"), opt(pct(g.MemPeakShare), "%.0f%%"),
+			opt(g.PowerMeanW, "%.0f W"), opt(g.EnergyKWh, "%.2f kWh"), Sparkline(g.SparkUtil, 100), Sparkline(g.SparkMem, memTop))
+	}
+	tw.Flush()
+	if r.CPU != nil {
+		p("\nCPU: %.0f core-seconds, %.2f cores on average", r.CPU.Seconds, r.CPU.MeanCores)
+		if r.CPU.Efficiency != nil {
+			p(" of %d allocated (efficiency %.0f%%)", r.CPU.Allocated, 100**r.CPU.Efficiency)
+		}
+		p("\n")
+	}
+	p("\nTotals: %.2f GPU-hours allocated, %.2f wasted, %.2f kWh\n", r.Totals.GPUHours, r.Totals.WastedGPUHours, r.Totals.EnergyKWh)
+	if len(r.Findings) == 0 {
+		p("\nNo waste found.\n")
+	}
+	for _, f := range r.Findings {
+		p("\n%s (%s): %.2f GPU-hours, %s → %s\n", Clean(string(f.Pattern)), f.Severity, f.WastedGPUHours, ts(f.Start), ts(f.End))
+		if f.Detail != "" {
+			p("  %s\n", Clean(f.Detail))
+		}
+		if f.Advice != "" && f.Advice != f.Detail {
+			p("  advice: %s\n", Clean(f.Advice))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+//go:embed templates/job.html
+var templates embed.FS
+
+var page = template.Must(template.New("job.html").Funcs(template.FuncMap{
+	"opt": opt, "mib": mib, "deref": func(v *float64) float64 { return *v }, "pct": pct, "ts": ts, "hm": hm, "svg": svgSpark,
+}).ParseFS(templates, "templates/job.html"))
+
+// HTML writes the report as a standalone page.
+func HTML(w io.Writer, r *Report) error { return page.Execute(w, r) }
+
+// svgSpark draws a sparkline as an inline SVG polyline.
+func svgSpark(vals []*float64, top float64) template.HTML {
+	const wpx, hpx = 160.0, 24.0
+	if len(vals) == 0 || top <= 0 {
+		return ""
+	}
+	var pts []string
+	for i, v := range vals {
+		if v == nil {
+			continue
+		}
+		x := wpx * float64(i) / math.Max(1, float64(len(vals)-1))
+		y := hpx - hpx*math.Min(*v/top, 1)
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+	}
+	return template.HTML(fmt.Sprintf(`<svg width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f"><polyline fill="none" stroke="#2b6cb0" stroke-width="1.5" points="%s"/></svg>`,
+		wpx, hpx, wpx, hpx, strings.Join(pts, " "))) //nolint:gosec // numbers only
+}
+
+func mib(v *float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	g := *v / 1024
+	return &g
+}
+
+func pct(v *float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	p := *v * 100
+	return &p
+}
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func hm(h float64) string {
+	d := time.Duration(h * float64(time.Hour)).Round(time.Second)
+	return d.String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// Clean drops control characters (terminal escapes) from foreign text.
+func Clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return -1
+		}
+		return r
+	}, s)
+}

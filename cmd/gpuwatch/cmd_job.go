@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/model"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
+	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
+)
+
+func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+	cmd := app.Command("job", "Show one job's GPU use: per-GPU utilization, SM activity, memory, power and energy with sparklines, CPU efficiency, the waste found and advice. "+
+		"With --summary (from the Slurm epilog), write a compact summary into the job's AdminComment instead; `gpuwatch job` shows that summary once Prometheus no longer holds the job.")
+	var (
+		id, promURL, storage, format, cfgPath, scontrol, lookback string
+		timeout, summaryTimeout                                   time.Duration
+		summary                                                   bool
+	)
+	cmd.Arg("job", "Slurm job id (1234, 1234_5) or Kubernetes namespace/pod.").Required().StringVar(&id)
+	cmd.Flag("prometheus.url", "Prometheus-compatible API to read telemetry from (Prometheus, Thanos, Mimir, VictoriaMetrics).").StringVar(&promURL)
+	cmd.Flag("storage.path", "Embedded telemetry store to read instead (the --storage.path of `gpuwatch agent`, or its tsdb folder).").StringVar(&storage)
+	cmd.Flag("format", "Output: table (for a terminal, with sparklines), json (documented in docs/job.md) or html (a standalone page).").Default("table").EnumVar(&format, "table", "json", "html")
+	cmd.Flag("lookback", "How far back to look for the job's series.").Default("30d").StringVar(&lookback)
+	cmd.Flag("config", "Detection thresholds (YAML) for the findings; built-in defaults when empty.").StringVar(&cfgPath)
+	cmd.Flag("query.timeout", "Timeout of one query.").Default("30s").DurationVar(&timeout)
+	cmd.Flag("slurm.scontrol", "scontrol program, asked for the job's state, CPUs and AdminComment (Slurm job ids only); empty to not ask Slurm.").Default("scontrol").StringVar(&scontrol)
+	cmd.Flag("summary", "Write the job's summary into its Slurm AdminComment (scontrol update) instead of printing the view; for the epilog companion deploy/slurm/job-summary.").BoolVar(&summary)
+	cmd.Flag("summary.timeout", "Time allowed to read the figures for --summary; past it (or with Prometheus down) a short note saying so is written instead, so the epilog is never held up.").Default("10s").DurationVar(&summaryTimeout)
+	return cmd.FullCommand(), func(ctx context.Context) error {
+		logger := loggerFrom(ctx)
+		ref, err := jobview.ParseRef(id)
+		if err != nil {
+			return &cli.UsageError{Err: err}
+		}
+		back, err := model.ParseDuration(lookback)
+		if err != nil || back <= 0 {
+			return &cli.UsageError{Err: fmt.Errorf("--lookback %q: want a duration such as 30d or 12h", lookback)}
+		}
+		cfg := config.Default()
+		if cfgPath != "" {
+			if cfg, err = config.Load(cfgPath); err != nil {
+				return &cli.UsageError{Err: err}
+			}
+		}
+		if summary && (ref.Slurm == "" || scontrol == "") {
+			return &cli.UsageError{Err: errors.New("--summary needs a Slurm job id and --slurm.scontrol")}
+		}
+		q, closeQ, err := analyzercmd.OpenTelemetry(logger, promURL, storage, timeout, openEmbedded)
+		if err != nil {
+			return err
+		}
+		defer closeQ()
+		var slurm *jobview.Slurm
+		if ref.Slurm != "" && scontrol != "" {
+			if _, err := exec.LookPath(scontrol); err == nil {
+				slurm = &jobview.Slurm{Runner: action.ExecRunner{Timeout: 5 * time.Second}, Scontrol: scontrol}
+			}
+		}
+		opts := jobview.Options{Querier: q, Config: cfg, Lookback: time.Duration(back)}
+		if summary {
+			if slurm == nil {
+				return fmt.Errorf("--summary: %s not found", scontrol)
+			}
+			// The epilog waits for this: the figures get summaryTimeout,
+			// scontrol its own few seconds.
+			bctx, cancel := context.WithTimeout(ctx, summaryTimeout)
+			defer cancel()
+			return jobview.WriteSummary(bctx, ctx, slurm, opts, ref, logger)
+		}
+		var sched *jobview.Scheduler
+		if slurm != nil {
+			if sched, err = slurm.Job(ctx, ref.Slurm); err != nil {
+				logger.Debug("slurm does not say", "job", ref, "err", err)
+			}
+		}
+		opts.Scheduler = sched
+		r, err := jobview.Build(ctx, opts, ref)
+		if err != nil {
+			// Prometheus forgot the job (or is away): the summary the
+			// epilog left in AdminComment is what remains.
+			if sched == nil || sched.AdminComment == "" {
+				return err
+			}
+			dec, derr := jobview.DecodeSummary(sched.AdminComment)
+			if derr != nil {
+				return fmt.Errorf("%w; and its AdminComment: %w", err, derr)
+			}
+			logger.Info("showing the end-of-job summary from AdminComment", "reason", err)
+			r = dec
+		}
+		switch format {
+		case "json":
+			return jobview.JSON(os.Stdout, r)
+		case "html":
+			return jobview.HTML(os.Stdout, r)
+		}
+		return jobview.Text(os.Stdout, r)
+	}
+}
