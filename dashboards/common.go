@@ -51,6 +51,28 @@ func holders() string {
 		catalogue.LabelHostname, varHostname, catalogue.LabelTeam, varTeam, catalogue.LabelJob, varJob)
 }
 
+// gpus selects metric m on the chosen nodes and GPUs, on gpuwatch's data and
+// on dcgm-exporter 3.x's alike. The latter names the node label Hostname:
+// its series are selected by that label and label_replace copies it into
+// hostname, so aggregations by hostname and legends work on both.
+func gpus(m *catalogue.Metric) string { return gpusFn(m, "%s") }
+
+// gpusFn applies fn, a format with one %s for the selector (such as
+// "rate(%s[$__rate_interval])"), to m on the chosen GPUs. A range function
+// needs a plain selector inside it, so the union is taken over fn's results.
+func gpusFn(m *catalogue.Metric, fn string) string {
+	newer := fmt.Sprintf(fn, sel(m, fmt.Sprintf(`%s=~"$%s", %s="", %s=~"$%s"`,
+		catalogue.LabelHostname, varHostname, catalogue.LabelOldHost, catalogue.LabelGPU, varGPU)))
+	older := fmt.Sprintf(fn, sel(m, fmt.Sprintf(`%s=~"$%s", %s!="", %s=~"$%s"`,
+		catalogue.LabelOldHost, varHostname, catalogue.LabelOldHost, catalogue.LabelGPU, varGPU)))
+	return fmt.Sprintf(`(%s or %s)`, newer, copyOldHost(older))
+}
+
+// copyOldHost copies dcgm-exporter 3.x's Hostname label into hostname.
+func copyOldHost(expr string) string {
+	return fmt.Sprintf(`label_replace(%s, "%s", "$1", "%s", "(.+)")`, expr, catalogue.LabelHostname, catalogue.LabelOldHost)
+}
+
 // perHolder charges each holder of a device with the device's value of expr.
 func perHolder(expr string) string {
 	return fmt.Sprintf("%s * %s %s", holders(), onDevice, expr)
@@ -61,7 +83,7 @@ func perHolder(expr string) string {
 // every GPU instead of leaving holes.
 func orZero(expr string) string {
 	return fmt.Sprintf("%s or on (%s, %s) (0 * max by (%s, %s) (%s))", expr,
-		catalogue.LabelHostname, catalogue.LabelGPU, catalogue.LabelHostname, catalogue.LabelGPU, sel(catalogue.GPUTemp, hw))
+		catalogue.LabelHostname, catalogue.LabelGPU, catalogue.LabelHostname, catalogue.LabelGPU, gpus(catalogue.GPUTemp))
 }
 
 func datasource() common.DataSourceRef {
@@ -134,12 +156,14 @@ func tableOf(title, description string, w uint32, columns []string, qs ...*prome
 		}})
 }
 
-// numbered gives every panel and row a unique id, in layout order; Grafana
-// keys panel links and state on it.
-func numbered(d dashboard.Dashboard, err error) (dashboard.Dashboard, error) {
+// finish gives every panel and row a unique id, in layout order (Grafana
+// keys panel links and state on it), and makes the dashboard loadable by
+// every supported Grafana version (see compatible).
+func finish(d dashboard.Dashboard, err error) (dashboard.Dashboard, error) {
 	if err != nil {
 		return d, err
 	}
+	compatible(&d)
 	id := uint32(1)
 	for i := range d.Panels {
 		switch p := d.Panels[i]; {
@@ -166,8 +190,8 @@ func newDashboard(uid, title, description string, singleHost bool) *dashboard.Da
 		Link(dashboard.NewDashboardLinkBuilder("gpuwatch").Type(dashboard.DashboardLinkTypeDashboards).
 			Tags([]string{"gpuwatch"}).AsDropdown(true).IncludeVars(true).KeepTime(true)).
 		WithVariable(dashboard.NewDatasourceVariableBuilder(varDatasource).Label("Data source").Type("prometheus")).
-		WithVariable(labelVariable(varHostname, "Host", sel(catalogue.GPUTemp, ""), catalogue.LabelHostname, !singleHost)).
-		WithVariable(labelVariable(varGPU, "GPU", sel(catalogue.GPUTemp, fmt.Sprintf(`%s=~"$%s"`, catalogue.LabelHostname, varHostname)), catalogue.LabelGPU, true)).
+		WithVariable(hostVariable(!singleHost)).
+		WithVariable(gpuVariable()).
 		WithVariable(labelVariable(varTeam, "Team", sel(catalogue.AllocationInfo, ""), catalogue.LabelTeam, true)).
 		WithVariable(labelVariable(varJob, "Job", sel(catalogue.AllocationInfo, fmt.Sprintf(`%s=~"$%s"`, catalogue.LabelTeam, varTeam)), catalogue.LabelJob, true))
 }
@@ -176,11 +200,39 @@ func newDashboard(uid, title, description string, singleHost bool) *dashboard.Da
 // offer "All" as ".*", which also matches series without the label (a GPU
 // nobody holds).
 func labelVariable(name, label, series, labelName string, multi bool) *dashboard.QueryVariableBuilder {
-	q := fmt.Sprintf("label_values(%s, %s)", series, labelName)
+	return variable(name, label, fmt.Sprintf("label_values(%s, %s)", series, labelName), "", sortAlphabetical, multi)
+}
+
+// hostVariable lists the nodes under either label, hostname or dcgm-exporter
+// 3.x's Hostname: label_values reads one label only, so the names come from
+// a query that copies Hostname into hostname.
+func hostVariable(multi bool) *dashboard.QueryVariableBuilder {
+	q := fmt.Sprintf("query_result(count by (%s) (%s))", catalogue.LabelHostname, copyOldHost(catalogue.GPUTemp.Name))
+	return variable(varHostname, "Host", q, resultLabel(catalogue.LabelHostname), sortAlphabetical, multi)
+}
+
+// gpuVariable lists the GPUs of the chosen nodes, under either host label.
+func gpuVariable() *dashboard.QueryVariableBuilder {
+	q := fmt.Sprintf("query_result(count by (%s) (%s))", catalogue.LabelGPU, gpus(catalogue.GPUTemp))
+	// The GPU filter of gpus() is the variable itself: leave it out here.
+	q = strings.ReplaceAll(q, fmt.Sprintf(`, %s=~"$%s"`, catalogue.LabelGPU, varGPU), "")
+	return variable(varGPU, "GPU", q, resultLabel(catalogue.LabelGPU), sortNumerical, true)
+}
+
+// resultLabel is the variable regex that takes a label's value from a
+// query_result line such as {hostname="a100-01"} 8 1700000000000.
+func resultLabel(label string) string {
+	return fmt.Sprintf(`/%s="([^"]+)"/`, label)
+}
+
+func variable(name, label, q, regex string, sort dashboard.VariableSort, multi bool) *dashboard.QueryVariableBuilder {
 	v := dashboard.NewQueryVariableBuilder(name).Label(label).
 		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).Definition(q).
 		Datasource(datasource()).Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-		Sort(dashboard.VariableSortNaturalAsc)
+		Sort(sort)
+	if regex != "" {
+		v = v.Regex(regex)
+	}
 	if multi {
 		v = v.Multi(true).IncludeAll(true).AllValue(".*")
 	}

@@ -17,15 +17,30 @@ import (
 // Spec is one dashboard: the file it is written to and its builder.
 type Spec struct {
 	File  string
-	Build func() (dashboard.Dashboard, error)
+	Build func(Options) (dashboard.Dashboard, error)
 }
+
+// Options are what a site sets in its dashboards: the price of a GPU-hour,
+// the same figures as the report configuration's (default_price, prices).
+// They become editable dashboard variables.
+type Options struct {
+	// DefaultPrice applies to GPU models not in Prices.
+	DefaultPrice float64
+	// Prices per GPU-hour by model: an exact modelName or a part of it, the
+	// longest match winning.
+	Prices map[string]float64
+}
+
+// DefaultOptions are those of the committed dashboards: one price for
+// every model, to be edited in Grafana.
+var DefaultOptions = Options{DefaultPrice: 1}
 
 // All lists every dashboard gpuwatch ships, in a stable order.
 func All() []Spec {
 	return []Spec{
-		{File: "gpuwatch-fleet.json", Build: Fleet},
-		{File: "gpuwatch-node.json", Build: Node},
-		{File: "gpuwatch-waste.json", Build: Waste},
+		{File: "gpuwatch-fleet.json", Build: func(Options) (dashboard.Dashboard, error) { return Fleet() }},
+		{File: "gpuwatch-node.json", Build: func(Options) (dashboard.Dashboard, error) { return Node() }},
+		{File: "gpuwatch-waste.json", Build: func(Options) (dashboard.Dashboard, error) { return Waste() }},
 		{File: "gpuwatch-team.json", Build: Team},
 	}
 }
@@ -80,11 +95,15 @@ func unescapeHTML(b []byte) []byte {
 	return out
 }
 
-// Render builds and marshals every dashboard, keyed by file name.
-func Render() (map[string][]byte, error) {
+// Render builds and marshals every dashboard with DefaultOptions, keyed by
+// file name.
+func Render() (map[string][]byte, error) { return RenderWith(DefaultOptions) }
+
+// RenderWith builds and marshals every dashboard with opts.
+func RenderWith(opts Options) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, s := range All() {
-		d, err := s.Build()
+		d, err := s.Build(opts)
 		if err != nil {
 			return nil, fmt.Errorf("build %s: %w", s.File, err)
 		}
@@ -97,10 +116,13 @@ func Render() (map[string][]byte, error) {
 	return out, nil
 }
 
-// Write renders every dashboard into dir, creating it if needed, and returns
-// the paths written.
-func Write(dir string) ([]string, error) {
-	files, err := Render()
+// Write renders every dashboard with DefaultOptions into dir, creating it
+// if needed, and returns the paths written.
+func Write(dir string) ([]string, error) { return WriteWith(dir, DefaultOptions) }
+
+// WriteWith renders every dashboard with opts into dir.
+func WriteWith(dir string, opts Options) ([]string, error) {
+	files, err := RenderWith(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,10 @@ package dashboards
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/internal/cataloguetest"
 	"github.com/gpuwatch/gpuwatch/internal/promqltest"
+	"github.com/gpuwatch/gpuwatch/rules"
 )
 
 var update = flag.Bool("update", false, "rewrite dashboards/generated/ from the builders")
@@ -87,8 +90,10 @@ func allQueries(t *testing.T) []Query {
 	return out
 }
 
-// TestEveryMetricInCatalogue: a dashboard may only read catalogue metrics.
+// TestEveryMetricInCatalogue: a dashboard may only read catalogue metrics
+// and the shipped recording rules.
 func TestEveryMetricInCatalogue(t *testing.T) {
+	recorded := recordedRules(t)
 	for _, q := range allQueries(t) {
 		names, err := promqltest.MetricNames(q.Expr)
 		if err != nil {
@@ -98,22 +103,121 @@ func TestEveryMetricInCatalogue(t *testing.T) {
 			t.Errorf("%s / %s: no metric in %q", q.Dashboard, q.Panel, q.Expr)
 		}
 		for _, n := range names {
-			if _, ok := catalogue.Lookup(n); !ok {
-				t.Errorf("%s / %s reads %s, which is not in exporter/catalogue", q.Dashboard, q.Panel, n)
+			if _, ok := catalogue.Lookup(n); !ok && !recorded[n] {
+				t.Errorf("%s / %s reads %s, which is neither in exporter/catalogue nor a recording rule", q.Dashboard, q.Panel, n)
 			}
 		}
 	}
 }
 
-// TestHostInEveryLegend: a graph's series must say which node they are from.
+func recordedRules(t *testing.T) map[string]bool {
+	t.Helper()
+	names, err := rules.Recorded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
+}
+
+// TestEveryRecordingRuleHasAConsumer: a recording rule costs Prometheus an
+// evaluation every interval, so each must be read by a shipped alert or
+// dashboard.
+func TestEveryRecordingRuleHasAConsumer(t *testing.T) {
+	read := map[string]bool{}
+	for _, q := range allQueries(t) {
+		names, _ := promqltest.MetricNames(q.Expr)
+		for _, n := range names {
+			read[n] = true
+		}
+	}
+	f, err := rules.Load(rules.AlertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			names, err := promqltest.MetricNames(r.Expr)
+			if err != nil {
+				t.Fatalf("%s: %v", r.Alert, err)
+			}
+			for _, n := range names {
+				read[n] = true
+			}
+		}
+	}
+	for n := range recordedRules(t) {
+		if !read[n] {
+			t.Errorf("recording rule %s is read by no alert and no dashboard", n)
+		}
+	}
+}
+
+// TestHostInEveryLegend: a graph's series must say where they come from: the
+// node, or for a team-level figure the team; only a single fleet-wide series
+// may have a plain name.
 func TestHostInEveryLegend(t *testing.T) {
+	byTeam := regexp.MustCompile(`^sum by \(team\)`)
 	for _, q := range allQueries(t) {
 		if q.PanelType != "timeseries" && q.PanelType != "state-timeline" {
 			continue
 		}
-		if !strings.Contains(q.Legend, "{{hostname}}") {
-			t.Errorf("%s / %s %s: legend %q lacks {{hostname}}", q.Dashboard, q.Panel, q.RefID, q.Legend)
+		switch {
+		case strings.Contains(q.Legend, "{{hostname}}"):
+		case byTeam.MatchString(q.Expr) && strings.HasPrefix(q.Legend, "{{team}}"):
+		case strings.HasPrefix(q.Expr, "count(") && !strings.Contains(q.Legend, "{{"):
+		default:
+			t.Errorf("%s / %s %s: legend %q names neither the node nor the team", q.Dashboard, q.Panel, q.RefID, q.Legend)
 		}
+	}
+}
+
+// TestCostUsesModelPrices: per-model prices become variables, longest model
+// first, and the cost query multiplies each model's GPUs by its own.
+func TestCostUsesModelPrices(t *testing.T) {
+	files, err := RenderWith(Options{DefaultPrice: 2, Prices: map[string]float64{"H100": 4, "H100 NVL": 5.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := files["gpuwatch-team.json"]
+	vs, err := Variables(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prices := map[string]string{}
+	for _, v := range vs {
+		if v.Type == "textbox" {
+			prices[v.Name] = v.Query
+		}
+	}
+	if want := map[string]string{"price": "2", "price_1": "5.5", "price_2": "4"}; !reflect.DeepEqual(prices, want) {
+		t.Errorf("price variables %v, want %v", prices, want)
+	}
+	qs, err := Queries(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, q := range qs {
+		if q.Panel != "Cost per hour by team" {
+			continue
+		}
+		found = true
+		want := "sum by (team) ((team_modelName:gpuwatch_allocated_gpus:count{team=~\"$team\", modelName=~`.*H100 NVL.*`} * $price_1) or " +
+			"(team_modelName:gpuwatch_allocated_gpus:count{team=~\"$team\", modelName=~`.*H100.*`} * $price_2) or " +
+			"(team_modelName:gpuwatch_allocated_gpus:count{team=~\"$team\"} * $price))"
+		if q.Expr != want {
+			t.Errorf("cost query\n%s\nwant\n%s", q.Expr, want)
+		}
+		if _, err := promqltest.MetricNames(q.Expr); err != nil {
+			t.Error(err)
+		}
+	}
+	if !found {
+		t.Fatal("no cost panel")
 	}
 }
 
@@ -175,8 +279,14 @@ func TestPanelStructure(t *testing.T) {
 	}
 }
 
-var labelValues = regexp.MustCompile(`^label_values\((.+), ([a-zA-Z_]+)\)$`)
+var (
+	labelValues = regexp.MustCompile(`^label_values\((.+), ([a-zA-Z_]+)\)$`)
+	queryResult = regexp.MustCompile(`^query_result\((.+)\)$`)
+)
 
+// TestVariables: every dashboard has the same variables, each reading
+// catalogue series; a query_result variable extracts the label it is named
+// after.
 func TestVariables(t *testing.T) {
 	want := []string{varDatasource, varHostname, varGPU, varTeam, varJob}
 	for name, data := range rendered(t) {
@@ -187,20 +297,32 @@ func TestVariables(t *testing.T) {
 		var got []string
 		for _, v := range vs {
 			got = append(got, v.Name)
-			if v.Type == "query" {
-				m := labelValues.FindStringSubmatch(v.Query)
-				if m == nil {
-					t.Errorf("%s: variable %s query %q is not label_values(series, label)", name, v.Name, v.Query)
-					continue
+			if v.Type != "query" {
+				continue
+			}
+			var expr string
+			if m := labelValues.FindStringSubmatch(v.Query); m != nil {
+				expr = m[1]
+			} else if m := queryResult.FindStringSubmatch(v.Query); m != nil {
+				expr = m[1]
+				if v.Regex != fmt.Sprintf(`/%s="([^"]+)"/`, v.Name) {
+					t.Errorf("%s: variable %s regex %q does not extract label %s", name, v.Name, v.Regex, v.Name)
 				}
-				names, err := promqltest.MetricNames(m[1])
-				if _, ok := catalogue.Lookup(strings.Join(names, "")); err != nil || len(names) != 1 || !ok {
-					t.Errorf("%s: variable %s query %q: names %v, %v", name, v.Name, v.Query, names, err)
-				}
+			} else {
+				t.Errorf("%s: variable %s query %q is neither label_values nor query_result", name, v.Name, v.Query)
+				continue
+			}
+			names, err := promqltest.MetricNames(expr)
+			if _, ok := catalogue.Lookup(strings.Join(names, "")); err != nil || len(names) != 1 || !ok {
+				t.Errorf("%s: variable %s query %q: names %v, %v", name, v.Name, v.Query, names, err)
 			}
 		}
-		if strings.Join(got, ",") != strings.Join(want, ",") {
-			t.Errorf("%s: variables %v, want %v", name, got, want)
+		w := want
+		if name == "gpuwatch-team.json" {
+			w = append(append([]string{}, want...), varPrice)
+		}
+		if strings.Join(got, ",") != strings.Join(w, ",") {
+			t.Errorf("%s: variables %v, want %v", name, got, w)
 		}
 	}
 }
@@ -291,6 +413,28 @@ func TestNamesComeFromCatalogue(t *testing.T) {
 	for name, data := range files {
 		if lit := cataloguetest.Literals(data, originals); len(lit) > 0 {
 			t.Errorf("%s spells catalogue names as literals instead of reading the catalogue: %v", name, lit)
+		}
+	}
+}
+
+// TestCountersAsRates: no graph plots a counter's raw total, which only says
+// how long the exporter has run; rates and increases say what happens. (A
+// health table may show a current count: any non-zero is the news there.)
+func TestCountersAsRates(t *testing.T) {
+	isCounter := func(n string) bool {
+		m, ok := catalogue.Lookup(n)
+		return ok && m.Type == catalogue.Counter
+	}
+	for _, q := range allQueries(t) {
+		if q.PanelType != "timeseries" && q.PanelType != "state-timeline" {
+			continue
+		}
+		raw, err := promqltest.OutsideRange(q.Expr, isCounter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(raw) > 0 {
+			t.Errorf("%s / %s %s plots counters as raw totals: %v", q.Dashboard, q.Panel, q.RefID, raw)
 		}
 	}
 }

@@ -29,17 +29,17 @@ func Node() (dashboard.Dashboard, error) {
 		"Every metric of the selected GPUs of one node, clock-event reasons, processes and XIDs.", true).
 		WithRow(row("Clock-event reasons")).
 		WithPanel(timeline("Clock-event reasons", fmt.Sprintf("One lane per active reason (%s).", c.ClockEventActive.Name),
-			query(fmt.Sprintf("%s == 1", sel(c.ClockEventActive, hw)), gpuLegend+" {{reason}}"))).
+			query(fmt.Sprintf("%s == 1", gpus(c.ClockEventActive)), gpuLegend+" {{reason}}"))).
 		WithPanel(timeline("Clock-event reasons (from the bitmask)", fmt.Sprintf("The same reasons decoded from %s, so it also works on dcgm-exporter's data: bit n is floor(x / 2^n) %% 2.", c.ClockEvents.Name),
 			bitQueries()...)).
 		WithRow(row("Processes and XIDs")).
 		WithPanel(timeSeries("GPU memory per process", "Memory each process holds on the GPU, with its command, user and job.", "bytes", 12,
-			query(sel(c.ProcessMemory, hw), gpuLegend+" pid {{pid}} {{command}} {{user}} {{job_id}}"))).
-		WithPanel(timeSeries("XID errors", fmt.Sprintf("XID errors since the exporter started, by code (%s), and the last XID (%s, dcgm-exporter).", c.XIDErrors.Name, c.XIDLast.Name), "short", 12,
-			query(sel(c.XIDErrors, hw), gpuLegend+" XID {{xid}}"),
-			query(sel(c.XIDLast, hw), gpuLegend+" last XID"))).
+			query(gpus(c.ProcessMemory), gpuLegend+" pid {{pid}} {{command}} {{user}} {{job_id}}"))).
+		WithPanel(timeSeries("XID errors", fmt.Sprintf("XID errors per second by code (rate of %s), and the last XID (%s, dcgm-exporter).", c.XIDErrors.Name, c.XIDLast.Name), "short", 12,
+			query(gpusFn(c.XIDErrors, "rate(%s[$__rate_interval])"), gpuLegend+" XID {{xid}}"),
+			query(gpus(c.XIDLast), gpuLegend+" last XID"))).
 		WithPanel(tableOf("XID history", "XIDs per GPU and code over the dashboard's time range.", 24, []string{"XIDs in range"},
-			instant(fmt.Sprintf("sum by (hostname, gpu, xid) (increase(%s[$__range]))", sel(c.XIDErrors, hw))))).
+			instant(fmt.Sprintf("sum by (hostname, gpu, xid) (%s)", gpusFn(c.XIDErrors, "increase(%s[$__range])"))))).
 		WithRow(row("Every metric"))
 	for _, m := range c.All() {
 		if !m.PerGPU || special[m] || (m.Origin != c.OriginNVML && m.Origin != c.OriginGPM) {
@@ -47,31 +47,38 @@ func Node() (dashboard.Dashboard, error) {
 		}
 		b = b.WithPanel(metricPanel(m))
 	}
-	return numbered(b.Build())
+	return finish(b.Build())
 }
 
-// metricPanel plots one catalogue metric per GPU. Energy and violation time
-// are counters whose rate means something (watts, share of time throttled);
-// error counters are shown as totals, where a step is the event.
+// metricPanel plots one catalogue metric per GPU. Counters are plotted as
+// rates, since a raw total says nothing about now: energy as watts, violation
+// time as the share of time throttled, error counters as events per second.
 func metricPanel(m *c.Metric) *timeseries.PanelBuilder {
-	expr, unit := sel(m, hw), unitOf(m)
-	switch {
-	case m.Type == c.Counter && m.Unit == "mJ":
-		expr, unit = fmt.Sprintf("rate(%s[$__rate_interval]) / 1000", expr), "watt"
-	case m.Type == c.Counter && m.Unit == "ns":
-		expr, unit = fmt.Sprintf("rate(%s[$__rate_interval]) / 1e9", expr), "percentunit"
+	expr, unit := gpus(m), unitOf(m)
+	title := m.Name
+	if m.Type == c.Counter {
+		rate := gpusFn(m, "rate(%s[$__rate_interval])")
+		switch m.Unit {
+		case "mJ":
+			expr, unit = rate+" / 1000", "watt"
+		case "ns":
+			expr, unit = rate+" / 1e9", "percentunit"
+		default:
+			expr, unit = rate, "cps"
+		}
+		title = "rate(" + m.Name + ")"
 	}
 	legend := gpuLegend
 	for _, l := range m.Labels {
 		legend += " {{" + l + "}}"
 	}
-	return timeSeries(m.Name, m.Help, unit, 8, query(expr, legend))
+	return timeSeries(title, m.Help, unit, 8, query(expr, legend))
 }
 
 func bitQueries() []*prometheus.DataqueryBuilder {
 	var qs []*prometheus.DataqueryBuilder
 	for _, r := range c.ClockEventReasons {
-		qs = append(qs, query(rules.ClockBit(sel(c.ClockEvents, hw), r.Name), gpuLegend+" "+r.Name))
+		qs = append(qs, query(rules.ClockBit(gpus(c.ClockEvents), r.Name), gpuLegend+" "+r.Name))
 	}
 	return qs
 }

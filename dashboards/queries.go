@@ -18,9 +18,10 @@ type Query struct {
 
 // Variable is one template variable of a generated dashboard.
 type Variable struct {
-	Name, Type, Query string
-	Multi, IncludeAll bool
-	AllValue          string
+	Name, Type, Query, Regex string
+	Sort                     int
+	Multi, IncludeAll        bool
+	AllValue                 string
 }
 
 // jsonDashboard is the part of a dashboard's JSON the walkers read.
@@ -32,6 +33,8 @@ type jsonDashboard struct {
 			Name       string `json:"name"`
 			Type       string `json:"type"`
 			Query      any    `json:"query"`
+			Regex      string `json:"regex"`
+			Sort       int    `json:"sort"`
 			Multi      bool   `json:"multi"`
 			IncludeAll bool   `json:"includeAll"`
 			AllValue   string `json:"allValue"`
@@ -100,7 +103,7 @@ func Variables(data []byte) ([]Variable, error) {
 	var out []Variable
 	for _, v := range d.Templ.List {
 		q, _ := v.Query.(string)
-		out = append(out, Variable{Name: v.Name, Type: v.Type, Query: q, Multi: v.Multi, IncludeAll: v.IncludeAll, AllValue: v.AllValue})
+		out = append(out, Variable{Name: v.Name, Type: v.Type, Query: q, Regex: v.Regex, Sort: v.Sort, Multi: v.Multi, IncludeAll: v.IncludeAll, AllValue: v.AllValue})
 	}
 	return out, nil
 }

@@ -17,7 +17,7 @@ func Waste() (dashboard.Dashboard, error) {
 	host := fmt.Sprintf(`%s=~"$%s"`, c.LabelHostname, varHostname)
 	wasted := sel(c.AnalyzerWastedGPUSeconds, team)
 	idle := fmt.Sprintf("(max_over_time(%s[10m]) == 0)", sel(c.GPUUtil, hw))
-	return numbered(newDashboard("gpuwatch-waste", "gpuwatch / Waste and reclamation",
+	return finish(newDashboard("gpuwatch-waste", "gpuwatch / Waste and reclamation",
 		"GPU-hours wasted by pattern and team, open findings, actions taken and the most wasteful jobs.", false).
 		WithRow(row("Summary")).
 		WithPanel(singleStat("Wasted GPU-hours in range", "GPU-hours the analyzer classified as wasted over the dashboard's time range.", "h",

@@ -84,12 +84,12 @@ func alertGroups() []Group {
 				"GPU lost "+onGPUText,
 				"The GPU did not answer the exporter for a minute (lost, or fell off the bus). Jobs on it have failed; the node needs a GPU reset or a reboot."),
 			alert("GPUMissing", fmt.Sprintf(`(
-  group by (instance, job, %s, %s, %s, %s) (%s)
+  group by (instance, job, %s, %s, %s, %s, %s) (%s)
     unless on (instance, %s) %s
     unless on (instance, %s) (%s == 0)
 )
 and on (instance) (up == 1)`,
-				c.LabelHostname, c.LabelGPU, c.LabelUUID, c.LabelModelName, lastOver(c.GPUTemp, "1h"),
+				c.LabelHostname, c.LabelOldHost, c.LabelGPU, c.LabelUUID, c.LabelModelName, lastOver(c.GPUTemp, "1h"),
 				c.LabelUUID, c.GPUTemp.Name, c.LabelUUID, c.GPUUp.Name),
 				"5m", "critical",
 				"GPU missing from {{ $labels.hostname }} GPU {{ $labels.gpu }} ({{ $labels.UUID }})",

@@ -2,9 +2,16 @@ package rules
 
 import (
 	"fmt"
+	"time"
+
+	"github.com/prometheus/common/model"
 
 	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
 )
+
+// PoolingInterval is the evaluation interval of the pooling rules: a sum of
+// their samples over a range times this interval is GPU-time.
+const PoolingInterval = 30 * time.Second
 
 // BusyUtil is the GPU utilization (%) above which a held GPU counts as used
 // in the pooling rules and the dashboards.
@@ -36,9 +43,14 @@ func recordingGroups() []Group {
 	team.Comment = "One team per GPU, for labelling alerts: topk keeps a single holder of a\nshared GPU, so the alert join stays one-to-one."
 
 	// held is one series per (team, GPU or MIG instance): a GPU shared by two
-	// jobs of one team counts once for that team.
-	held := fmt.Sprintf("group by (%s, %s, %s, %s, %s) (%s)",
-		c.LabelTeam, c.LabelModelName, c.LabelHostname, c.LabelUUID, c.LabelGIID, c.AllocationInfo.Name)
+	// jobs of one team counts once for that team. The model comes from the
+	// device's temperature series (the allocation series does not carry it);
+	// a held GPU without one still counts, with no model.
+	holders := fmt.Sprintf("group by (%s, %s, %s, %s) (%s)",
+		c.LabelTeam, c.LabelHostname, c.LabelUUID, c.LabelGIID, c.AllocationInfo.Name)
+	held := fmt.Sprintf("(\n    %s\n      * on (%s, %s) group_left (%s) group by (%s, %s, %s) (%s)\n    or on (%s, %s, %s, %s) %s\n  )",
+		holders, c.LabelHostname, c.LabelUUID, c.LabelModelName, c.LabelHostname, c.LabelUUID, c.LabelModelName, c.GPUTemp.Name,
+		c.LabelTeam, c.LabelHostname, c.LabelUUID, c.LabelGIID, holders)
 	onDevice := fmt.Sprintf("on (%s, %s, %s)", c.LabelHostname, c.LabelUUID, c.LabelGIID)
 	byTeam := fmt.Sprintf("count by (%s, %s)", c.LabelTeam, c.LabelModelName)
 	alloc, used, idle := AllocatedGPUs, UsedGPUs, IdleGPUs
@@ -49,6 +61,6 @@ func recordingGroups() []Group {
 		"so per-team figures join the GPU series to it."
 	return []Group{
 		{Name: "gpuwatch-alerts.rules", Interval: "30s", Rules: []Rule{team}},
-		{Name: "gpuwatch-pooling.rules", Interval: "30s", Rules: []Rule{alloc, used, idle}},
+		{Name: "gpuwatch-pooling.rules", Interval: model.Duration(PoolingInterval).String(), Rules: []Rule{alloc, used, idle}},
 	}
 }

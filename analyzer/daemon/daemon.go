@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/cronspec"
 )
 
 // Source yields each cycle's findings (the analyzer engine, or a replay).
@@ -192,6 +193,9 @@ func (d *Daemon) HealthHandler() http.Handler {
 // ValidateSpec reports whether spec is a schedule Run accepts.
 func ValidateSpec(spec string) error {
 	if _, err := cron.ParseStandard(spec); err != nil {
+		return fmt.Errorf("schedule %q: %w", spec, err)
+	}
+	if err := cronspec.CheckEvery(spec); err != nil {
 		return fmt.Errorf("schedule %q: %w", spec, err)
 	}
 	return nil

@@ -103,6 +103,10 @@ type Demo struct {
 	seen *engine.Metrics
 }
 
+// MaxLength bounds the simulated span: eight weeks simulate in minutes,
+// a century would run for hours.
+const MaxLength = 8 * 7 * 24 * time.Hour
+
 // New validates the options and prepares the output folder: the files a
 // previous demo left there are removed (only those: tsdb/, gpuwatch.db,
 // reports/, dashboards/, findings.json, audit.json), so that the store's

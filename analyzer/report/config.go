@@ -15,6 +15,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/cronspec"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 )
 
@@ -173,10 +174,14 @@ func (c *Config) validate(name string, root *yaml.Node) error {
 	parser := cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	if _, err := parser.Parse(c.Schedule); err != nil {
 		bad("schedule", "%q: %v", c.Schedule, err)
+	} else if err := cronspec.CheckEvery(c.Schedule); err != nil {
+		bad("schedule", "%v", err)
 	}
 	if c.DigestSchedule != "" {
 		if _, err := parser.Parse(c.DigestSchedule); err != nil {
 			bad("digest_schedule", "%q: %v", c.DigestSchedule, err)
+		} else if err := cronspec.CheckEvery(c.DigestSchedule); err != nil {
+			bad("digest_schedule", "%v", err)
 		}
 	}
 	for m, p := range c.Prices {

@@ -43,6 +43,9 @@ func ParseWeek(s string, loc *time.Location) (Period, error) {
 	if n, err := fmt.Sscanf(s, "%4d-W%2d", &y, &w); err != nil || n != 2 || len(s) != 8 {
 		return Period{}, fmt.Errorf("week %q: want YYYY-Www, e.g. 2026-W47", s)
 	}
+	if y < MinYear {
+		return Period{}, fmt.Errorf("week %q: year %d is before %d", s, y, MinYear)
+	}
 	// Week 1 is the week with January 4th in it.
 	p := WeekOf(time.Date(y, time.January, 4+7*(w-1), 12, 0, 0, 0, loc), loc)
 	if w < 1 || p.Label != s {
@@ -51,9 +54,16 @@ func ParseWeek(s string, loc *time.Location) (Period, error) {
 	return p, nil
 }
 
+// MinYear is the first year a report may cover: gpuwatch has no telemetry
+// from before Unix time, and year 0 is a typo, not a request.
+const MinYear = 1970
+
 // ParsePeriod accepts an ISO week or a date (a daily digest).
 func ParsePeriod(s string, loc *time.Location) (Period, error) {
 	if t, err := time.ParseInLocation("2006-01-02", s, loc); err == nil {
+		if t.Year() < MinYear {
+			return Period{}, fmt.Errorf("date %q: year %d is before %d", s, t.Year(), MinYear)
+		}
 		return DayOf(t, loc), nil
 	}
 	return ParseWeek(s, loc)

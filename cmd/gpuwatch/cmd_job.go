@@ -16,6 +16,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
 func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -31,7 +32,8 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 	cmd.Flag("storage.path", "Embedded telemetry store to read instead (the --storage.path of `gpuwatch agent`, or its tsdb folder).").StringVar(&storage)
 	cmd.Flag("format", "Output: table (for a terminal, with sparklines), json (documented in docs/job.md) or html (a standalone page).").Default("table").EnumVar(&format, "table", "json", "html")
 	cmd.Flag("lookback", "How far back to look for the job's series.").Default("30d").StringVar(&lookback)
-	cmd.Flag("config", "Detection thresholds (YAML) for the findings; built-in defaults when empty.").StringVar(&cfgPath)
+	cmd.Flag("analyzer.config", "Detection thresholds (YAML) for the findings; built-in defaults when empty.").StringVar(&cfgPath)
+	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
 	cmd.Flag("query.timeout", "Timeout of one query.").Default("30s").DurationVar(&timeout)
 	cmd.Flag("slurm.scontrol", "scontrol program, asked for the job's state, CPUs and AdminComment (Slurm job ids only); empty to not ask Slurm.").Default("scontrol").StringVar(&scontrol)
 	cmd.Flag("summary", "Write the job's summary into its Slurm AdminComment (scontrol update) instead of printing the view; for the epilog companion deploy/slurm/job-summary.").BoolVar(&summary)

@@ -2,11 +2,17 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/alecthomas/kingpin/v2"
 )
+
+// examplePolicy is the shipped example, a valid policy.
+var examplePolicy = filepath.Join("..", "..", "deploy", "examples", "policy.yaml")
 
 func TestExitCodesAndMessages(t *testing.T) {
 	dir := t.TempDir()
@@ -34,6 +40,14 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"bad scenario", []string{"exporter", "--source=sim", "--sim.scenario=" + badScenario, "--web.listen-address=127.0.0.1:0"}, 2, []string{"scenario.yaml", "3", "not_a_key"}},
 		{"unknown sim node", []string{"exporter", "--source=sim", "--sim.node=nope", "--web.listen-address=127.0.0.1:0"}, 2, []string{"--sim.node", "nope"}},
 		{"scenario without sim", []string{"exporter", "--sim.scenario=" + badScenario}, 2, []string{"--source=sim"}},
+		{"@every 0s", []string{"analyzer", "--policy.file", examplePolicy, "--storage.path", filepath.Join(dir, "a.db"), "--schedule", "@every 0s"}, 2, []string{"--schedule", "at least 1s"}},
+		{"@every -1s", []string{"analyzer", "--policy.file", examplePolicy, "--storage.path", filepath.Join(dir, "a.db"), "--schedule=@every -1s"}, 2, []string{"--schedule", "at least 1s"}},
+		{"negative command timeout", []string{"analyzer", "--policy.file", examplePolicy, "--command.timeout=-1s"}, 2, []string{"--command.timeout must be positive"}},
+		{"negative retention", []string{"agent", "--storage.retention=-1h"}, 2, []string{"--storage.retention"}},
+		{"zero store interval", []string{"agent", "--storage.interval=0s"}, 2, []string{"--storage.interval must be at least 1s"}},
+		{"year zero", []string{"report", "--week=0000-W01"}, 2, []string{"--week", "before 1970"}},
+		{"negative limit", []string{"audit", "--limit=-1"}, 2, []string{"--limit"}},
+		{"a century of demo", []string{"demo", "--length=876000h"}, 2, []string{"--length", "at most"}},
 		{"unknown command", []string{"frobnicate"}, 2, []string{"frobnicate"}},
 		{"no command", nil, 2, []string{"usage: gpuwatch"}},
 		{"help", []string{"exporter", "--help"}, 0, []string{"--collect-interval"}},
@@ -79,4 +93,48 @@ func TestCLIDocCurrent(t *testing.T) {
 		return
 	}
 	t.Errorf("%s is out of date; run UPDATE_DOCS=1 go test ./cmd/gpuwatch", path)
+}
+
+// TestOldSpellingsHidden: every retired flag name is hidden and its current
+// spelling is shown, so --help teaches one spelling per flag.
+func TestOldSpellingsHidden(t *testing.T) {
+	app := newApp(io.Discard)
+	tests := []struct{ command, old, current string }{
+		{"analyze", "config", "analyzer.config"},
+		{"job", "config", "analyzer.config"},
+		{"agent", "config", "analyzer.config"},
+		{"check-config", "config", "analyzer.config"},
+		{"check-config", "policy", "policy.file"},
+		{"report", "config", "report.config"},
+		{"demo", "seed", "sim.seed"},
+		{"demo", "scenario", "sim.scenario"},
+	}
+	for _, tc := range tests {
+		cmd := app.GetCommand(tc.command)
+		if cmd == nil {
+			t.Fatalf("no command %s", tc.command)
+		}
+		flags := map[string]*kingpin.FlagModel{}
+		for _, f := range cmd.Model().Flags {
+			flags[f.Name] = f
+		}
+		if f := flags[tc.old]; f == nil || !f.Hidden {
+			t.Errorf("%s --%s: want a hidden alias, got %+v", tc.command, tc.old, f)
+		}
+		if f := flags[tc.current]; f == nil || f.Hidden {
+			t.Errorf("%s --%s: want a shown flag, got %+v", tc.command, tc.current, f)
+		}
+	}
+	// The same option must not be spelled two ways across commands.
+	retired := map[string]bool{}
+	for _, tc := range tests {
+		retired[tc.old] = true
+	}
+	for _, c := range app.Model().Commands {
+		for _, f := range c.Flags {
+			if !f.Hidden && retired[f.Name] {
+				t.Errorf("%s shows the retired spelling --%s (see the table above for the current one)", c.FullCommand, f.Name)
+			}
+		}
+	}
 }

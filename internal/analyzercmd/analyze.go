@@ -27,7 +27,8 @@ func analyze(app *kingpin.Application, open OpenStore) (string, func(ctx context
 	var format, cfgPath string
 	tf := RegisterTelemetryFlags(cmd, open)
 	cmd.Flag("format", "Output: table (aligned, for people) or json ({\"findings\": [...]}).").Default("table").EnumVar(&format, "table", "json")
-	cmd.Flag("config", "Detection thresholds (YAML); built-in defaults when empty.").StringVar(&cfgPath)
+	cmd.Flag("analyzer.config", "Detection thresholds (YAML); built-in defaults when empty.").StringVar(&cfgPath)
+	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		logger := command.LoggerFrom(ctx)
 		f, t, err := tf.Window(time.Now())

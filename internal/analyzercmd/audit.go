@@ -21,6 +21,12 @@ func Audit(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	limit := cmd.Flag("limit", "At most this many (newest) events; all when 0.").Default("0").Int()
 	format := cmd.Flag("format", "Output format: table or json.").Default("table").Enum("table", "json")
 	return cmd.FullCommand(), func(ctx context.Context) error {
+		if *limit < 0 {
+			return &cli.UsageError{Err: fmt.Errorf("--limit must be 0 (all) or more, got %d", *limit)}
+		}
+		if *since < 0 {
+			return &cli.UsageError{Err: fmt.Errorf("--since must not be negative, got %s", *since)}
+		}
 		if _, err := os.Stat(*storage); err != nil {
 			return &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
 		}

@@ -11,15 +11,20 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
 func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("check-config", "Validate a reclamation policy and analyzer thresholds; errors name the key and line (exit 2). For a policy, print the effective policy (each tier, its match, each rule's steps with the effective dry-run and reclaim) and warn about risky choices, such as a catch-all tier that reclaims.")
-	pol := cmd.Flag("policy", "Reclamation policy file (YAML) to check.").String()
-	cfg := cmd.Flag("config", "Analyzer thresholds file (YAML) to check.").String()
+	var polFile, cfgFile string
+	pol, cfg := &polFile, &cfgFile
+	cmd.Flag("policy.file", "Reclamation policy file (YAML) to check.").StringVar(pol)
+	command.OldSpelling(cmd, "policy", "policy.file").StringVar(pol)
+	cmd.Flag("analyzer.config", "Analyzer thresholds file (YAML) to check.").StringVar(cfg)
+	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(cfg)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if *pol == "" && *cfg == "" {
-			return &cli.UsageError{Err: errors.New("nothing to check: give --policy and/or --config")}
+			return &cli.UsageError{Err: errors.New("nothing to check: give --policy.file and/or --analyzer.config")}
 		}
 		var errs []error
 		if *pol != "" {

@@ -17,7 +17,10 @@ import (
 func Report(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("report", "Preview a waste report from the store without sending it: a team's weekly report, or the fleet's with --team unset.")
 	storage := cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite) the analyzer writes.").Default("gpuwatch.db").String()
-	config := cmd.Flag("config", "Report configuration file (YAML): time zone, prices, Grafana URL, teams. Optional for a preview.").String()
+	var configFile string
+	config := &configFile
+	cmd.Flag("report.config", "Report configuration file (YAML): time zone, prices, Grafana URL, teams. Optional for a preview.").StringVar(config)
+	command.OldSpelling(cmd, "config", "report.config").StringVar(config)
 	team := cmd.Flag("team", "Team to report on; empty for the fleet (administrators') report.").String()
 	week := cmd.Flag("week", "ISO week to report on, e.g. 2026-W47 (default: the last full week); a date (2026-11-28) gives a daily digest.").String()
 	format := cmd.Flag("format", "Output format: html (charts embedded), text or json.").Default("html").Enum("html", "text", "json")

@@ -36,6 +36,9 @@ type App struct {
 // New builds the command line of the binary name with the given subcommands.
 // Usage and errors go to stderr.
 func New(name, help string, stderr io.Writer, commands ...Command) *App {
+	// An argument starting with @ is a value ("@every 1h" is a schedule),
+	// never a file of arguments to read.
+	kingpin.EnableFileExpansion = false
 	app := kingpin.New(name, help)
 	app.Version(buildinfo.Print(name))
 	app.HelpFlag.Short('h')

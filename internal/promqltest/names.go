@@ -66,3 +66,29 @@ func MetricNames(expr string) ([]string, error) {
 	sort.Strings(out)
 	return out, nil
 }
+
+// OutsideRange returns the names of metrics in want that expr reads as plain
+// instant vectors, not under a range (rate, increase, *_over_time): for a
+// counter, a raw total where a rate was meant.
+func OutsideRange(expr string, want func(name string) bool) ([]string, error) {
+	e, err := promQL.ParseExpr(Substitute(expr))
+	if err != nil {
+		return nil, fmt.Errorf("parse %q: %w", expr, err)
+	}
+	var out []string
+	parser.Inspect(e, func(n parser.Node, path []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok || !want(vs.Name) {
+			return nil
+		}
+		for _, p := range path {
+			if _, ok := p.(*parser.MatrixSelector); ok {
+				return nil
+			}
+		}
+		out = append(out, vs.Name)
+		return nil
+	})
+	sort.Strings(out)
+	return out, nil
+}

@@ -36,3 +36,26 @@ func TestMetricNames(t *testing.T) {
 		}
 	}
 }
+
+func TestOutsideRange(t *testing.T) {
+	isCounter := func(n string) bool { return n == "c" }
+	tests := []struct {
+		expr string
+		want []string
+	}{
+		{`rate(c[5m])`, nil},
+		{`sum(increase(c{a="1"}[$__range])) / 3600`, nil},
+		{`c + rate(c[5m])`, []string{"c"}},
+		{`g * 2`, nil},
+		{`label_replace(c, "a", "$1", "b", "(.+)")`, []string{"c"}},
+	}
+	for _, tc := range tests {
+		got, err := OutsideRange(tc.expr, isCounter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("OutsideRange(%q) = %v, want %v", tc.expr, got, tc.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -32,7 +33,8 @@ const (
 	scenario = "exporter/sim/scenarios/throttling-xid.yaml"
 	host     = "gpu-node-01" // the scenario's only node
 	// dcgmHost and dcgmInstance label a second scrape of the same exporter
-	// with every gpuwatch_* series dropped: what a stock dcgm-exporter serves.
+	// with every gpuwatch_* series dropped and the node in Hostname: what a
+	// stock dcgm-exporter 3.x serves.
 	dcgmHost     = "dcgm-node"
 	dcgmInstance = "dcgm-node:9400"
 	// shortFor replaces every alert's `for:` so the test finishes in minutes;
@@ -168,6 +170,10 @@ func TestAlertsEndToEnd(t *testing.T) {
 
 	t.Run("every dashboard query returns data", func(t *testing.T) {
 		walkDashboards(t, root, prom)
+	})
+
+	t.Run("cost per team uses each model's price", func(t *testing.T) {
+		checkCost(t, prom)
 	})
 
 	t.Run("NVIDIA dashboard 12239 queries return data", func(t *testing.T) {
@@ -333,7 +339,9 @@ func writePrometheusConfig(t *testing.T, root, dir, exporterAddr, amAddr string)
 				"relabel_configs": []any{map[string]any{"target_label": "instance", "replacement": dcgmInstance}},
 				"metric_relabel_configs": []any{
 					map[string]any{"source_labels": []string{"__name__"}, "regex": "gpuwatch_.*", "action": "drop"},
-					map[string]any{"source_labels": []string{catalogue.LabelHostname}, "regex": ".+", "target_label": catalogue.LabelHostname, "replacement": dcgmHost},
+					// dcgm-exporter 3.x names the node label Hostname.
+					map[string]any{"source_labels": []string{catalogue.LabelHostname}, "regex": ".+", "target_label": catalogue.LabelOldHost, "replacement": dcgmHost},
+					map[string]any{"regex": catalogue.LabelHostname, "action": "labeldrop"},
 				},
 			},
 		},
@@ -449,11 +457,20 @@ func (h *webhook) find(hostname, alert, gpu string) []receivedAlert {
 	defer h.mu.Unlock()
 	var out []receivedAlert
 	for _, a := range h.alerts {
-		if a.Labels["alertname"] == alert && a.Labels[catalogue.LabelGPU] == gpu && a.Labels[catalogue.LabelHostname] == hostname {
+		if a.Labels["alertname"] == alert && a.Labels[catalogue.LabelGPU] == gpu && hostOf(a.Labels) == hostname {
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// hostOf is the node of an alert: hostname, or Hostname on dcgm-exporter
+// 3.x's data.
+func hostOf(labels map[string]string) string {
+	if h := labels[catalogue.LabelHostname]; h != "" {
+		return h
+	}
+	return labels[catalogue.LabelOldHost]
 }
 
 func (h *webhook) summary() string {
@@ -461,7 +478,7 @@ func (h *webhook) summary() string {
 	defer h.mu.Unlock()
 	seen := map[string]bool{}
 	for _, a := range h.alerts {
-		seen[fmt.Sprintf("%s:%s/%s(team=%s)->%s", a.Labels[catalogue.LabelHostname], a.Labels["alertname"], a.Labels[catalogue.LabelGPU], a.Labels[catalogue.LabelTeam], a.receiver)] = true
+		seen[fmt.Sprintf("%s:%s/%s(team=%s)->%s", hostOf(a.Labels), a.Labels["alertname"], a.Labels[catalogue.LabelGPU], a.Labels[catalogue.LabelTeam], a.receiver)] = true
 	}
 	var out []string
 	for k := range seen {
@@ -548,18 +565,6 @@ func (p *promClient) series(expr string, instant bool) (int, error) {
 	return len(res), err
 }
 
-func (p *promClient) labelValues(label, match string) ([]string, error) {
-	r, err := p.get("/api/v1/label/"+label+"/values", url.Values{"match[]": {match}})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	if err := json.Unmarshal(r.Data, &out); err != nil {
-		return nil, fmt.Errorf("decode label values: %w", err)
-	}
-	return out, nil
-}
-
 // firing lists alerts firing in Prometheus as alertname/gpu.
 func (p *promClient) firing(t *testing.T) string {
 	r, err := p.get("/api/v1/query", url.Values{"query": {`ALERTS{alertstate="firing"}`}})
@@ -576,7 +581,7 @@ func (p *promClient) firing(t *testing.T) string {
 			Metric map[string]string `json:"metric"`
 		}
 		if json.Unmarshal(raw, &s) == nil {
-			out = append(out, s.Metric["alertname"]+"/"+s.Metric[catalogue.LabelGPU]+"@"+s.Metric[catalogue.LabelHostname])
+			out = append(out, s.Metric["alertname"]+"/"+s.Metric[catalogue.LabelGPU]+"@"+hostOf(s.Metric))
 		}
 	}
 	sort.Strings(out)
@@ -589,7 +594,7 @@ func (p *promClient) firing(t *testing.T) string {
 // $instance, every value (".*") for the multi-value ones, and short windows
 // for the interval macros (the test has a few minutes of data).
 func fill(expr string, vars map[string]string) string {
-	r := strings.NewReplacer("$__rate_interval", "30s", "$__range", "2m", "$__interval", "5s")
+	r := strings.NewReplacer("$__rate_interval", "30s", "$__range_s", "120", "$__range", "2m", "$__interval", "5s")
 	expr = r.Replace(expr)
 	// Longest names first, so $job never eats into $job_id-like names.
 	names := make([]string, 0, len(vars))
@@ -638,12 +643,14 @@ func dcgmOnly(expr string) bool {
 // walkDashboards runs every query with the gpuwatch node selected, then every
 // hardware query (dcgm-exporter metrics only) with the stock-dcgm node.
 func walkDashboards(t *testing.T, root string, prom *promClient) {
-	hosts, err := prom.labelValues(catalogue.LabelHostname, catalogue.GPUTemp.Name)
-	if err != nil || len(hosts) != 2 {
-		t.Fatalf("hostname values in Prometheus: %v, %v; want %s and %s", hosts, err, host, dcgmHost)
+	if hosts := variableValues(t, root, prom, "hostname", nil); strings.Join(hosts, ",") != dcgmHost+","+host {
+		t.Fatalf("the hostname variable lists %v; want %s (Hostname) and %s (hostname)", hosts, dcgmHost, host)
 	}
-	vars := map[string]string{"hostname": host, "gpu": ".*", "team": ".*", "job": ".*"}
-	dcgmVars := map[string]string{"hostname": dcgmHost, "gpu": ".*", "team": ".*", "job": ".*"}
+	if gpus := variableValues(t, root, prom, "gpu", map[string]string{"hostname": dcgmHost}); len(gpus) != 7 {
+		t.Errorf("the gpu variable lists %v on %s (Hostname); want its 7 GPUs left on the bus", gpus, dcgmHost)
+	}
+	vars := map[string]string{"hostname": host, "gpu": ".*", "team": ".*", "job": ".*", "price": "1"}
+	dcgmVars := map[string]string{"hostname": dcgmHost, "gpu": ".*", "team": ".*", "job": ".*", "price": "1"}
 	hardware := 0
 	files, err := filepath.Glob(filepath.Join(root, "dashboards", "generated", "*.json"))
 	if err != nil || len(files) != len(dashboards.All()) {
@@ -689,6 +696,63 @@ func walkDashboards(t *testing.T, root string, prom *promClient) {
 	t.Logf("%d dashboard queries returned data, %d of them also on dcgm-exporter data; %d analyzer-only queries skipped (no analyzer in this test)", total, hardware, skipped)
 }
 
+// variableValues evaluates a query_result variable of the fleet dashboard
+// the way Grafana does: an instant query, then the variable's regex on each
+// result line.
+func variableValues(t *testing.T, root string, prom *promClient, name string, vars map[string]string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "dashboards", "generated", "gpuwatch-fleet.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := dashboards.Variables(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if v.Name != name {
+			continue
+		}
+		inner, ok := strings.CutPrefix(v.Query, "query_result(")
+		if !ok {
+			t.Fatalf("variable %s is not a query_result variable: %q", name, v.Query)
+		}
+		re, err := regexp.Compile(strings.Trim(v.Regex, "/"))
+		if err != nil {
+			t.Fatalf("variable %s regex %q: %v", name, v.Regex, err)
+		}
+		r, err := prom.get("/api/v1/query", url.Values{"query": {fill(strings.TrimSuffix(inner, ")"), vars)}})
+		if err != nil {
+			t.Fatalf("variable %s: %v", name, err)
+		}
+		res, err := r.result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, raw := range res {
+			var s struct {
+				Metric map[string]string `json:"metric"`
+			}
+			if err := json.Unmarshal(raw, &s); err != nil {
+				t.Fatal(err)
+			}
+			// Grafana matches the regex against the series as text.
+			var parts []string
+			for k, v := range s.Metric {
+				parts = append(parts, fmt.Sprintf("%s=%q", k, v))
+			}
+			if m := re.FindStringSubmatch("{" + strings.Join(parts, ", ") + "}"); m != nil {
+				out = append(out, m[1])
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	t.Fatalf("no variable %s", name)
+	return nil
+}
+
 func walk12239(t *testing.T, prom *promClient) {
 	// NVIDIA's dashboard runs against the stock-dcgm view of the exporter.
 	instances := []string{dcgmInstance}
@@ -722,4 +786,49 @@ func walk12239(t *testing.T, prom *promClient) {
 	if n < 6 {
 		t.Fatalf("only %d 12239 queries in the fixture", n)
 	}
+}
+
+// checkCost renders the team dashboard with a price for the scenario's H100s
+// and evaluates its cost query: each team pays its held GPUs times 4.
+func checkCost(t *testing.T, prom *promClient) {
+	files, err := dashboards.RenderWith(dashboards.Options{DefaultPrice: 1, Prices: map[string]float64{"H100": 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := dashboards.Queries(files["gpuwatch-team.json"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		if q.Panel != "Cost per hour by team" {
+			continue
+		}
+		expr := fill(q.Expr, map[string]string{"team": ".*", "price": "1", "price_1": "4"})
+		r, err := prom.get("/api/v1/query", url.Values{"query": {expr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, raw := range res {
+			var s struct {
+				Metric map[string]string `json:"metric"`
+				Value  []any             `json:"value"`
+			}
+			if err := json.Unmarshal(raw, &s); err != nil || len(s.Value) != 2 {
+				t.Fatalf("decode %s: %v", raw, err)
+			}
+			got[s.Metric[catalogue.LabelTeam]] = fmt.Sprint(s.Value[1])
+		}
+		// The scenario's jobs: llm holds 4 H100s, vision 2, nlp 1.
+		want := map[string]string{"llm": "16", "vision": "8", "nlp": "4"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("cost per hour by team %v, want %v\n  %s", got, want, expr)
+		}
+		return
+	}
+	t.Fatal("no cost panel on the team dashboard")
 }
