@@ -45,9 +45,11 @@ go test -race -count=1 -timeout 60m ./...
 
 # The scale targets (10,000 GPUs per cycle, a week of 1,000 GPUs) hold for
 # the production build: under -race above they run small and check only for
-# data races, so here they run again, full size and timed, without it.
-step "scale targets"
-go test -count=1 -timeout 20m -run '^TestBench' -v ./analyzer/engine
+# data races, so here they run again, full size and timed, without it. The
+# week-long corpus replay (TestCorpus*) skips under -race, where it would take
+# most of an hour on two cores, and runs here.
+step "scale targets and the corpus week"
+go test -count=1 -timeout 30m -run '^(TestBench|TestCorpus)' -v ./analyzer/engine
 
 step "benchmark: scrape cost against a prepared buffer"
 bash scripts/bench-scrape.sh
