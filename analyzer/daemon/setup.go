@@ -165,7 +165,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		if err != nil {
 			return err
 		}
-		page.Reports = analyzerweb.BuiltReports{Builder: &report.Builder{Data: st, Config: rcfg, Actions: report.SQLActionLog{DB: st.DB()}}, Renderer: rd}
+		page.Reports = analyzerweb.BuiltReports{Builder: report.NewBuilder(st, rcfg), Renderer: rd}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))

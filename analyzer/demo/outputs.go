@@ -95,8 +95,9 @@ func (d *Demo) period(res *Result) report.Period {
 }
 
 func (d *Demo) builder(cfg *report.Config, end time.Time) *report.Builder {
-	return &report.Builder{Data: report.StoreData{Store: d.st}, Config: cfg, Actions: report.SQLActionLog{DB: d.st.DB()},
-		Now: func() time.Time { return end }}
+	b := report.NewBuilder(d.st, cfg)
+	b.Now = func() time.Time { return end }
+	return b
 }
 
 // writeReports writes reports/<team>.html for every team and

@@ -32,9 +32,7 @@ type Deps struct {
 	Store  *store.Store
 	Config *Config
 	Sender mail.Sender
-	// Actions defaults to the store's audit table, when it has one.
-	Actions ActionLog
-	Logger  *slog.Logger
+	Logger *slog.Logger
 }
 
 // TickSpec is how often report jobs wake up to check for due reports and
@@ -88,9 +86,6 @@ func newRunner(ctx context.Context, d Deps, spec string, lookback time.Duration)
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	if d.Actions == nil {
-		d.Actions = SQLActionLog{DB: d.Store.DB()}
-	}
 	spec = WithTimeZone(spec, d.Config.TimeZone)
 	sched, err := cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor).Parse(spec)
 	if err != nil {
@@ -105,7 +100,7 @@ func newRunner(ctx context.Context, d Deps, spec string, lookback time.Duration)
 		return nil, err
 	}
 	return &runner{d: d, spec: spec, sched: sched, lookback: lookback, outbox: ob, render: rd,
-		builder: &Builder{Data: StoreData{d.Store}, Config: d.Config, Actions: d.Actions}}, nil
+		builder: NewBuilder(d.Store, d.Config)}, nil
 }
 
 // WithTimeZone prefixes a cron spec with CRON_TZ unless it names a zone.

@@ -54,7 +54,7 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 		if _, err := report.OpenOutbox(ctx, st); err != nil { // creates the indexes reports read with
 			return err
 		}
-		b := &report.Builder{Data: report.StoreData{Store: st}, Config: cfg, Actions: report.SQLActionLog{DB: st.DB()}}
+		b := report.NewBuilder(st, cfg)
 		r, err := b.Build(ctx, p, *team)
 		if err != nil {
 			return err
