@@ -24,8 +24,12 @@ func alert(name, expr, forDur, severity, summary, description string) Rule {
 			"runbook_url": runbookBase + name + ".md"}}
 }
 
+// nodeText names the node in an annotation: hostname, or Hostname on
+// dcgm-exporter 3.x's data.
+const nodeText = "{{ or $labels.hostname $labels.Hostname }}"
+
 // onGPUText ends a GPU alert's summary: which node, GPU and device.
-const onGPUText = "on {{ $labels.hostname }} GPU {{ $labels.gpu }} ({{ $labels.UUID }})"
+const onGPUText = "on " + nodeText + " GPU {{ $labels.gpu }} ({{ $labels.UUID }})"
 
 // alertGroups are the alerting rules, in the order they are written.
 func alertGroups() []Group {
@@ -92,11 +96,11 @@ and on (instance) (up == 1)`,
 				c.LabelHostname, c.LabelOldHost, c.LabelGPU, c.LabelUUID, c.LabelModelName, lastOver(c.GPUTemp, "1h"),
 				c.LabelUUID, c.GPUTemp.Name, c.LabelUUID, c.GPUUp.Name),
 				"5m", "critical",
-				"GPU missing from {{ $labels.hostname }} GPU {{ $labels.gpu }} ({{ $labels.UUID }})",
+				"GPU missing from "+nodeText+" GPU {{ $labels.gpu }} ({{ $labels.UUID }})",
 				"The GPU published series within the last hour but none now, while its exporter is up. The driver no longer lists it (fell off the bus, disabled, or the node booted without it)."),
 			alert("GPUHighTemperature", teamed(c.GPUTemp.Name+" > 85"), "5m", "warning",
 				"GPU temperature {{ $value | humanize }}C "+onGPUText,
-				"The GPU has been above 85C for 5 minutes; it will start thermal slowdown soon. Check the airflow and fans of {{ $labels.hostname }}."),
+				"The GPU has been above 85C for 5 minutes; it will start thermal slowdown soon. Check the airflow and fans of "+nodeText+"."),
 			alert("GPUMemoryHighTemperature", teamed(c.MemoryTemp.Name+" > 95"), "5m", "warning",
 				"GPU memory temperature {{ $value | humanize }}C "+onGPUText,
 				"The GPU's memory (HBM) has been above 95C for 5 minutes; it will slow down memory clocks soon."),

@@ -20,6 +20,8 @@ command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
 command -v slurmctld >/dev/null || need_apt+=(slurm-wlm)
 command -v munged >/dev/null || need_apt+=(munge)
 command -v chromium >/dev/null || need_apt+=(chromium)
+command -v jupyterhub >/dev/null || need_apt+=(jupyterhub)       # the JupyterHub actuator's tests (3.0.0)
+command -v npm >/dev/null || need_apt+=(npm)                     # installs configurable-http-proxy below
 command -v systemd-analyze >/dev/null || need_apt+=(systemd)   # systemd-analyze verify of deploy/systemd units
 [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || need_apt+=(fonts-dejavu-core) # text in screenshots
 if ((${#need_apt[@]})); then
@@ -28,6 +30,8 @@ if ((${#need_apt[@]})); then
 fi
 command -v mailpit >/dev/null || GOBIN=/usr/local/bin go install github.com/axllent/mailpit@v1.33.1
 command -v staticcheck >/dev/null || GOBIN=/usr/local/bin go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# Debian's node-configurable-http-proxy lacks a module: npm's, in its own prefix (actiontest.StartHub looks there).
+[[ -x /opt/configurable-http-proxy/bin/configurable-http-proxy ]] || npm install -g --silent --prefix /opt/configurable-http-proxy configurable-http-proxy@5.3.0 >/dev/null
 
 step "start a single-node Slurm (munge, slurmctld, slurmd)"
 # start.sh prints export lines (SLURM_CONF, GPUWATCH_SLURM_CONF, GPUWATCH_JOB_MAPPING_DIR, ...).

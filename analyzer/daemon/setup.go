@@ -54,6 +54,9 @@ type Options struct {
 	// Kubernetes: a kubeconfig file, or the in-cluster service account.
 	Kubeconfig string
 	InCluster  bool
+	// JupyterHubURL and JupyterHubTokenFile: idle notebooks of JupyterHub
+	// pods are stopped through the Hub API instead of evicted.
+	JupyterHubURL, JupyterHubTokenFile string
 	// TeamsFile is the teams file (as the exporter's) that gives the team
 	// and kind of an allocation from its owner's facts; without it, tiers
 	// and exemptions by team cannot be decided.
@@ -247,6 +250,10 @@ func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, kube kuberne
 	}
 	if kube != nil {
 		acts["kubernetes"] = &action.Kubernetes{Client: kube, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
+		if o.JupyterHubURL != "" {
+			acts["kubernetes"] = &action.JupyterHub{URL: o.JupyterHubURL, TokenFile: o.JupyterHubTokenFile, Pods: kube,
+				Next: acts["kubernetes"], FallbackEvict: pol.Kubernetes.JupyterHubFallback == policy.HubFallbackEvict}
+		}
 	}
 	if o.ProcessLocal {
 		host := o.Hostname

@@ -34,6 +34,7 @@ workloads:
   - {id: "502", user: bob, team: nlp, node: node-a, gpus: [4], start: 0s, duration: 10h, behaviour: cpu_only}
   - {id: "503", user: carol, team: nlp, node: node-a, gpus: [5], start: 0s, duration: 10h, behaviour: low_util, params: {util: 12, memory_gib: 4}}
   - {id: "504", user: dave, team: nlp, node: node-a, gpus: [6], start: 1h, duration: 8h, behaviour: training}
+  - {id: nb-erin, scheduler: kubernetes, namespace: ml, user: erin, team: ml, node: node-a, gpus: [7], start: 0s, duration: 10h, behaviour: idle_notebook}
 faults:
   - {kind: gpu_lost, node: node-a, gpus: [6], at: 3h, duration: 5h}
 `
@@ -107,6 +108,7 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 		{"501", finding.OverRequested, "--gres=gpu:2"},
 		{"502", finding.CPUOnly, "CPU partition"},
 		{"503", finding.LowUtilization, "MIG 1g.10gb"},
+		{"ml/nb-erin", finding.IdleSession, "idle"},
 	} {
 		r := build(t, tc.job)
 		var want []finding.Finding
@@ -131,6 +133,9 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 		if r.NotEnoughData != "" || r.Coverage < 0.9 {
 			t.Errorf("job %s: coverage %.2f, %s", tc.job, r.Coverage, r.NotEnoughData)
 		}
+	}
+	if r := build(t, "ml/nb-erin"); r.Scheduler != "kubernetes" || r.User != "erin" || r.Team != "ml" || r.Kind != "interactive" || len(r.GPUs) != 1 {
+		t.Errorf("pod ml/nb-erin: %s %s %s %s, %d GPUs", r.Scheduler, r.User, r.Team, r.Kind, len(r.GPUs))
 	}
 	r := build(t, "501")
 	if r.User != "alice" || r.Team != "vision" || r.JobName != "ddp" || len(r.GPUs) != 4 || r.State != "ended" {
@@ -269,4 +274,30 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(d)
 	}
 	os.Exit(code)
+}
+
+// Names come from users and schedulers: a job name cannot drive the
+// terminal, and the HTML escapes it.
+func TestForeignTextIsInert(t *testing.T) {
+	s, err := jobview.EncodeSummary(&jobview.Report{Job: "77", JobName: "x\x1b]0;owned\x07\x1b[31mred<script>"}, "", 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := jobview.DecodeSummary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var txt, html bytes.Buffer
+	if err := jobview.Text(&txt, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobview.HTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(txt.String(), "\x1b\x07") || !strings.Contains(txt.String(), "red<script>") {
+		t.Errorf("text: %q", txt.String())
+	}
+	if strings.Contains(html.String(), "<script>") {
+		t.Error("HTML carries the name unescaped")
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/url"
 	"strings"
 	"time"
 
@@ -231,8 +232,12 @@ func WriteSummary(ctx, wctx context.Context, s *Slurm, o Options, ref Ref, logge
 	}
 	if err != nil {
 		note := "no summary: " + err.Error()
-		if errors.Is(err, context.DeadlineExceeded) {
+		var uerr *url.Error
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
 			note = "no summary: telemetry did not answer in time"
+		case errors.As(err, &uerr):
+			note = "no summary: telemetry unreachable: " + uerr.Err.Error()
 		}
 		logger.Warn("job summary not made; writing a note", "job", ref, "err", err)
 		if comment, err = EncodeSummary(&Report{Job: ref.String(), Scheduler: "slurm"}, cut(note, 200), maxCommentBytes); err != nil {

@@ -29,11 +29,12 @@ func buildGpuwatch(t *testing.T) string {
 }
 
 // siteSettings points the test cluster's epilog (test/slurm/start.sh reads
-// <dir>/etc/gpuwatch-slurm) at a Prometheus and a gpuwatch binary.
+// <dir>/etc/gpuwatch-slurm) at a Prometheus and a gpuwatch binary, with the
+// least time budget, as other packages' jobs on the same Slurm meet it too.
 func siteSettings(t *testing.T, conf, promURL, bin string) {
 	t.Helper()
 	f := filepath.Join(filepath.Dir(conf), "gpuwatch-slurm")
-	body := "GPUWATCH_PROMETHEUS_URL='" + promURL + "'\nGPUWATCH_BIN='" + bin + "'\nGPUWATCH_SUMMARY_TIMEOUT=15\n"
+	body := "GPUWATCH_PROMETHEUS_URL='" + promURL + "'\nGPUWATCH_BIN='" + bin + "'\nGPUWATCH_SUMMARY_TIMEOUT=8\n"
 	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestSummaryPrometheusDown(t *testing.T) {
 	}()
 	for _, tc := range []struct{ name, url, note string }{
 		{"hanging", "http://" + hang.Addr().String(), "did not answer in time"},
-		{"down", "http://" + closedAddr(t), "no summary"},
+		{"down", "http://" + closedAddr(t), "no summary: telemetry unreachable: dial tcp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id, _ := submit(t, "jobview-"+tc.name, "sleep 300")
@@ -169,8 +170,8 @@ func TestSummaryPrometheusDown(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			t.Logf("note %q; epilog with the companion done %s after scancel", dec.Note, time.Since(start).Round(time.Millisecond))
-			if d := time.Since(start); d > 15*time.Second+5*time.Second {
-				t.Errorf("epilog took %s, budget 15s", d)
+			if d := time.Since(start); d > 8*time.Second+5*time.Second {
+				t.Errorf("epilog took %s, budget 8s", d)
 			}
 		})
 	}

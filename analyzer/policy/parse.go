@@ -43,6 +43,7 @@ type rawRate struct {
 type rawKube struct {
 	Reclaim             string `yaml:"reclaim"`
 	DeleteAfterRefusals *int   `yaml:"delete_after_refusals"`
+	JupyterHubFallback  string `yaml:"jupyterhub_fallback"`
 }
 
 type rawProcess struct {
@@ -315,7 +316,7 @@ func (v *validator) policy(r *rawPolicy) *Policy {
 		StaleAfter:       v.duration("stale_after", r.StaleAfter, DefaultStaleAfter),
 		CheckpointSignal: DefaultCheckpointSignal,
 		RateLimits:       RateLimits{ReclaimsPerCycle: DefaultReclaimsPerCycle, ReclaimsPerHour: DefaultReclaimsPerHour},
-		Kubernetes:       Kubernetes{Reclaim: DefaultKubernetesReclaim},
+		Kubernetes:       Kubernetes{Reclaim: DefaultKubernetesReclaim, JupyterHubFallback: HubFallbackNone},
 		ProcessGrace:     DefaultProcessGrace,
 		Channels:         Channels{AlertDuration: DefaultAlertDuration},
 	}
@@ -344,6 +345,13 @@ func (v *validator) policy(r *rawPolicy) *Policy {
 			v.fail("kubernetes.reclaim", "must be one of %s, %s, %s; got %q", KubeEvict, KubeScaleOwner, KubeDelete, r.Kubernetes.Reclaim)
 		}
 		p.Kubernetes.DeleteAfterRefusals = v.count("kubernetes.delete_after_refusals", r.Kubernetes.DeleteAfterRefusals, 0)
+		switch r.Kubernetes.JupyterHubFallback {
+		case "", HubFallbackNone:
+		case HubFallbackEvict:
+			p.Kubernetes.JupyterHubFallback = HubFallbackEvict
+		default:
+			v.fail("kubernetes.jupyterhub_fallback", "must be %s or %s; got %q", HubFallbackNone, HubFallbackEvict, r.Kubernetes.JupyterHubFallback)
+		}
 	}
 	if r.Process != nil {
 		p.ProcessGrace = v.duration("process.grace", r.Process.Grace, DefaultProcessGrace)

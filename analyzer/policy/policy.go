@@ -72,7 +72,17 @@ type Kubernetes struct {
 	// DeleteAfterRefusals deletes a pod after this many refused evictions
 	// (PodDisruptionBudget); 0 never deletes.
 	DeleteAfterRefusals int
+	// JupyterHubFallback says what to do with an idle notebook whose server
+	// the Hub could not stop: HubFallbackNone (the step fails and is
+	// retried) or HubFallbackEvict (reclaim the pod as above).
+	JupyterHubFallback string
 }
+
+// Values of kubernetes.jupyterhub_fallback.
+const (
+	HubFallbackNone  = "none"
+	HubFallbackEvict = "evict"
+)
 
 // Channels configure where notify and warn steps are delivered.
 type Channels struct {

@@ -2,7 +2,10 @@ package analyzercmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
+	"os"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -29,11 +32,24 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 	cmd.Flag("command.timeout", "Time limit of each scheduler command.").Default("30s").DurationVar(&o.CommandTimeout)
 	cmd.Flag("kubernetes.kubeconfig", "Kubeconfig for reclaiming pods (Eviction API, owner scale-down) and for reading pod labels, annotations and namespace labels for the policy; no Kubernetes actions or facts when empty.").StringVar(&o.Kubeconfig)
 	cmd.Flag("kubernetes.in-cluster", "Use the pod's service account for Kubernetes actions.").BoolVar(&o.InCluster)
+	cmd.Flag("jupyterhub.url", "JupyterHub (e.g. http://hub:8081): idle notebooks of KubeSpawner pods are stopped through the Hub API (DELETE /hub/api/users/NAME/server) instead of evicted; needs Kubernetes (the pod's annotations name the Hub user and server).").StringVar(&o.JupyterHubURL)
+	cmd.Flag("jupyterhub.token-file", "File holding a JupyterHub API token with the scopes list:users, read:users, read:servers and servers; read at each use, never logged.").StringVar(&o.JupyterHubTokenFile)
 	cmd.Flag("teams.file", "Teams file (the exporter's --attribution.teams-file format): gives each allocation its team and kind from the facts its scheduler reports, for policy tiers and exemptions by team; without it those cannot be decided and only notify.").StringVar(&o.TeamsFile)
 	cmd.Flag("process.local", "Kill orphaned GPU processes on this host (the analyzer runs on the node).").BoolVar(&o.ProcessLocal)
 	cmd.Flag("hostname", "This host's name for --process.local; defaults to $NODE_NAME, then the machine's host name.").Envar("NODE_NAME").StringVar(&o.Hostname)
 	cmd.Flag("report.config", "Report configuration (YAML): adds the weekly report and daily digest jobs; its smtp section also sends email warnings.").StringVar(&o.ReportConfig)
 	return cmd.FullCommand(), func(ctx context.Context) error {
+		if (o.JupyterHubURL == "") != (o.JupyterHubTokenFile == "") {
+			return &cli.UsageError{Err: errors.New("--jupyterhub.url and --jupyterhub.token-file go together")}
+		}
+		if o.JupyterHubURL != "" {
+			if u, err := url.Parse(o.JupyterHubURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return &cli.UsageError{Err: fmt.Errorf("--jupyterhub.url %q: want http(s)://host:port", o.JupyterHubURL)}
+			}
+			if _, err := os.Stat(o.JupyterHubTokenFile); err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--jupyterhub.token-file: %w", err)}
+			}
+		}
 		if o.CommandTimeout <= 0 {
 			return &cli.UsageError{Err: fmt.Errorf("--command.timeout must be positive, got %s", o.CommandTimeout)}
 		}

@@ -1,0 +1,266 @@
+package action
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+// KubeSpawner's pod annotations: the Hub's user name and server name as
+// they are (its labels of the same keys hold escaped slugs, which are not
+// names the Hub API knows, so they are not used).
+const (
+	AnnotationHubUser   = "hub.jupyter.org/username"
+	AnnotationHubServer = "hub.jupyter.org/servername"
+)
+
+// JupyterHub reclaims idle notebook servers the way the Hub's own culler
+// does: it stops the user's server through the Hub REST API, so the Hub
+// knows the server is gone and the user can start a new one. It stands in
+// for the Kubernetes actuator: pods that KubeSpawner did not start, and
+// steps other than reclaiming an idle_session, go to Next. When the Hub
+// cannot stop the server, the pod is evicted through Next only if
+// FallbackEvict (the policy's kubernetes.jupyterhub_fallback) says so.
+type JupyterHub struct {
+	// URL of the Hub, e.g. http://hub:8081 (the API is under /hub/api).
+	URL string
+	// TokenFile holds an API token with the scopes read:users and
+	// servers (or admin:servers). It is read at each use and never logged.
+	TokenFile string
+	// Pods reads the pod's annotations at decision time.
+	Pods          kubernetes.Interface
+	Next          Actuator
+	FallbackEvict bool
+	// Client defaults to one with a 10s timeout.
+	Client *http.Client
+}
+
+// Name implements Actuator: the Hub acts for Kubernetes pods.
+func (j *JupyterHub) Name() string { return "kubernetes" }
+
+// maxHubBody bounds what is read of a Hub answer.
+const maxHubBody = 1 << 20
+
+var errNotHubPod = errors.New("not a JupyterHub pod")
+
+// server is the Hub user and server name of the finding's pod.
+type hubServer struct{ user, name string }
+
+func (s hubServer) String() string {
+	if s.name == "" {
+		return "server of " + s.user
+	}
+	return "server " + s.name + " of " + s.user
+}
+
+func (s hubServer) path() string {
+	p := "/hub/api/users/" + url.PathEscape(s.user)
+	if s.name == "" {
+		return p + "/server"
+	}
+	return p + "/servers/" + url.PathEscape(s.name)
+}
+
+func (j *JupyterHub) lookup(ctx context.Context, req *Request) (hubServer, error) {
+	if j.Pods == nil {
+		return hubServer{}, errNotHubPod
+	}
+	ns, name := req.Finding.Namespace, req.Finding.Pod
+	if !dnsName.MatchString(ns) || !dnsName.MatchString(name) {
+		return hubServer{}, fmt.Errorf("pod %q/%q: %w", ns, name, ErrInvalid)
+	}
+	pod, err := j.Pods.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return hubServer{}, fmt.Errorf("pod %s/%s: %w", ns, name, ErrGone)
+	}
+	if err != nil {
+		return hubServer{}, fmt.Errorf("get pod %s/%s: %w", ns, name, err)
+	}
+	user := pod.Annotations[AnnotationHubUser]
+	if user == "" {
+		return hubServer{}, errNotHubPod
+	}
+	return hubServer{user: user, name: pod.Annotations[AnnotationHubServer]}, nil
+}
+
+// Act implements Actuator.
+func (j *JupyterHub) Act(ctx context.Context, req *Request) (string, error) {
+	if req.Step != StepReclaim || req.Finding.Pattern != finding.IdleSession {
+		return j.next(ctx, req)
+	}
+	srv, err := j.lookup(ctx, req)
+	if errors.Is(err, errNotHubPod) {
+		return j.next(ctx, req)
+	}
+	if err != nil {
+		return "", err
+	}
+	detail, err := j.stop(ctx, srv)
+	if err == nil || errors.Is(err, ErrGone) || !j.FallbackEvict || j.Next == nil {
+		return detail, err
+	}
+	d, nerr := j.Next.Act(ctx, req)
+	if nerr != nil {
+		return "", fmt.Errorf("JupyterHub: %w; eviction as the policy's fallback: %w", err, nerr)
+	}
+	return "JupyterHub: " + err.Error() + "; the policy's fallback: " + d, nil
+}
+
+func (j *JupyterHub) next(ctx context.Context, req *Request) (string, error) {
+	if j.Next == nil {
+		return "", fmt.Errorf("jupyterhub %s of %s: %w", req.Step, req.Finding.Pattern, ErrUnsupported)
+	}
+	return j.Next.Act(ctx, req)
+}
+
+// stop stops the server if the Hub says it runs.
+func (j *JupyterHub) stop(ctx context.Context, srv hubServer) (string, error) {
+	running, err := j.running(ctx, srv)
+	if err != nil {
+		return "", err
+	}
+	if !running {
+		return "", fmt.Errorf("%s already stopped: %w", srv, ErrGone)
+	}
+	code, body, err := j.call(ctx, http.MethodDelete, srv.path())
+	if err != nil {
+		return "", err
+	}
+	switch code {
+	case http.StatusNoContent:
+		return "stopped the " + srv.String() + " through JupyterHub", nil
+	case http.StatusAccepted:
+		return "JupyterHub is stopping the " + srv.String(), nil
+	}
+	return "", fmt.Errorf("stop %s: JupyterHub answered %d: %s", srv, code, excerpt(body))
+}
+
+// running asks the Hub whether the server runs (or is starting).
+func (j *JupyterHub) running(ctx context.Context, srv hubServer) (bool, error) {
+	code, body, err := j.call(ctx, http.MethodGet, "/hub/api/users/"+url.PathEscape(srv.user))
+	if err != nil {
+		return false, err
+	}
+	if code != http.StatusOK {
+		return false, fmt.Errorf("user %s: JupyterHub answered %d: %s", srv.user, code, excerpt(body))
+	}
+	var u struct {
+		Servers map[string]struct {
+			Ready   bool    `json:"ready"`
+			Pending *string `json:"pending"`
+		} `json:"servers"`
+	}
+	if err := json.Unmarshal([]byte(body), &u); err != nil {
+		return false, fmt.Errorf("user %s: JupyterHub's answer: %w", srv.user, err)
+	}
+	if u.Servers == nil {
+		return false, fmt.Errorf("user %s: JupyterHub does not list servers (the token needs read:servers)", srv.user)
+	}
+	s, ok := u.Servers[srv.name]
+	return ok && (s.Ready || s.Pending != nil), nil
+}
+
+// call sends one authenticated request and returns the status and the
+// body (bounded).
+func (j *JupyterHub) call(ctx context.Context, method, path string) (int, string, error) {
+	token, err := readToken(j.TokenFile)
+	if err != nil {
+		return 0, "", err
+	}
+	r, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(j.URL, "/")+path, nil)
+	if err != nil {
+		return 0, "", fmt.Errorf("JupyterHub request: %w", err)
+	}
+	r.Header.Set("Authorization", "token "+token)
+	c := j.Client
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := c.Do(r)
+	if err != nil {
+		// The URL error names the address, never the token (a header).
+		return 0, "", fmt.Errorf("JupyterHub unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHubBody))
+	if err != nil {
+		return 0, "", fmt.Errorf("JupyterHub %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return 0, "", fmt.Errorf("JupyterHub refused the token (%d) for %s %s", resp.StatusCode, method, path)
+	}
+	return resp.StatusCode, string(b), nil
+}
+
+// excerpt is a one-line, bounded piece of a Hub answer for the audit.
+func excerpt(b string) string {
+	s := strings.Join(strings.Fields(b), " ")
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+// maxToken bounds the token file.
+const maxToken = 4096
+
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("JupyterHub token file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxToken+1))
+	if err != nil {
+		return "", fmt.Errorf("JupyterHub token file %s: %w", path, err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" || len(b) > maxToken || strings.ContainsAny(t, " \t\r\n") {
+		return "", fmt.Errorf("JupyterHub token file %s: want one token", path)
+	}
+	return t, nil
+}
+
+// Reconcile implements Reconciler: a stop took effect when the Hub no
+// longer runs the server.
+func (j *JupyterHub) Reconcile(ctx context.Context, req *Request) (Outcome, string, error) {
+	if req.Step != StepReclaim || req.Finding.Pattern != finding.IdleSession {
+		if r, ok := j.Next.(Reconciler); ok {
+			return r.Reconcile(ctx, req)
+		}
+		return Unknowable, "no way to check", nil
+	}
+	srv, err := j.lookup(ctx, req)
+	switch {
+	case errors.Is(err, ErrGone):
+		return Applied, "pod " + req.Finding.Pod + " is gone", nil
+	case errors.Is(err, errNotHubPod):
+		if r, ok := j.Next.(Reconciler); ok {
+			return r.Reconcile(ctx, req)
+		}
+		return Unknowable, "not a JupyterHub pod", nil
+	case err != nil:
+		return 0, "", err
+	}
+	running, err := j.running(ctx, srv)
+	if err != nil {
+		return 0, "", err
+	}
+	if running {
+		return NotApplied, "the " + srv.String() + " still runs", nil
+	}
+	return Applied, "the " + srv.String() + " is stopped", nil
+}

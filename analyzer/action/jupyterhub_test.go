@@ -1,0 +1,102 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+)
+
+func hubPod(name, user, server string) *corev1.Pod {
+	ann := map[string]string{AnnotationHubUser: user}
+	if server != "" {
+		ann[AnnotationHubServer] = server
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "jhub", Annotations: ann,
+		Labels: map[string]string{AnnotationHubUser: user, "component": "singleuser-server"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+}
+
+func idleReq(pod string) *Request {
+	return &Request{Step: StepReclaim, Finding: finding.Finding{Pattern: finding.IdleSession, Namespace: "jhub", Pod: pod,
+		Scheduler: "kubernetes", Job: "jhub/" + pod}}
+}
+
+// The actuator against a real JupyterHub: the default and a named server
+// are stopped through the API, the other user's server is untouched; a
+// server already stopped is gone (skipped), a wrong token and a Hub that
+// is down fail, and only a fallback the policy asked for evicts the pod.
+func TestJupyterHubActuator(t *testing.T) {
+	hub := actiontest.StartHub(t)
+	if users := hub.Users(); !slices.Contains(users, "alice") || !slices.Contains(users, "bob") {
+		t.Fatalf("hub users %v", users)
+	}
+	hub.Start("alice", "")
+	hub.Start("bob", "lab")
+	hub.Start("carol", "")
+	client := fake.NewClientset(hubPod("jupyter-alice", "alice", ""), hubPod("jupyter-bob--lab", "bob", "lab"),
+		hubPod("jupyter-carol", "carol", ""))
+	kube := &Kubernetes{Client: client, Mode: "evict"}
+	j := &JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: client, Next: kube}
+	ctx := context.Background()
+
+	d, err := j.Act(ctx, idleReq("jupyter-alice"))
+	if err != nil || !strings.Contains(d, "stopped the server of alice") {
+		t.Fatalf("stop alice: %q %v", d, err)
+	}
+	if hub.Running("alice", "") || !hub.Running("bob", "lab") || !hub.Running("carol", "") {
+		t.Fatal("alice still runs, or another server was stopped")
+	}
+	if len(actiontest.Evictions(client)) != 0 {
+		t.Fatal("a pod was evicted while the Hub stopped the server")
+	}
+	if out, _, err := j.Reconcile(ctx, idleReq("jupyter-alice")); err != nil || out != Applied {
+		t.Errorf("reconcile alice: %v %v", out, err)
+	}
+	if _, err := j.Act(ctx, idleReq("jupyter-alice")); !errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "already stopped") {
+		t.Errorf("second stop: %v, want already stopped", err)
+	}
+	if d, err := j.Act(ctx, idleReq("jupyter-bob--lab")); err != nil || !strings.Contains(d, "server lab of bob") || hub.Running("bob", "lab") {
+		t.Errorf("stop bob's named server: %q %v", d, err)
+	}
+
+	// A wrong token: refused, nothing evicted without the fallback.
+	bad := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(bad, []byte("not-the-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wrong := &JupyterHub{URL: hub.URL, TokenFile: bad, Pods: client, Next: kube}
+	if _, err := wrong.Act(ctx, idleReq("jupyter-carol")); err == nil || errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "refused the token") ||
+		strings.Contains(err.Error(), "not-the-token") {
+		t.Errorf("wrong token: %v", err)
+	}
+	// The Hub down: fails; with the policy's fallback the pod is evicted.
+	down := &JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: client, Next: kube}
+	if _, err := down.Act(ctx, idleReq("jupyter-carol")); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Errorf("hub down: %v", err)
+	}
+	if len(actiontest.Evictions(client)) != 0 || !hub.Running("carol", "") {
+		t.Fatal("acted without the Hub and without a fallback")
+	}
+	down.FallbackEvict = true
+	if d, err := down.Act(ctx, idleReq("jupyter-carol")); err != nil || !strings.Contains(d, "fallback") {
+		t.Errorf("fallback: %q %v", d, err)
+	}
+	if ev := actiontest.Evictions(client); len(ev) != 1 || ev[0] != "jhub/jupyter-carol" {
+		t.Errorf("evictions %v", ev)
+	}
+	// Not a Hub pod, or not an idle session: the Kubernetes actuator's.
+	if _, err := j.Act(ctx, &Request{Step: StepCheckpoint, Finding: idleReq("jupyter-carol").Finding}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("checkpoint: %v", err)
+	}
+}
