@@ -24,6 +24,9 @@ command -v jupyterhub >/dev/null || need_apt+=(jupyterhub)       # the JupyterHu
 command -v npm >/dev/null || need_apt+=(npm)                     # installs configurable-http-proxy below
 command -v systemd-analyze >/dev/null || need_apt+=(systemd)   # systemd-analyze verify of deploy/systemd units
 [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || need_apt+=(fonts-dejavu-core) # text in screenshots
+command -v aarch64-linux-gnu-gcc >/dev/null || need_apt+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) # release.sh: cgo for linux/arm64
+command -v dpkg-deb >/dev/null || need_apt+=(dpkg)             # the .deb checks (build/packages, package-check.sh)
+command -v curl >/dev/null || need_apt+=(curl)                 # package-check.sh
 if ((${#need_apt[@]})); then
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
@@ -54,6 +57,11 @@ go test -race -count=1 -timeout 60m ./...
 # most of an hour on two cores, and runs here.
 step "scale targets and the corpus week"
 go test -count=1 -timeout 30m -run '^(TestBench|TestCorpus)' -v ./analyzer/engine
+
+step "release build (linux/amd64 and linux/arm64 tarballs, packages, images) and .deb install check"
+# GPUWATCH_TRIMPATH=0: reuse the build cache of the tests above for amd64.
+GPUWATCH_TRIMPATH=0 bash scripts/release.sh v0.0.0-ci amd64 arm64
+bash scripts/package-check.sh
 
 step "benchmark: scrape cost against a prepared buffer"
 bash scripts/bench-scrape.sh

@@ -6,17 +6,14 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"reflect"
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 // Config is the analyzer configuration.
@@ -207,11 +204,12 @@ func Default() Config {
 	}
 }
 
-// Load reads a config file over the defaults.
+// Load reads a config file over the defaults (internal/configfile: bounded
+// read, one document, known keys, no NaN, every error with file:line: key).
 func Load(path string) (Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := configfile.ReadFile(path)
 	if err != nil {
-		return Config{}, fmt.Errorf("read config: %w", err)
+		return Config{}, configfile.Errors{{File: path, Msg: err.Error()}}
 	}
 	return Parse(path, data)
 }
@@ -220,62 +218,37 @@ func Load(path string) (Config, error) {
 // their defaults; max_runtime entries are merged per kind.
 func Parse(name string, data []byte) (Config, error) {
 	c := Default()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	doc, err := configfile.Decode(name, data, &c)
+	if err != nil {
+		return Config{}, err
 	}
 	if c.Patterns.Overlong.MaxRuntime == nil {
 		c.Patterns.Overlong.MaxRuntime = map[string]Duration{}
 	}
-	if err := c.check(); err != nil {
-		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	if errs := c.check(doc); len(errs) > 0 {
+		return Config{}, errs.Err()
 	}
 	return c, nil
 }
 
 // check holds the cross-field rules that a single value cannot.
-func (c *Config) check() error {
+func (c *Config) check(doc *configfile.Doc) configfile.Errors {
+	var errs configfile.Errors
 	if c.Step.D() < 30*time.Second {
-		return fmt.Errorf("step %s: must be at least 30s", c.Step)
+		errs = append(errs, doc.Errorf("step", "%s: must be at least 30s", c.Step))
 	}
 	if c.MinCoverage == 0 {
-		return fmt.Errorf("min_coverage must be above 0: a step without data is unknown, never idle")
+		errs = append(errs, doc.Errorf("min_coverage", "must be above 0: a step without data is unknown, never idle"))
 	}
 	if c.Idle.MemoryHeldMiB < 0 {
-		return fmt.Errorf("idle.memory_held_mib must not be negative")
+		errs = append(errs, doc.Errorf("idle.memory_held_mib", "must not be negative"))
 	}
-	return nil
+	return errs
 }
 
-// Duration is a Prometheus-style duration ("90s", "2h", "1d") that must be
-// positive.
-type Duration time.Duration
-
-// D returns the time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) String() string { return model.Duration(d).String() }
-
-// UnmarshalYAML parses and checks a duration, naming its line on error.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	var s string
-	if err := n.Decode(&s); err != nil {
-		return err
-	}
-	v, err := model.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("line %d: duration %q: %w", n.Line, s, err)
-	}
-	if v <= 0 {
-		return fmt.Errorf("line %d: duration %q must be positive", n.Line, s)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalYAML writes the Prometheus form.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+// Duration is gpuwatch's one configuration duration ("90s", "2h", "1d",
+// "2w"), positive.
+type Duration = configfile.Duration
 
 // Ratio is a number in [0, 1].
 type Ratio float64

@@ -37,14 +37,22 @@ func TestParse(t *testing.T) {
 					t.Errorf("max_runtime = %v", m)
 				}
 			}},
-		{name: "unknown key names its line", yaml: "step: 5m\npatterns:\n  cpu_only:\n    min_duraton: 1h\n", err: "line 4"},
-		{name: "bad duration names its line", yaml: "patterns:\n  stuck:\n    idle_duration: soon\n", err: "line 3"},
-		{name: "negative duration", yaml: "step: -5m\n", err: "line 1"},
-		{name: "ratio out of range", yaml: "idle:\n  power_veto_ratio: 1.5\n", err: "line 2: 1.5 is not a ratio"},
-		{name: "percent out of range", yaml: "idle:\n  util_percent: 120\n", err: "line 2"},
-		{name: "step too short", yaml: "step: 10s\n", err: "at least 30s"},
-		{name: "zero coverage", yaml: "min_coverage: 0\n", err: "min_coverage"},
-		{name: "wrong type", yaml: "patterns: [1, 2]\n", err: "line 1"},
+		{name: "unknown key names its line", yaml: "step: 5m\npatterns:\n  cpu_only:\n    min_duraton: 1h\n", err: "t.yaml:4: patterns.cpu_only.min_duraton: unknown key \"min_duraton\" (did you mean \"min_duration\"?)"},
+		{name: "bad duration names its line", yaml: "patterns:\n  stuck:\n    idle_duration: soon\n", err: "t.yaml:3: patterns.stuck.idle_duration: duration \"soon\""},
+		{name: "negative duration", yaml: "step: -5m\n", err: "t.yaml:1: step:"},
+		{name: "ratio out of range", yaml: "idle:\n  power_veto_ratio: 1.5\n", err: "t.yaml:2: idle.power_veto_ratio: 1.5 is not a ratio"},
+		{name: "percent out of range", yaml: "idle:\n  util_percent: 120\n", err: "t.yaml:2: idle.util_percent:"},
+		{name: "step too short", yaml: "step: 10s\n", err: "t.yaml:1: step: 10s: must be at least 30s"},
+		{name: "zero coverage", yaml: "min_coverage: 0\n", err: "t.yaml:1: min_coverage: must be above 0"},
+		{name: "wrong type", yaml: "patterns: [1, 2]\n", err: "t.yaml:1: patterns: cannot unmarshal !!seq"},
+		{name: "NaN refused", yaml: "min_coverage: .nan\nidle:\n  power_veto_ratio: .nan\n", err: "t.yaml:3: idle.power_veto_ratio: .nan is not a number"},
+		{name: "second document", yaml: "step: 5m\n---\nstep: 1h\n", err: "t.yaml:2: more than one YAML document"},
+		{name: "every error collected", yaml: "stpe: 5m\nidle:\n  utl_percent: 3\n", err: "t.yaml:1: stpe: unknown key \"stpe\" (did you mean \"step\"?)\nt.yaml:3: idle.utl_percent"},
+		{name: "days and weeks", yaml: "patterns:\n  overlong:\n    max_runtime:\n      service: 2w\n      batch: 1d12h\n", check: func(t *testing.T, c Config) {
+			if m := c.Patterns.Overlong.MaxRuntime; m["service"].D() != 14*24*time.Hour || m["batch"].D() != 36*time.Hour {
+				t.Errorf("max_runtime = %v", m)
+			}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/cronspec"
+	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 )
 
 // Source yields each cycle's findings (the analyzer engine, or a replay).
@@ -48,6 +49,10 @@ type Daemon struct {
 	Logger   *slog.Logger
 	Now      func() time.Time
 	Location *time.Location
+	// Leader, when set, lets this analyzer act only while it leads; Run
+	// renews the claim every RenewEvery (default a minute).
+	Leader     leader.Leadership
+	RenewEvery time.Duration
 
 	health health
 }
@@ -98,7 +103,26 @@ func (d *Daemon) RunOnce(ctx context.Context) (CycleResult, error) {
 	return res, err
 }
 
+// leads claims leadership; a standby forgets that it reconciled, so that
+// when it takes over it first settles what the old leader left intended.
+func (d *Daemon) leads(ctx context.Context, now time.Time) (bool, error) {
+	if d.Leader == nil {
+		return true, nil
+	}
+	ok, err := d.Leader.Lead(ctx, now)
+	if err != nil {
+		return false, fmt.Errorf("leadership: %w", err)
+	}
+	if !ok {
+		d.Escalator.reconciled = false
+	}
+	return ok, nil
+}
+
 func (d *Daemon) cycle(ctx context.Context, now time.Time) (CycleResult, error) {
+	if ok, err := d.leads(ctx, now); err != nil || !ok {
+		return CycleResult{Standby: !ok && err == nil}, err
+	}
 	// Interrupted steps are settled before the source is even asked.
 	if !d.Escalator.reconciled {
 		if err := d.Escalator.Reconcile(ctx, now); err != nil {
@@ -139,26 +163,59 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("cycle schedule %q: %w", d.Spec, err)
 	}
 	for _, j := range d.Jobs {
-		if _, err := c.AddFunc(j.Spec, func() {
-			if err := j.Run(ctx, d.now()); err != nil {
-				d.logger().Error("job failed", "job", j.Name, "err", err)
-			}
-		}); err != nil {
+		if _, err := c.AddFunc(j.Spec, func() { d.runJob(ctx, j) }); err != nil {
 			return fmt.Errorf("job %s schedule %q: %w", j.Name, j.Spec, err)
 		}
+	}
+	if d.Leader != nil {
+		every := d.RenewEvery
+		if every <= 0 {
+			every = time.Minute
+		}
+		go d.renew(ctx, every)
 	}
 	c.Start()
 	// Each job also runs once at start-up, so that a slot missed while the
 	// daemon was down is caught up (jobs decide themselves whether a slot is
 	// due; the report jobs keep an outbox).
 	for _, j := range d.Jobs {
-		if err := j.Run(ctx, d.now()); err != nil {
-			d.logger().Error("job failed", "job", j.Name, "err", err)
-		}
+		d.runJob(ctx, j)
 	}
 	<-ctx.Done()
 	<-c.Stop().Done()
 	return nil
+}
+
+// runJob runs an extra job on the leader only: a standby sends no report.
+func (d *Daemon) runJob(ctx context.Context, j Job) {
+	now := d.now()
+	if d.Leader != nil {
+		if ok, err := d.Leader.Lead(ctx, now); err != nil || !ok {
+			if err != nil {
+				d.logger().Error("job skipped", "job", j.Name, "err", err)
+			}
+			return
+		}
+	}
+	if err := j.Run(ctx, now); err != nil {
+		d.logger().Error("job failed", "job", j.Name, "err", err)
+	}
+}
+
+// renew keeps the leader's claim fresh between cycles.
+func (d *Daemon) renew(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := d.Leader.Lead(ctx, d.now()); err != nil {
+				d.logger().Warn("renewing leadership failed", "err", err)
+			}
+		}
+	}
 }
 
 // Health says whether the daemon is doing its work: healthy until a cycle

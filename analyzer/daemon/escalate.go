@@ -60,6 +60,8 @@ type CycleResult struct {
 	// MissingFacts counts findings whose tier or exemption could not be
 	// decided because a fact was missing (at most notified).
 	MissingFacts int
+	// Standby: another analyzer leads; this one did nothing.
+	Standby bool
 }
 
 func (e *Escalator) logger() *slog.Logger {

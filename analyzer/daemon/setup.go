@@ -25,6 +25,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
@@ -36,6 +37,10 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/server"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 )
+
+// DefaultLeaseDuration is how long an analyzer's claim on its store lasts
+// without renewal (renewed every third of it).
+const DefaultLeaseDuration = 15 * time.Minute
 
 // Options are the `gpuwatch analyzer` flags.
 type Options struct {
@@ -54,6 +59,13 @@ type Options struct {
 	// Kubernetes: a kubeconfig file, or the in-cluster service account.
 	Kubeconfig string
 	InCluster  bool
+	// LeaseDuration is how long this analyzer's claim on the store lasts
+	// without renewal: another analyzer on the same store stands by until
+	// the claim expires.
+	LeaseDuration time.Duration
+	// LeaseNamespace, with a Kubernetes client, runs leader election on a
+	// Lease in this namespace, so that Deployment replicas never both act.
+	LeaseNamespace string
 	// JupyterHubURL and JupyterHubTokenFile: idle notebooks of JupyterHub
 	// pods are stopped through the Hub API instead of evicted.
 	JupyterHubURL, JupyterHubTokenFile string
@@ -135,11 +147,22 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		es.Metrics = esc.Metrics.Found
 		src = es
 	}
-	d := &Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger}
+	ttl := o.LeaseDuration
+	if ttl <= 0 {
+		ttl = DefaultLeaseDuration
+	}
+	storeLease := &leader.StoreLease{Store: st, Identity: leader.Identity(), TTL: ttl}
+	defer func() { _ = storeLease.Release(context.WithoutCancel(ctx)) }()
+	d := &Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger, Leader: storeLease, RenewEvery: ttl / 3}
 	if o.Once {
 		res, err := d.RunOnce(ctx)
 		if err != nil {
 			return err
+		}
+		if res.Standby {
+			holder, until, _ := st.LeaseHolder(ctx, leader.LeaseName)
+			logger.Warn("another analyzer leads on this store: nothing done", "holder", holder, "until", until)
+			return nil
 		}
 		logger.Info("escalation cycle", "findings", res.Findings, "unknown", res.Unknown, "exempt", res.Exempt,
 			"steps", res.Steps, "rate_limited", res.RateLimited)
@@ -177,6 +200,14 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	errc := make(chan error, 2)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if kube != nil && o.LeaseNamespace != "" {
+		kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: kube, Namespace: o.LeaseNamespace, Identity: storeLease.Identity, ReleaseOnCancel: true})
+		if err != nil {
+			return err
+		}
+		go kl.Run(sctx)
+		d.Leader = leader.Both{kl, storeLease}
+	}
 	go func() { errc <- server.Serve(sctx, mux, o.Web, logger) }()
 	go func() { errc <- d.Run(sctx) }()
 	logger.Info("analyzer started", "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))

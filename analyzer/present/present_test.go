@@ -95,7 +95,7 @@ func TestTableEscapesTerminalControls(t *testing.T) {
 	fs[0].Job = "job\x1b[31m\nforged\trow"
 	fs[0].User = "u\u202ex"
 	var b bytes.Buffer
-	if err := Table(&b, fs); err != nil {
+	if err := Table(&b, fs, nil); err != nil {
 		t.Fatal(err)
 	}
 	if strings.ContainsAny(b.String(), "\x1b\u202e") || !strings.Contains(b.String(), `job\x1b[31m\nforged\trow`) {

@@ -1,22 +1,17 @@
 package report
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	"io"
 	netmail "net/mail"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/cronspec"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 // Config is the reports' configuration file.
@@ -131,12 +126,13 @@ func (c *Config) TeamNames() []string {
 	return out
 }
 
-// LoadConfig reads and validates a configuration file. Unknown keys are
-// errors; every error names the file and line.
+// LoadConfig reads and validates a configuration file through
+// internal/configfile: bounded read, one document, known keys, no NaN or
+// infinite prices; every error names the file, line and key.
 func LoadConfig(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := configfile.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read report config: %w", err)
+		return nil, configfile.Errors{{File: path, Msg: err.Error()}}
 	}
 	return ParseConfig(path, b)
 }
@@ -144,26 +140,22 @@ func LoadConfig(path string) (*Config, error) {
 // ParseConfig parses and validates YAML; name prefixes the errors.
 func ParseConfig(name string, b []byte) (*Config, error) {
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	// An empty file (io.EOF) means all defaults.
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	doc, err := configfile.Decode(name, b, &c)
+	if err != nil {
+		return nil, err
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(b, &root) // decoded above; only positions are wanted
 	c.Defaults()
-	if err := c.validate(name, &root); err != nil {
+	if err := c.validate(doc); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
 // validate checks values, reporting each problem at its line.
-func (c *Config) validate(name string, root *yaml.Node) error {
-	var errs []error
+func (c *Config) validate(doc *configfile.Doc) error {
+	var errs configfile.Errors
 	bad := func(path string, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s:%d: %s: %s", name, lineOf(root, path), path, fmt.Sprintf(format, args...)))
+		errs = append(errs, doc.Errorf(path, format, args...))
 	}
 	loc, err := time.LoadLocation(c.TimeZone)
 	if err != nil {
@@ -203,7 +195,7 @@ func (c *Config) validate(name string, root *yaml.Node) error {
 	}
 	for i, a := range c.Admins {
 		if _, err := netmail.ParseAddress(a); err != nil {
-			bad("admins."+strconv.Itoa(i), "%q: %v", a, err)
+			bad("admins["+strconv.Itoa(i)+"]", "%q: %v", a, err)
 		}
 	}
 	for _, t := range c.TeamNames() {
@@ -215,7 +207,7 @@ func (c *Config) validate(name string, root *yaml.Node) error {
 		}
 		for i, a := range c.Teams[t].Recipients {
 			if _, err := netmail.ParseAddress(a); err != nil {
-				bad("teams."+t+".recipients."+strconv.Itoa(i), "%q: %v", a, err)
+				bad("teams."+t+".recipients["+strconv.Itoa(i)+"]", "%q: %v", a, err)
 			}
 		}
 	}
@@ -225,12 +217,12 @@ func (c *Config) validate(name string, root *yaml.Node) error {
 		smtp.Defaults()
 		if err := smtp.Validate(); err != nil {
 			for _, e := range splitJoined(err) {
-				key := strings.SplitN(e.Error(), ":", 2)[0]
-				errs = append(errs, fmt.Errorf("%s:%d: smtp.%s", name, lineOf(root, "smtp."+key), e.Error()))
+				key, msg, _ := strings.Cut(e.Error(), ": ")
+				bad("smtp."+key, "%s", msg)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errs.Err()
 }
 
 func splitJoined(err error) []error {
@@ -238,37 +230,4 @@ func splitJoined(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
-}
-
-// lineOf finds the line of a dotted key path (list items by index), or of
-// the deepest part of it that exists.
-func lineOf(root *yaml.Node, path string) int {
-	n := root
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := n.Line
-	for _, part := range strings.Split(path, ".") {
-		var next *yaml.Node
-		switch n.Kind {
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == part {
-					line = n.Content[i].Line
-					next = n.Content[i+1]
-					break
-				}
-			}
-		case yaml.SequenceNode:
-			if i, err := strconv.Atoi(part); err == nil && i >= 0 && i < len(n.Content) {
-				next = n.Content[i]
-				line = next.Line
-			}
-		}
-		if next == nil {
-			return line
-		}
-		n = next
-	}
-	return line
 }

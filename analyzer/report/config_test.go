@@ -38,18 +38,22 @@ smtp:
 	}{
 		{name: "full", yaml: full},
 		{name: "empty means defaults", yaml: ""},
-		{name: "unknown key", yaml: "timezone: UTC\nteamz: {}\n", want: []string{"line 2", "teamz"}},
-		{name: "unknown nested key", yaml: "smtp:\n  host: mx\n  pasword: x\n", want: []string{"line 3", "pasword"}},
+		{name: "unknown key", yaml: "timezone: UTC\nteamz: {}\n", want: []string{`gw.yml:2: teamz: unknown key "teamz" (did you mean "teams"?)`}},
+		{name: "unknown nested key", yaml: "smtp:\n  host: mx\n  pasword: x\n", want: []string{`gw.yml:3: smtp.pasword: unknown key "pasword"`}},
 		{name: "bad timezone", yaml: "currency: EUR\ntimezone: Mars/Olympus\n", want: []string{":2: timezone"}},
 		{name: "bad schedule", yaml: "schedule: \"61 9 * * MON\"\n", want: []string{":1: schedule"}},
 		{name: "bad recipient", yaml: "teams:\n  ml:\n    recipients:\n      - ok@example.org\n      - not-an-address\n",
-			want: []string{":5: teams.ml.recipients.1", "not-an-address"}},
+			want: []string{":5: teams.ml.recipients[1]", "not-an-address"}},
 		{name: "team without recipients", yaml: "teams:\n  ml: {}\n", want: []string{":2: teams.ml: no recipients"}},
 		{name: "negative price", yaml: "prices:\n  A100: -1\n", want: []string{":2: prices.A100"}},
 		{name: "smtp tls mode", yaml: "smtp:\n  host: mx\n  from: a@b.c\n  tls: ssl\n", want: []string{":4: smtp.tls"}},
 		{name: "smtp without host", yaml: "smtp:\n  from: a@b.c\n", want: []string{":1: smtp.host: required"}},
 		{name: "grafana url", yaml: "grafana:\n  url: grafana.local\n", want: []string{":2: grafana.url"}},
-		{name: "wrong type", yaml: "top: many\n", want: []string{"line 1"}},
+		{name: "wrong type", yaml: "top: many\n", want: []string{"gw.yml:1: top: cannot unmarshal"}},
+		{name: "NaN and infinite prices", yaml: "default_price: .nan\nprices:\n  A100: .inf\n", want: []string{"gw.yml:1: default_price: .nan", "gw.yml:3: prices.A100: .inf"}},
+		{name: "two documents", yaml: "top: 5\n---\ntop: 6\n", want: []string{"gw.yml:2: more than one YAML document"}},
+		{name: "CR/LF in the SMTP host", yaml: "smtp:\n  host: \"mx\\r\\nRCPT TO:<x@y.z>\"\n  from: a@b.c\n", want: []string{"gw.yml:2: smtp.host:"}},
+		{name: "every second", yaml: "schedule: \"@every 0s\"\n", want: []string{"gw.yml:1: schedule: @every 0s"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -116,8 +116,8 @@ func TestAnalyzeCommandUsage(t *testing.T) {
 		{"two sources", []string{"analyze", "--prometheus.url=http://x", "--storage.path=" + dir}, "exactly one"},
 		{"bad time", []string{"analyze", "--storage.path=" + dir, "--from=yesterday"}, "--from"},
 		{"empty window", []string{"analyze", "--storage.path=" + dir, "--from=-1h", "--to=-2h"}, "must be after"},
-		{"bad config", []string{"analyze", "--storage.path=" + dir, "--analyzer.config=" + bad}, "line 3"},
-		{"bad config, old spelling", []string{"analyze", "--storage.path=" + dir, "--config=" + bad}, "line 3"},
+		{"bad config", []string{"analyze", "--storage.path=" + dir, "--analyzer.config=" + bad}, "bad.yaml:3: patterns.cpu_only.min_duraton: unknown key"},
+		{"bad config, old spelling", []string{"analyze", "--storage.path=" + dir, "--config=" + bad}, "bad.yaml:3: patterns.cpu_only.min_duraton"},
 		{"bad url", []string{"analyze", "--prometheus.url=prometheus:9090"}, "http://"},
 		{"bad format", []string{"analyze", "--storage.path=" + dir, "--format=xml"}, "format"},
 	} {

@@ -149,7 +149,7 @@ func checkChartExtras(t *testing.T, file string, r rendering, kinds map[string]i
 	switch file {
 	case "":
 		want := map[string]int{"DaemonSet": 1, "Deployment": 1, "PodMonitor": 1, "ServiceMonitor": 1, "PrometheusRule": 1,
-			"ClusterRole": 1, "ClusterRoleBinding": 1, "PersistentVolumeClaim": 1, "Secret": 0}
+			"ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "PersistentVolumeClaim": 1, "Secret": 0}
 		for k, n := range want {
 			if kinds[k] != n {
 				t.Errorf("%d %s, want %d (all kinds: %v)", kinds[k], k, n, kinds)

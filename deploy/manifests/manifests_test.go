@@ -185,7 +185,7 @@ func TestOverlays(t *testing.T) {
 				}
 			}
 			wantKinds := map[string]int{"Namespace": 1, "ServiceAccount": 2, "DaemonSet": 1, "Deployment": 1, "Service": 2,
-				"ClusterRole": 1, "ClusterRoleBinding": 1, "ConfigMap": 2, "PersistentVolumeClaim": 1,
+				"ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "ConfigMap": 2, "PersistentVolumeClaim": 1,
 				"PodMonitor": 1, "ServiceMonitor": 1}
 			if !reflect.DeepEqual(kinds, wantKinds) {
 				t.Errorf("kinds %v, want %v", kinds, wantKinds)

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 )
 
 // actuatorCalls runs the Kubernetes fact source (analyzer/facts) and the Kubernetes actuator of analyzer/action through every
@@ -120,6 +122,42 @@ func actuatorCalls(t *testing.T) []string {
 	return out
 }
 
+// leaseCalls runs the analyzer's leader election on the fake clientset until
+// it leads, then stops it (releasing the Lease), and returns its API calls.
+func leaseCalls(t *testing.T) []string {
+	t.Helper()
+	client := fake.NewClientset()
+	kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: client, Namespace: "gpuwatch", Identity: "a",
+		LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 100 * time.Millisecond, ReleaseOnCancel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); kl.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if ok, _ := kl.Lead(ctx, time.Now()); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never led")
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a renewal
+	cancel()
+	<-done
+	calls := map[string]bool{}
+	for _, a := range client.Actions() {
+		calls[a.GetResource().Group+" "+a.GetResource().Resource+" "+a.GetVerb()] = true
+	}
+	out := make([]string, 0, len(calls))
+	for c := range calls {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // TestRBACIsExactlyWhatTheActuatorUses: the analyzer's ClusterRole grants the
 // calls the actuator makes and nothing more, in every overlay and in the Helm
 // chart; chart values without Kubernetes actions grant nothing. When the
@@ -129,9 +167,10 @@ func TestRBACIsExactlyWhatTheActuatorUses(t *testing.T) {
 	if len(want) < 3 {
 		t.Fatalf("the actuator made only %v: the exercise is broken", want)
 	}
+	lease := leaseCalls(t)
 	check := func(t *testing.T, objs []Object, want []string) {
 		t.Helper()
-		var got []string
+		var got, gotLease []string
 		roles := 0
 		for _, o := range objs {
 			switch r := o.Typed.(type) {
@@ -139,13 +178,19 @@ func TestRBACIsExactlyWhatTheActuatorUses(t *testing.T) {
 				roles++
 				got = append(got, expand(t, r.Rules)...)
 			case *rbacv1.Role:
+				// Namespaced: only the leader election's Lease.
 				roles++
-				got = append(got, expand(t, r.Rules)...)
+				gotLease = append(gotLease, expand(t, r.Rules)...)
 			}
 		}
 		sort.Strings(got)
-		if wantRoles := min(len(want), 1); roles != wantRoles || !reflect.DeepEqual(got, want) {
-			t.Fatalf("%d roles granting\n%q\nthe actuator calls\n%q", roles, got, want)
+		sort.Strings(gotLease)
+		wantLease := lease
+		if len(want) == 0 {
+			wantLease = nil
+		}
+		if wantRoles := 2 * min(len(want), 1); roles != wantRoles || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotLease, wantLease) {
+			t.Fatalf("%d roles granting\n%q and in the namespace %q\nthe analyzer calls\n%q and %q", roles, got, gotLease, want, wantLease)
 		}
 	}
 	for _, dir := range append([]string{"base"}, overlays...) {

@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 // Behaviour names a workload's GPU usage over time.
@@ -255,14 +255,10 @@ const maxScenarioBytes = 8 << 20
 
 // LoadScenario reads and validates a scenario file.
 func LoadScenario(path string) (*Scenario, error) {
-	f, err := os.Open(path)
+	// configfile.ReadFile refuses a FIFO or device without blocking on it.
+	data, err := configfile.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read scenario: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxScenarioBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read scenario %s: %w", path, err)
 	}
 	if len(data) > maxScenarioBytes {
 		return nil, &ScenarioError{File: path, Msg: fmt.Sprintf("file larger than %d bytes", maxScenarioBytes)}

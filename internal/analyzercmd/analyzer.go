@@ -32,6 +32,8 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 	cmd.Flag("command.timeout", "Time limit of each scheduler command.").Default("30s").DurationVar(&o.CommandTimeout)
 	cmd.Flag("kubernetes.kubeconfig", "Kubeconfig for reclaiming pods (Eviction API, owner scale-down) and for reading pod labels, annotations and namespace labels for the policy; no Kubernetes actions or facts when empty.").StringVar(&o.Kubeconfig)
 	cmd.Flag("kubernetes.in-cluster", "Use the pod's service account for Kubernetes actions.").BoolVar(&o.InCluster)
+	cmd.Flag("lease.duration", "How long this analyzer's claim on the store lasts without renewal: a second analyzer on the same store stands by, and takes over this long after the first stops renewing.").Default(daemon.DefaultLeaseDuration.String()).DurationVar(&o.LeaseDuration)
+	cmd.Flag("kubernetes.lease-namespace", "With Kubernetes access, elect one acting replica through a coordination.k8s.io Lease named gpuwatch-analyzer in this namespace (the others stand by); empty: no election.").Envar("POD_NAMESPACE").StringVar(&o.LeaseNamespace)
 	cmd.Flag("jupyterhub.url", "JupyterHub (e.g. http://hub:8081): idle notebooks of KubeSpawner pods are stopped through the Hub API (DELETE /hub/api/users/NAME/server) instead of evicted; needs Kubernetes (the pod's annotations name the Hub user and server).").StringVar(&o.JupyterHubURL)
 	cmd.Flag("jupyterhub.token-file", "File holding a JupyterHub API token with the scopes list:users, read:users, read:servers and servers; read at each use, never logged.").StringVar(&o.JupyterHubTokenFile)
 	cmd.Flag("teams.file", "Teams file (the exporter's --attribution.teams-file format): gives each allocation its team and kind from the facts its scheduler reports, for policy tiers and exemptions by team; without it those cannot be decided and only notify.").StringVar(&o.TeamsFile)
@@ -41,6 +43,9 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if (o.JupyterHubURL == "") != (o.JupyterHubTokenFile == "") {
 			return &cli.UsageError{Err: errors.New("--jupyterhub.url and --jupyterhub.token-file go together")}
+		}
+		if o.JupyterHubURL != "" && o.Kubeconfig == "" && !o.InCluster {
+			return &cli.UsageError{Err: errors.New("--jupyterhub.url needs Kubernetes (--kubernetes.kubeconfig or --kubernetes.in-cluster): the pods' annotations name the Hub users")}
 		}
 		if o.JupyterHubURL != "" {
 			if u, err := url.Parse(o.JupyterHubURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -7,26 +7,66 @@ import (
 	"os"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
 func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) error) {
-	cmd := app.Command("check-config", "Validate a reclamation policy and analyzer thresholds; errors name the key and line (exit 2). For a policy, print the effective policy (each tier, its match, each rule's steps with the effective dry-run and reclaim) and warn about risky choices, such as a catch-all tier that reclaims.")
+	cmd := app.Command("check-config", "Validate every file gpuwatch reads: reclamation policy, analyzer thresholds, report/SMTP config, teams file, web config and simulator scenario; every error names file, line and key (exit 2), all of them at once. For a policy, print the effective policy (each tier, its match, each rule's steps with the effective dry-run and reclaim) and warn about risky choices, such as a catch-all tier that reclaims.")
 	var polFile, cfgFile string
 	pol, cfg := &polFile, &cfgFile
 	cmd.Flag("policy.file", "Reclamation policy file (YAML) to check.").StringVar(pol)
 	command.OldSpelling(cmd, "policy", "policy.file").StringVar(pol)
 	cmd.Flag("analyzer.config", "Analyzer thresholds file (YAML) to check.").StringVar(cfg)
 	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(cfg)
+	rep := cmd.Flag("report.config", "Report and SMTP configuration file (YAML) to check.").String()
+	tm := cmd.Flag("teams.file", "Teams file (YAML) to check; old camelCase keys are reported as deprecated.").String()
+	webCfg := cmd.Flag("web.config.file", "exporter-toolkit web config (TLS, basic auth) to check.").String()
+	scenario := cmd.Flag("sim.scenario", "Simulator scenario file (YAML) to check.").String()
 	return cmd.FullCommand(), func(ctx context.Context) error {
-		if *pol == "" && *cfg == "" {
-			return &cli.UsageError{Err: errors.New("nothing to check: give --policy.file and/or --analyzer.config")}
+		if *pol == "" && *cfg == "" && *rep == "" && *tm == "" && *webCfg == "" && *scenario == "" {
+			return &cli.UsageError{Err: errors.New("nothing to check: give --policy.file, --analyzer.config, --report.config, --teams.file, --web.config.file or --sim.scenario")}
 		}
 		var errs []error
+		ok := func(path string) { fmt.Fprintf(os.Stdout, "%s: OK\n", path) }
+		if *rep != "" {
+			if _, err := report.LoadConfig(*rep); err != nil {
+				errs = append(errs, err)
+			} else {
+				ok(*rep)
+			}
+		}
+		if *tm != "" {
+			if t, err := teams.Load(*tm); err != nil {
+				errs = append(errs, err)
+			} else {
+				ok(*tm)
+				for _, w := range t.Warnings {
+					fmt.Fprintf(os.Stderr, "warning: %s\n", w)
+				}
+			}
+		}
+		if *webCfg != "" {
+			if err := cli.ValidateWebConfig(&web.FlagConfig{WebConfigFile: webCfg}); err != nil {
+				errs = append(errs, err)
+			} else {
+				ok(*webCfg)
+			}
+		}
+		if *scenario != "" {
+			if _, err := sim.LoadScenario(*scenario); err != nil {
+				errs = append(errs, err)
+			} else {
+				ok(*scenario)
+			}
+		}
 		if *pol != "" {
 			p, err := policy.LoadFile(*pol)
 			if err != nil {

@@ -1,48 +1,53 @@
 // Package teams reads the teams-and-kinds mapping file (--attribution.teams-file)
 // and applies it to allocations: who pays (team) and what sort of job it is
-// (kind). The file is strict YAML: an unknown key, a bad regular expression or
-// an unknown kind is an error with its line number.
+// (kind). The file is strict YAML (internal/configfile): an unknown key, a
+// bad regular expression or an unknown kind is an error naming file, line and
+// key. Keys are snake_case; the older camelCase names (podLabel, jobName,
+// podName, builtinKinds) are still read, with a deprecation warning.
 //
 //	team:
-//	  podLabel: team                 # a pod label whose value is the team (needs pod metadata)
+//	  pod_label: team                # a pod label whose value is the team (needs pod metadata)
 //	  namespaces: {ml-research: research}
 //	  accounts:   {physics: physics}
 //	  users:      {alice: research}
 //	  default: unassigned            # when nothing matches ("" leaves the team empty)
 //	kinds:                           # first match wins; a rule matches when any of its patterns does
 //	  - kind: service
-//	    podName: '^triton-'
+//	    pod_name: '^triton-'
 //	  - kind: interactive
-//	    jobName: '^(rstudio|vscode)'
-//	builtinKinds: true               # then gpuwatch's defaults (attribution/kind); default true
+//	    job_name: '^(rstudio|vscode)'
+//	builtin_kinds: true              # then gpuwatch's defaults (attribution/kind); default true
 //
 // Team rules are tried in the order pod label, namespace, account, user.
 package teams
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"regexp"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/kind"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 // Config is the parsed file.
 type Config struct {
 	Team         TeamRules  `yaml:"team"`
 	Kinds        []KindRule `yaml:"kinds"`
-	BuiltinKinds *bool      `yaml:"builtinKinds"`
+	BuiltinKinds *bool      `yaml:"builtin_kinds"`
+	// Warnings are deprecation notes from reading the file.
+	Warnings []string `yaml:"-"`
 }
+
+// renamed are the keys the file had before it followed the snake_case of
+// every other gpuwatch file; they are still read, with a warning.
+var renamed = map[string]string{"podLabel": "pod_label", "builtinKinds": "builtin_kinds", "jobName": "job_name", "podName": "pod_name"}
 
 // TeamRules map an allocation's owner to a team.
 type TeamRules struct {
-	PodLabel   string            `yaml:"podLabel"`
+	PodLabel   string            `yaml:"pod_label"`
 	Namespaces map[string]string `yaml:"namespaces"`
 	Accounts   map[string]string `yaml:"accounts"`
 	Users      map[string]string `yaml:"users"`
@@ -52,9 +57,8 @@ type TeamRules struct {
 // KindRule gives a kind to jobs whose job name or pod name matches.
 type KindRule struct {
 	Kind    string   `yaml:"kind"`
-	JobName *Pattern `yaml:"jobName"`
-	PodName *Pattern `yaml:"podName"`
-	line    int
+	JobName *Pattern `yaml:"job_name"`
+	PodName *Pattern `yaml:"pod_name"`
 }
 
 // Pattern is a regular expression compiled while the file is read, so a bad
@@ -75,65 +79,40 @@ func (p *Pattern) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// UnmarshalYAML decodes a rule key by key: a custom unmarshaler is not
-// covered by the decoder's KnownFields, and re-encoding would lose the lines.
-func (k *KindRule) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: a kind rule is a map with kind, jobName, podName", n.Line)
-	}
-	k.line = n.Line
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, val := n.Content[i], n.Content[i+1]
-		var err error
-		switch key.Value {
-		case "kind":
-			err = val.Decode(&k.Kind)
-		case "jobName":
-			k.JobName = &Pattern{}
-			err = val.Decode(k.JobName)
-		case "podName":
-			k.PodName = &Pattern{}
-			err = val.Decode(k.PodName)
-		default:
-			return fmt.Errorf("line %d: unknown key %q in a kind rule (want kind, jobName, podName)", key.Line, key.Value)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Load reads and validates a mapping file.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := configfile.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read teams file: %w", err)
+		return nil, configfile.Errors{{File: path, Msg: err.Error()}}
 	}
-	c, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	return ParseFile(path, data)
 }
 
 // Parse parses and validates a mapping file's content.
-func Parse(data []byte) (*Config, error) {
+func Parse(data []byte) (*Config, error) { return ParseFile("teams file", data) }
+
+// ParseFile parses and validates a mapping file's content; name labels errors.
+func ParseFile(name string, data []byte) (*Config, error) {
 	c := &Config{}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+	doc, err := configfile.DecodeWith(name, data, c, configfile.Options{Renamed: renamed})
+	if err != nil {
 		return nil, err
 	}
+	c.Warnings = doc.Warnings
+	var errs configfile.Errors
 	for i, k := range c.Kinds {
+		at := fmt.Sprintf("kinds[%d]", i)
 		switch k.Kind {
 		case source.KindBatch, source.KindInteractive, source.KindService:
 		default:
-			return nil, fmt.Errorf("line %d: kinds[%d]: kind %q is not batch, interactive or service", k.line, i, k.Kind)
+			errs = append(errs, doc.Errorf(at+".kind", "kind %q is not batch, interactive or service", k.Kind))
 		}
 		if k.JobName == nil && k.PodName == nil {
-			return nil, fmt.Errorf("line %d: kinds[%d]: give jobName, podName or both", k.line, i)
+			errs = append(errs, doc.Errorf(at, "give job_name, pod_name or both"))
 		}
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

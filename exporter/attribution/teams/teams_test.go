@@ -63,13 +63,14 @@ func TestApply(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
-		{"unknown top-level key", "teams: {}\n", "line 1: field teams not found"},
-		{"unknown team key", "team:\n  namespace: {a: b}\n", "line 2: field namespace not found"},
-		{"unknown rule key", "kinds:\n  - kind: batch\n    jobname: x\n", "line 3: unknown key \"jobname\""},
-		{"bad regexp", "kinds:\n  - kind: batch\n    jobName: '(['\n", "line 3: bad pattern"},
-		{"bad kind", "kinds:\n  - kind: training\n    jobName: x\n", "line 2: kinds[0]: kind \"training\""},
-		{"rule without pattern", "kinds:\n  - kind: batch\n", "line 2: kinds[0]: give jobName"},
-		{"not a map", "team: [a]\n", "line 1"},
+		{"unknown top-level key", "teams: {}\n", `teams file:1: teams: unknown key "teams" (did you mean "team"?)`},
+		{"unknown team key", "team:\n  namespace: {a: b}\n", `teams file:2: team.namespace: unknown key "namespace" (did you mean "namespaces"?)`},
+		{"unknown rule key", "kinds:\n  - kind: batch\n    jobname: x\n", `teams file:3: kinds[0].jobname: unknown key "jobname" (did you mean "job_name"?)`},
+		{"bad regexp", "kinds:\n  - kind: batch\n    job_name: '(['\n", "teams file:3: kinds[0].job_name: bad pattern"},
+		{"bad kind", "kinds:\n  - kind: training\n    job_name: x\n", "teams file:2: kinds[0].kind: kind \"training\""},
+		{"rule without pattern", "kinds:\n  - kind: batch\n", "teams file:2: kinds[0]: give job_name"},
+		{"not a map", "team: [a]\n", "teams file:1: team: cannot unmarshal !!seq"},
+		{"two documents", "team: {default: a}\n---\nteam: {default: b}\n", "teams file:2: more than one YAML document"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.in))
@@ -85,7 +86,35 @@ func TestParseErrors(t *testing.T) {
 	if err := os.WriteFile(p, []byte("team: {default: x}\nbogus: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p+": yaml: unmarshal errors:\n  line 2") {
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p+`:2: bogus: unknown key "bogus"`) {
 		t.Fatalf("Load err = %v", err)
+	}
+}
+
+// TestOldCamelCaseKeys: files written before the keys became snake_case
+// still read the same, each old key with a deprecation warning.
+func TestOldCamelCaseKeys(t *testing.T) {
+	old, err := Parse([]byte(example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snake := strings.NewReplacer("podLabel", "pod_label", "podName", "pod_name", "jobName", "job_name").Replace(example)
+	cur, err := Parse([]byte(snake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cur.Warnings) != 0 || len(old.Warnings) != 4 {
+		t.Fatalf("warnings: new file %q, old file %q (want 0 and 4)", cur.Warnings, old.Warnings)
+	}
+	if !strings.Contains(old.Warnings[0], `teams file:2: team.pod_label: "podLabel" is deprecated, write "pod_label"`) {
+		t.Errorf("warning %q", old.Warnings[0])
+	}
+	for _, a := range []source.Allocation{{Pod: "triton-0"}, {JobName: "rstudio"}, {Labels: map[string]string{"team": "x"}}} {
+		x, y := a, a
+		old.Apply(&x)
+		cur.Apply(&y)
+		if x.Team != y.Team || x.Kind != y.Kind {
+			t.Errorf("%+v: old keys give %s/%s, new %s/%s", a, x.Team, x.Kind, y.Team, y.Kind)
+		}
 	}
 }

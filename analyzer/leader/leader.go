@@ -1,0 +1,163 @@
+// Package leader elects the one analyzer that acts when several run: a
+// lease row in the shared store, and client-go leader election on a
+// coordination.k8s.io Lease for Deployment replicas. The others stand by.
+package leader
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+)
+
+// Leadership says whether this analyzer may act now. Only the leader runs
+// cycles (and reconciles, escalates and sends reports); the others stand by,
+// so two analyzers on one store, or two replicas of a Deployment, never both
+// warn or reclaim.
+type Leadership interface {
+	// Lead claims or renews leadership at now and reports whether it is held.
+	Lead(ctx context.Context, now time.Time) (bool, error)
+}
+
+// LeaseName is the name of the analyzer's lease, in the store and as the
+// Kubernetes Lease object.
+const LeaseName = "gpuwatch-analyzer"
+
+// Identity names this process among the candidates: host, pid and a random
+// part (a restarted process is a new candidate).
+func Identity() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// StoreLease is leadership through a lease row in the shared store.
+type StoreLease struct {
+	Store    *store.Store
+	Identity string
+	// TTL is how long a claim lasts without renewal: a dead leader's
+	// successor takes over at most this long after its last renewal.
+	TTL time.Duration
+}
+
+// Lead implements Leadership. A lease held by a process of this host that
+// no longer exists (the analyzer crashed and was restarted) is taken at
+// once rather than after it expires.
+func (l *StoreLease) Lead(ctx context.Context, now time.Time) (bool, error) {
+	ok, err := l.Store.AcquireLease(ctx, LeaseName, l.Identity, l.TTL, now)
+	if err != nil || ok {
+		return ok, err
+	}
+	holder, _, err := l.Store.LeaseHolder(ctx, LeaseName)
+	if err != nil || !deadHere(holder) {
+		return false, err
+	}
+	return l.Store.TakeLease(ctx, LeaseName, holder, l.Identity, l.TTL, now)
+}
+
+// deadHere reports whether identity names a process of this host that is
+// gone.
+func deadHere(identity string) bool {
+	parts := strings.Split(identity, "/")
+	if len(parts) != 3 {
+		return false
+	}
+	host, _ := os.Hostname()
+	pid, err := strconv.Atoi(parts[1])
+	if parts[0] != host || err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// Release gives the lease up (on shutdown, so a successor need not wait).
+func (l *StoreLease) Release(ctx context.Context) error {
+	return l.Store.ReleaseLease(ctx, LeaseName, l.Identity)
+}
+
+// KubeLease is client-go leader election on a coordination.k8s.io Lease, for
+// analyzer replicas in a cluster.
+type KubeLease struct {
+	leading atomic.Bool
+	elector *leaderelection.LeaderElector
+}
+
+// KubeLeaseOptions configure KubeLease; zero durations take client-go's
+// usual values (15s, 10s, 2s).
+type KubeLeaseOptions struct {
+	Client                                    kubernetes.Interface
+	Namespace, Identity                       string
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// ReleaseOnCancel gives the Lease up when the process stops, so that
+	// another replica takes over at once.
+	ReleaseOnCancel bool
+}
+
+// NewKubeLease prepares the election; Run takes part in it.
+func NewKubeLease(o KubeLeaseOptions) (*KubeLease, error) {
+	k := &KubeLease{}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: o.Namespace},
+		Client:     o.Client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: o.Identity},
+	}
+	el, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+		ReleaseOnCancel: o.ReleaseOnCancel, Name: LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) { k.leading.Store(true) },
+			OnStoppedLeading: func() { k.leading.Store(false) },
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("leader election: %w", err)
+	}
+	k.elector = el
+	return k, nil
+}
+
+// Run takes part in the election until ctx ends, standing again after a lost
+// term.
+func (k *KubeLease) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		k.elector.Run(ctx)
+	}
+}
+
+// Lead implements Leadership: whether this replica leads now.
+func (k *KubeLease) Lead(context.Context, time.Time) (bool, error) {
+	return k.leading.Load() && k.elector.IsLeader(), nil
+}
+
+// Both leads only when every one of its members does (the store lease and
+// the Kubernetes Lease).
+type Both []Leadership
+
+// Lead implements Leadership.
+func (b Both) Lead(ctx context.Context, now time.Time) (bool, error) {
+	for _, l := range b {
+		ok, err := l.Lead(ctx, now)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Two processes' stores on one file: one holder at a time, renewals keep
+// it, expiry or release hands it over.
+func TestLeaseOneHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	a, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	ttl := time.Minute
+	step := func(s *Store, who string, at time.Duration, want bool) {
+		t.Helper()
+		got, err := s.AcquireLease(ctx, "analyzer", who, ttl, t0.Add(at))
+		if err != nil || got != want {
+			t.Fatalf("%s at +%s: got %v (%v), want %v", who, at, got, err, want)
+		}
+	}
+	step(a, "A", 0, true)
+	step(b, "B", 10*time.Second, false)
+	step(a, "A", 50*time.Second, true) // renewed until +110s
+	step(b, "B", 100*time.Second, false)
+	step(b, "B", 111*time.Second, true) // A stopped renewing: B takes over
+	step(a, "A", 120*time.Second, false)
+	if err := b.ReleaseLease(ctx, "analyzer", "B"); err != nil {
+		t.Fatal(err)
+	}
+	step(a, "A", 121*time.Second, true)
+
+	// Racing for a free lease: exactly one wins.
+	var wg sync.WaitGroup
+	wins := make(chan string, 20)
+	for i := 0; i < 20; i++ {
+		s, who := a, "A"
+		if i%2 == 1 {
+			s, who = b, "B"
+		}
+		who += string(rune('a' + i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ok, err := s.AcquireLease(ctx, "race", who, ttl, t0); err == nil && ok {
+				wins <- who
+			}
+		}()
+	}
+	wg.Wait()
+	close(wins)
+	if n := len(wins); n != 1 {
+		t.Fatalf("%d holders of one lease", n)
+	}
+}
