@@ -27,6 +27,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
@@ -168,8 +169,22 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 			"steps", res.Steps, "rate_limited", res.RateLimited)
 		return nil
 	}
+	// The capacity planner reads the same Prometheus: a plan of the trailing
+	// week, refreshed hourly, for the Planner tab and gpuwatch_planner_*,
+	// and a plan of each report's period for the reports.
+	var planner *plan.Refresher
+	var planSrc report.Planner
+	if o.PrometheusURL != "" {
+		pq, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger})
+		if err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
+		}
+		planner = &plan.Refresher{Querier: pq, Metrics: plan.NewMetrics(), Logger: logger}
+		reg.MustRegister(planner.Metrics)
+		planSrc = &plan.Source{Querier: pq}
+	}
 	if rcfg != nil {
-		deps := report.Deps{Store: st, Config: rcfg, Sender: sender, Logger: logger}
+		deps := report.Deps{Store: st, Config: rcfg, Sender: sender, Logger: logger, Planner: planSrc}
 		if sender == nil {
 			return &cli.UsageError{Err: errors.New("--report.config: the smtp section is needed to send reports")}
 		}
@@ -191,7 +206,12 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		if err != nil {
 			return err
 		}
-		page.Reports = analyzerweb.BuiltReports{Builder: report.NewBuilder(st, rcfg), Renderer: rd}
+		rb := report.NewBuilder(st, rcfg)
+		rb.Planner = planSrc
+		page.Reports = analyzerweb.BuiltReports{Builder: rb, Renderer: rd}
+	}
+	if planner != nil {
+		page.Planner = planner
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -210,6 +230,9 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	}
 	go func() { errc <- server.Serve(sctx, mux, o.Web, logger) }()
 	go func() { errc <- d.Run(sctx) }()
+	if planner != nil {
+		go planner.Run(sctx)
+	}
 	logger.Info("analyzer started", "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
 	err = <-errc
 	cancel()

@@ -27,6 +27,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
@@ -88,6 +89,8 @@ type Result struct {
 	Teams                                             []string
 	Files                                             []string
 	Elapsed                                           time.Duration
+	// Plan is the capacity plan of the simulated span.
+	Plan *plan.Plan
 }
 
 // Demo holds a run's state: the state store stays open after Simulate so
@@ -255,6 +258,10 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
 	bar.done()
+	if res.Plan, err = plan.Build(ctx, db, res.Origin, res.End, plan.Options{}); err != nil {
+		return nil, fmt.Errorf("capacity plan: %w", err)
+	}
+	d.result = res // the reports read the plan through it
 	if err := d.writeOutputs(ctx, res); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -165,6 +166,22 @@ func TestSimulateWritesEverything(t *testing.T) {
 	}
 	if !strings.Contains(sum.String(), "WOULD RECLAIM") {
 		t.Errorf("summary lacks the dry-run reclaims:\n%s", sum.String())
+	}
+	// The capacity plan of the simulated span: in plan.json, the summary
+	// and the fleet report, with the same figures.
+	var pl struct {
+		Held   int `json:"gpus_held"`
+		Needed int `json:"gpus_needed"`
+	}
+	readJSON(t, filepath.Join(out, "plan.json"), &pl)
+	if pl.Held == 0 || pl.Needed == 0 || pl.Needed > pl.Held+res.Plan.Unknown {
+		t.Errorf("plan.json: held %d, needed %d", pl.Held, pl.Needed)
+	}
+	if !strings.Contains(sum.String(), "CAPACITY PLAN "+res.Plan.Headline()) {
+		t.Errorf("summary lacks the capacity plan:\n%s", sum.String())
+	}
+	if body := readFile(t, filepath.Join(out, "reports", "fleet.html")); !strings.Contains(body, fmt.Sprintf("<b>%d</b> GPUs held, <b>%d</b> needed", pl.Held, pl.Needed)) {
+		t.Error("reports/fleet.html lacks the plan's figures")
 	}
 }
 

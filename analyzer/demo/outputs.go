@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/dashboards"
@@ -41,6 +42,13 @@ func (d *Demo) writeOutputs(ctx context.Context, res *Result) error {
 		return fmt.Errorf("audit.json: %w", err)
 	}
 	if err := d.write(res, "audit.json", buf.Bytes()); err != nil {
+		return err
+	}
+	buf.Reset()
+	if err := plan.JSON(&buf, res.Plan); err != nil {
+		return err
+	}
+	if err := d.write(res, "plan.json", buf.Bytes()); err != nil {
 		return err
 	}
 	if err := d.writeReports(ctx, res); err != nil {
@@ -95,8 +103,12 @@ func (d *Demo) period(res *Result) report.Period {
 }
 
 func (d *Demo) builder(cfg *report.Config, end time.Time) *report.Builder {
+	var planned plannedSpan
+	if d.result != nil {
+		planned.p = d.result.Plan
+	}
 	b := report.NewBuilder(d.st, cfg)
-	b.Now = func() time.Time { return end }
+	b.Planner, b.Now = planned, func() time.Time { return end }
 	return b
 }
 

@@ -76,6 +76,7 @@ func (d *Demo) Handler(ctx context.Context, version string) (http.Handler, error
 		Findings: analyzerweb.StoreFindings{Store: d.st, Window: end.Sub(d.result.Origin) + time.Minute, Now: clock},
 		Audit:    analyzerweb.AuditLog{Log: d.log},
 		Reports:  analyzerweb.BuiltReports{Builder: d.builder(cfg, end), Renderer: rd, Now: reportClock},
+		Planner:  plannedSpan{d.result.Plan},
 		Now:      clock,
 		Logger:   d.o.Logger,
 		Title:    "gpuwatch demo " + version,

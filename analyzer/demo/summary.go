@@ -161,6 +161,7 @@ func WriteSummary(w io.Writer, res *Result) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write summary: %w", err)
 	}
+	writePlanSummary(w, res.Plan)
 	return nil
 }
 

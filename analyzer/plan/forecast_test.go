@@ -90,6 +90,18 @@ func TestForecastMonth(t *testing.T) {
 	if f.Method != "holt_winters" || len(f.Next) != HoursOfWeek {
 		t.Errorf("method %s with %d points, want holt_winters with %d", f.Method, len(f.Next), HoursOfWeek)
 	}
+	// Nights are spare: the batch GPUs sit unallocated from the evening on.
+	heat := p.Pools[0].Heat
+	t.Logf("batch windows: %v", heat.Windows)
+	night := false
+	for _, w := range heat.Windows {
+		// A window covering 22:00-07:00 starts by 22:00 and ends at or
+		// after 07:00 of the next day.
+		night = night || (w.From <= 22 && w.To >= 31 && w.Share >= 0.5)
+	}
+	if !night {
+		t.Errorf("no batch window over 22:00-07:00 with half the pool spare: %v", heat.Windows)
+	}
 	// The busiest span of the coming week is Monday's working hours.
 	if len(f.Reserve) == 0 {
 		t.Fatal("no reservation advised")

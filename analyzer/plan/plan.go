@@ -341,8 +341,9 @@ func (o *Options) pool(name string, items []*demand.Item, res *demand.Result) Po
 	for _, gp := range layout {
 		pl.Contention = max(pl.Contention, gp.P95Load)
 	}
-	pl.Needed = len(layout) + pl.Unknown
-	pl.Freeable = max(0, pl.Held-pl.Needed)
+	// The GPUs held are a packing too: a plan never needs more.
+	pl.Needed = min(pl.Held, len(layout)+pl.Unknown)
+	pl.Freeable = pl.Held - pl.Needed
 	pl.Heat = o.heat(items, res)
 	pl.Forecast = o.forecast(items, res)
 	return pl

@@ -96,7 +96,7 @@ func TestCorpusKnownOptimum(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
 			span := 24 * time.Hour
-			dbs, origin := loadScenario(t, c.scenario, span, 2*time.Minute, simload.Format{}, simload.Format{Stock: true, NoProf: true})
+			dbs, origin := loadScenario(t, c.scenario, span, 5*time.Minute, simload.Format{}, simload.Format{Stock: true, NoProf: true})
 			for i, db := range dbs {
 				stock := i == 1
 				cq := &query.Counting{Q: db}
@@ -151,7 +151,7 @@ func TestCorpusKnownOptimum(t *testing.T) {
 // (its samples cut to fewer than the minimum) keeps its GPU.
 func TestUnknownNeverFreeable(t *testing.T) {
 	span := 24 * time.Hour
-	dbs, origin := loadScenario(t, "planner-notebooks", span, 2*time.Minute, simload.Format{})
+	dbs, origin := loadScenario(t, "planner-notebooks", span, 5*time.Minute, simload.Format{})
 	p, err := Build(context.Background(), dbs[0], origin, origin.Add(span), Options{MinSamples: 1e9})
 	if err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ func (o *Options) teams(res *demand.Result, byPool map[string][]*demand.Item) []
 				need = min(need, len(mb)+len(pack.TimeSlice(restDs, capa)))
 			}
 			t.Held += len(held)
-			t.Needed += need + len(unknown)
+			t.Needed += min(len(held), need+len(unknown))
 		}
 	}
 	out := make([]Team, 0, len(acc))

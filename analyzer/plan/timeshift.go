@@ -19,8 +19,9 @@ type HeatMap struct {
 	Unallocated []float64 `json:"unallocated"`
 	// Allocated is the mean number of allocated GPUs (the pool's demand).
 	Allocated []float64 `json:"allocated"`
-	// Windows are the daily batch windows: hours of the day when at least
-	// WindowShare of the pool is idle or unallocated on average.
+	// Windows are the daily batch windows: hours of the day when, on
+	// average, the pool's spare share (idle or unallocated) is at least
+	// WindowShare and in the upper half of its daily range.
 	Windows []Window `json:"batch_windows"`
 }
 
@@ -36,6 +37,9 @@ type Window struct {
 
 // String reads like "22:00–07:00: 40 % idle".
 func (w Window) String() string {
+	if w.To-w.From >= 24 {
+		return fmt.Sprintf("all day: %.0f %% idle (%.1f GPUs)", 100*w.Share, w.GPUs)
+	}
 	return fmt.Sprintf("%02d:00–%02d:00: %.0f %% idle (%.1f GPUs)", w.From, w.To%24, 100*w.Share, w.GPUs)
 }
 
@@ -116,13 +120,21 @@ func windows(hm *HeatMap) []Window {
 		cnt[w%24]++
 	}
 	var share [24]float64
-	ok := [24]bool{}
-	all := true
+	lo, hi := 1.0, 0.0
 	for h := range share {
 		if cnt[h] > 0 {
 			share[h] = spare[h] / cnt[h] / float64(hm.GPUs)
+			lo, hi = min(lo, share[h]), max(hi, share[h])
 		}
-		ok[h] = cnt[h] > 0 && share[h] >= WindowShare
+	}
+	// A window is where the spare share is high for this pool: at least
+	// WindowShare, and in the upper half of the day's range, so that a
+	// pool with spare capacity all day still shows its best hours.
+	threshold := max(WindowShare, (lo+hi)/2)
+	ok := [24]bool{}
+	all := true
+	for h := range share {
+		ok[h] = cnt[h] > 0 && share[h] >= threshold
 		all = all && ok[h]
 	}
 	if all {
@@ -168,6 +180,8 @@ type Forecast struct {
 	// end (NextFrom).
 	NextFrom time.Time `json:"next_from"`
 	Next     []float64 `json:"next"`
+	// ByHourOfWeek is Next reordered by hour of week (0 = Monday 00:00).
+	ByHourOfWeek []float64 `json:"next_by_hour_of_week"`
 	// Reserve names the peak spans of the coming week.
 	Reserve []Reservation `json:"reserve"`
 }
@@ -207,6 +221,10 @@ func (o *Options) forecast(items []*demand.Item, res *demand.Result) *Forecast {
 			return nil
 		}
 		f.Next = m.Forecast(season)
+	}
+	f.ByHourOfWeek = make([]float64, HoursOfWeek)
+	for k, x := range f.Next {
+		f.ByHourOfWeek[HourOfWeek(res.To.Add(time.Duration(k)*time.Hour), o.Location)] = x
 	}
 	f.Reserve = reservations(f.Next, res.To, o.Location)
 	return f

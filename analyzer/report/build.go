@@ -24,6 +24,7 @@ type Builder struct {
 	Data    Data
 	Config  *Config
 	Actions ActionLog // nil: the fleet report says actions are not available
+	Planner Planner   // nil: no capacity planner section
 	Now     func() time.Time
 }
 
@@ -112,8 +113,10 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 		return nil, nil, err
 	}
 	gen := now().In(cfg.Location())
+	planned, planErr := b.planFor(ctx, p)
 	base := func(team string, a *agg) *Report {
 		r := &Report{Team: team, Period: p, TimeZone: cfg.TimeZone, GeneratedAt: gen, Currency: cfg.Currency, Priced: cfg.Priced()}
+		r.Planner = plannerSection(planned, planErr, team)
 		a.fill(r, days, cfg, p)
 		r.FleetShare = ratio(a.alloc, fleet.alloc)
 		r.FleetWasteShare = ratio(a.wasted, fleet.wasted)

@@ -32,7 +32,9 @@ type Deps struct {
 	Store  *store.Store
 	Config *Config
 	Sender mail.Sender
-	Logger *slog.Logger
+	// Planner adds the capacity plan of each report's period (optional).
+	Planner Planner
+	Logger  *slog.Logger
 }
 
 // TickSpec is how often report jobs wake up to check for due reports and
@@ -99,8 +101,10 @@ func newRunner(ctx context.Context, d Deps, spec string, lookback time.Duration)
 	if err != nil {
 		return nil, err
 	}
+	b := NewBuilder(d.Store, d.Config)
+	b.Planner = d.Planner
 	return &runner{d: d, spec: spec, sched: sched, lookback: lookback, outbox: ob, render: rd,
-		builder: NewBuilder(d.Store, d.Config)}, nil
+		builder: b}, nil
 }
 
 // WithTimeZone prefixes a cron spec with CRON_TZ unless it names a zone.

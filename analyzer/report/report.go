@@ -46,6 +46,8 @@ type Report struct {
 	Actions     []ActionEntry `json:"actions,omitempty"`
 	ActionsNote string        `json:"actions_note,omitempty"`
 	Link        string        `json:"link,omitempty"`
+	// Planner is the capacity planner's headline (when one is configured).
+	Planner *PlannerSection `json:"planner,omitempty"`
 }
 
 // Totals are GPU-hours over the period. Idle is allocated minus active;

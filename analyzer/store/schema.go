@@ -71,6 +71,10 @@ var migrations = []migration{
 	{"reports read the action log through the store (ActionsBetween); the view an older report probed for goes", []string{
 		`DROP VIEW IF EXISTS audit`,
 	}},
+	{"leases: one acting analyzer among several processes sharing the store (created on first use before versions)", []string{
+		`CREATE TABLE IF NOT EXISTS leases (
+			name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_ms INTEGER NOT NULL)`,
+	}},
 }
 
 // SchemaVersion is the version Open brings a database to.

@@ -11,11 +11,13 @@ import (
 )
 
 // unversioned is the schema as databases written before schema_version
-// have it: each package created its own tables, and the audit log a view
-// for the reports' table probe.
+// have it: each package created its own tables, the audit log a view for
+// the reports' table probe, and the lease code its table on first use.
 var unversioned = append(append([]string{}, migrations[0].stmts...),
 	`CREATE VIEW IF NOT EXISTS audit AS SELECT at_ms, step AS action, pattern, team, user, job,
-		state AS outcome, dry_run FROM audit_events WHERE state != 'intended'`)
+		state AS outcome, dry_run FROM audit_events WHERE state != 'intended'`,
+	`CREATE TABLE IF NOT EXISTS leases (
+		name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_ms INTEGER NOT NULL)`)
 
 func rawDB(t *testing.T, path string, stmts ...string) {
 	t.Helper()

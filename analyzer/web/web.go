@@ -81,6 +81,8 @@ type Options struct {
 	Findings FindingsSource
 	Audit    AuditSource
 	Reports  ReportSource
+	// Planner gives the capacity plan of the Planner tab.
+	Planner PlanSource
 	// Now is the clock shown on the pages (tests inject one).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -141,6 +143,7 @@ var templates = template.Must(template.New("").Funcs(template.FuncMap{
 //	/audit            the audit log; ?job= filters it
 //	/reports          the latest report of each team
 //	/reports/{team}   that report's HTML ("_fleet" for the fleet report)
+//	/planner          the capacity plan: layouts, idle heat map, forecast
 func Handler(o Options) http.Handler {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -164,6 +167,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /audit", s.audit)
 	mux.HandleFunc("GET /reports", s.reports)
 	mux.HandleFunc("GET /reports/{team}", s.report)
+	mux.HandleFunc("GET /planner", s.planner)
 	return securityHeaders(mux)
 }
 

@@ -60,8 +60,6 @@ type Item struct {
 	HourP95     []float64 `json:"-"`
 	HourPeak    []float64 `json:"-"`
 	HourSamples []float64 `json:"-"`
-	freeMin     float64
-	hasFree     bool
 }
 
 // Key identifies the item: host|device|job.
@@ -96,23 +94,25 @@ func (r *Result) Coverage() float64 {
 }
 
 // Queries is the number of queries Fetch issues.
-const Queries = 12
+const Queries = 10
 
 type figure int
 
+// Each full pass over a week of samples costs the most, so the window's
+// peaks and sample counts are read from the hourly ranges (the peak of the
+// hourly peaks, the sum of the hourly counts: exact, not estimates), and
+// the quantiles, which need every sample, are the only whole-window passes.
 const (
 	qComputeP50 figure = iota
 	qComputeP95
-	qComputePeak
 	qMemP50
 	qMemP95
-	qMemPeak
-	qFreeMin
-	qCount
+	qTotal
 	qInfo
 	qHourP95
 	qHourPeak
 	qHourCount
+	qHourMem
 )
 
 // Exprs returns the instant expressions over a window of length w and the
@@ -129,18 +129,19 @@ func Exprs(w time.Duration) []string {
 	}
 	mem := func(fn, arg string) string { return fn + "(" + arg + catalogue.FBUsed.Name + win + ")" }
 	return []string{
-		qComputeP50:  compute("quantile_over_time", "0.5, ", win),
-		qComputeP95:  compute("quantile_over_time", "0.95, ", win),
-		qComputePeak: compute("max_over_time", "", win),
-		qMemP50:      mem("quantile_over_time", "0.5, "),
-		qMemP95:      mem("quantile_over_time", "0.95, "),
-		qMemPeak:     mem("max_over_time", ""),
-		qFreeMin:     "min_over_time(" + catalogue.FBFree.Name + win + ")",
-		qCount:       mem("count_over_time", ""),
-		qInfo:        "max_over_time(" + catalogue.AllocationInfo.Name + win + ")",
-		qHourP95:     compute("quantile_over_time", "0.95, ", hour),
-		qHourPeak:    compute("max_over_time", "", hour),
-		qHourCount:   "count_over_time(" + catalogue.FBUsed.Name + hour + ")",
+		qComputeP50: compute("quantile_over_time", "0.5, ", win),
+		qComputeP95: compute("quantile_over_time", "0.95, ", win),
+		qMemP50:     mem("quantile_over_time", "0.5, "),
+		qMemP95:     mem("quantile_over_time", "0.95, "),
+		// The device's memory is used + free at any instant: one reading
+		// an hour is enough.
+		qTotal: "max_over_time((" + catalogue.FBUsed.Name + " + " + catalogue.FBFree.Name + ")" +
+			fmt.Sprintf("[%dms:1h]", w.Milliseconds()-1) + ")",
+		qInfo:      "max_over_time(" + catalogue.AllocationInfo.Name + win + ")",
+		qHourP95:   compute("quantile_over_time", "0.95, ", hour),
+		qHourPeak:  compute("max_over_time", "", hour),
+		qHourCount: "count_over_time(" + catalogue.FBUsed.Name + hour + ")",
+		qHourMem:   "max_over_time(" + catalogue.FBUsed.Name + hour + ")",
 	}
 }
 
@@ -255,7 +256,10 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 				if it == nil {
 					continue
 				}
-				scale := migScale(ss.Metric, it.Model)
+				scale := 1.0
+				if figure(f) == qHourP95 || figure(f) == qHourPeak {
+					scale = migScale(ss.Metric, it.Model)
+				}
 				for _, p := range ss.Values {
 					h := int(p.Timestamp.Time().Sub(from)/time.Hour) - 1
 					x := float64(p.Value)
@@ -269,6 +273,9 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 						it.HourPeak[h] = x * scale
 					case qHourCount:
 						it.HourSamples[h] = x
+						it.Samples += x
+					case qHourMem:
+						it.Memory.Peak = max(it.Memory.Peak, x)
 					}
 				}
 			}
@@ -280,9 +287,10 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 		if it.Samples <= 0 {
 			continue // a holder without memory samples was not there
 		}
-		if it.HasMemory && it.hasFree {
-			// At the peak of used memory free memory is at its least.
-			it.TotalMiB = it.Memory.Peak + it.freeMin
+		for _, x := range it.HourPeak {
+			if !math.IsNaN(x) {
+				it.Compute.Peak = max(it.Compute.Peak, x)
+			}
 		}
 		if in, ok := infos[it.Key()]; ok {
 			it.Team, it.User, it.Kind = in.team, in.user, in.kind
@@ -300,7 +308,7 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 
 func setInstant(it *Item, f figure, x float64, m model.Metric) {
 	switch f {
-	case qComputeP50, qComputeP95, qComputePeak:
+	case qComputeP50, qComputeP95:
 		x *= migScale(m, it.Model)
 		it.HasCompute = true
 		switch f {
@@ -308,19 +316,13 @@ func setInstant(it *Item, f figure, x float64, m model.Metric) {
 			it.Compute.P50 = x
 		case qComputeP95:
 			it.Compute.P95 = x
-		case qComputePeak:
-			it.Compute.Peak = x
 		}
 	case qMemP50:
 		it.Memory.P50, it.HasMemory = x, true
 	case qMemP95:
 		it.Memory.P95 = x
-	case qMemPeak:
-		it.Memory.Peak = x
-	case qFreeMin:
-		it.freeMin, it.hasFree = x, true
-	case qCount:
-		it.Samples = x
+	case qTotal:
+		it.TotalMiB = x
 	}
 }
 

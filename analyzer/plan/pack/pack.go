@@ -76,6 +76,9 @@ func (b *Bin) fits(d *Demand, c Capacity) bool {
 		if d.Present != nil && !d.Present[h] {
 			continue
 		}
+		if b.mem[h] == 0 && b.load[h] == 0 {
+			continue // alone on the GPU in this hour: a demand always fits itself
+		}
 		if b.load[h]+d.Compute[h] > c.Compute+1e-9 || b.mem[h]+d.Memory > c.Memory+1e-9 {
 			return false
 		}

@@ -1,0 +1,49 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan"
+)
+
+// plannedSpan serves the capacity plan of the simulated span, computed
+// while the telemetry store was open, to the reports and the Planner tab.
+type plannedSpan struct{ p *plan.Plan }
+
+// Plan implements web.PlanSource.
+func (s plannedSpan) Plan(context.Context) (*plan.Plan, error) {
+	if s.p == nil {
+		return nil, plan.ErrNoPlan
+	}
+	return s.p, nil
+}
+
+// PlanBetween implements report.Planner for the simulated span only.
+func (s plannedSpan) PlanBetween(_ context.Context, from, to time.Time) (*plan.Plan, error) {
+	if s.p == nil {
+		return nil, plan.ErrNoPlan
+	}
+	if !from.Equal(s.p.From) || !to.Equal(s.p.To) {
+		return nil, fmt.Errorf("the demo planned %s to %s only", s.p.From.Format(time.RFC3339), s.p.To.Format(time.RFC3339))
+	}
+	return s.p, nil
+}
+
+// writePlanSummary is the summary's capacity-plan section.
+func writePlanSummary(w io.Writer, p *plan.Plan) {
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nCAPACITY PLAN %s\n", p.Headline())
+	for _, pl := range p.Pools {
+		fmt.Fprintf(w, "  %s: %d held, %d needed (%s), %d could be freed\n", pl.Name, pl.Held, pl.Needed, pl.Strategy, pl.Freeable)
+		if pl.Heat != nil {
+			for _, win := range pl.Heat.Windows {
+				fmt.Fprintf(w, "    batch window %s\n", win)
+			}
+		}
+	}
+}

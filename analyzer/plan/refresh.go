@@ -1,0 +1,92 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+)
+
+// Refresher keeps a plan of the trailing window current: it plans in the
+// background every Every and hands out the latest plan, so neither a page
+// view nor a scrape waits for a week of telemetry to be read.
+type Refresher struct {
+	Querier query.Querier
+	Options Options
+	Window  time.Duration // default 7 days
+	Every   time.Duration // default 1 hour
+	Now     func() time.Time
+	Logger  *slog.Logger
+	// Metrics, when set, publishes each new plan.
+	Metrics *Metrics
+
+	mu   sync.Mutex
+	last *Plan
+	err  error
+}
+
+// ErrNoPlan is returned before the first plan is ready.
+var ErrNoPlan = errors.New("no plan yet: the first one is being computed")
+
+// Plan returns the latest plan.
+func (r *Refresher) Plan(context.Context) (*Plan, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		if r.err != nil {
+			return nil, r.err
+		}
+		return nil, ErrNoPlan
+	}
+	return r.last, nil
+}
+
+// Refresh plans the window ending now once.
+func (r *Refresher) Refresh(ctx context.Context) error {
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	w := r.Window
+	if w <= 0 {
+		w = 7 * 24 * time.Hour
+	}
+	to := now().Truncate(time.Hour)
+	p, err := Build(ctx, r.Querier, to.Add(-w), to, r.Options)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.err = err
+		return err
+	}
+	r.last, r.err = p, nil
+	if r.Metrics != nil {
+		r.Metrics.Observe(p)
+	}
+	return nil
+}
+
+// Run refreshes until ctx ends.
+func (r *Refresher) Run(ctx context.Context) {
+	every := r.Every
+	if every <= 0 {
+		every = time.Hour
+	}
+	logger := r.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	for {
+		if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
+			logger.Warn("capacity plan failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+)
+
+// fleetSample is the synthetic fleet of the scale tests: GPU g runs one job
+// a day; a quarter of the jobs are services with a daily cycle, the rest
+// batch jobs, light or busy.
+func fleetSample(g int, off time.Duration) (job string, sm, util, fb float64) {
+	day := int(off / (24 * time.Hour))
+	if off%(24*time.Hour) < 30*time.Minute {
+		return "", 0, 0, 0 // half an hour a day unallocated
+	}
+	job = strconv.Itoa(100000 + day*100000 + g)
+	x := float64(off%(24*time.Hour)) / float64(24*time.Hour)
+	switch g % 4 {
+	case 0:
+		sm = 0.1 + 0.5*(0.5-0.5*math.Cos(2*math.Pi*x))
+		fb = 20000
+	case 1:
+		sm, fb = 0.05, 5000
+	default:
+		sm, fb = 0.8, 60000
+	}
+	return job, sm, sm * 110, fb
+}
+
+// fillFleet appends n GPUs × span at step of the series the planner reads.
+func fillFleet(t testing.TB, db *embedded.DB, n int, from time.Time, span, step time.Duration) int {
+	t.Helper()
+	type series struct {
+		ref storage.SeriesRef
+		l   labels.Labels
+	}
+	metrics := []*catalogue.Metric{catalogue.ProfSMActive, catalogue.GPUUtil, catalogue.FBUsed, catalogue.FBFree}
+	refs := map[string]*series{}
+	ctx := context.Background()
+	app := db.TSDB().Appender(ctx)
+	total := 0
+	for off := time.Duration(0); off < span; off += step {
+		ts := from.Add(off).UnixMilli()
+		for g := 0; g < n; g++ {
+			host, idx := fmt.Sprintf("node-%04d", g/8), g%8
+			job, sm, util, fb := fleetSample(g, off)
+			vals := []float64{sm, util, fb, 81559 - fb}
+			for mi, m := range metrics {
+				key := m.Name + "|" + strconv.Itoa(g) + "|" + job
+				s := refs[key]
+				if s == nil {
+					b := labels.NewScratchBuilder(8)
+					b.Add("__name__", m.Name)
+					b.Add(catalogue.LabelUUID, fmt.Sprintf("GPU-%s-%d", host, idx))
+					b.Add(catalogue.LabelGPU, strconv.Itoa(idx))
+					b.Add(catalogue.LabelHostname, host)
+					b.Add(catalogue.LabelModelName, "NVIDIA H100 80GB HBM3")
+					if job != "" {
+						b.Add(catalogue.LabelHPCJob, job)
+					}
+					b.Sort()
+					s = &series{l: b.Labels()}
+					refs[key] = s
+				}
+				ref, err := app.Append(s.ref, s.l, ts, vals[mi])
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.ref = ref
+				total++
+			}
+		}
+		if off%time.Hour == 0 {
+			if err := app.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			app = db.TSDB().Appender(ctx)
+			if off%(24*time.Hour) == 0 {
+				refs = map[string]*series{} // ended jobs' series are never appended to again
+			}
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
+// peakRSS reads the process' peak resident set (VmHWM) in bytes.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return -1
+}
+
+// TestScaleEmbedded: a plan over 7 days × 1,000 GPUs (60 s samples) from
+// the embedded store in at most 20 s, with the fixed query count.
+func TestScaleEmbedded(t *testing.T) {
+	if raceEnabled {
+		t.Skip("timing targets do not hold under the race detector; the scale test runs in the plain test run")
+	}
+	const n = 1000
+	dir := t.TempDir()
+	db, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
+	span := 7 * 24 * time.Hour
+	start := time.Now()
+	samples := fillFleet(t, db, n, from, span, time.Minute)
+	if err := db.TSDB().Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ingested and compacted %d samples in %s", samples, time.Since(start).Round(time.Second))
+	runtime.GC()
+	debug.FreeOSMemory()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Logf("cannot reset peak RSS (%v): the figure includes ingestion", err)
+	}
+	if db, err = embedded.Open(dir, embedded.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	cq := &query.Counting{Q: db}
+	start = time.Now()
+	p, err := Build(context.Background(), cq, from, from.Add(span), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(start)
+	rss := peakRSS()
+	t.Logf("SCALE plan-embedded: %d GPUs × 7 days at 60s: %s, %d queries, peak RSS %.2f GiB; %s",
+		n, wall.Round(time.Millisecond), cq.Count(), float64(rss)/(1<<30), p.Headline())
+	if cq.Count() != Queries {
+		t.Errorf("%d queries, want %d", cq.Count(), Queries)
+	}
+	if p.Seen != n || p.Held != n {
+		t.Errorf("seen %d, held %d GPUs, want %d", p.Seen, p.Held, n)
+	}
+	if p.Needed >= p.Held || p.Unknown != 0 {
+		t.Errorf("needed %d of %d held (%d unknown): the light quarter should pack", p.Needed, p.Held, p.Unknown)
+	}
+	if wall > 20*time.Second {
+		t.Errorf("plan took %s, target 20 s", wall)
+	}
+	if rss > 2<<30 {
+		t.Errorf("peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
+	}
+}
