@@ -120,7 +120,7 @@ func peakRSS() int64 {
 // the embedded store in at most 20 s, with the fixed query count.
 func TestScaleEmbedded(t *testing.T) {
 	if raceEnabled {
-		t.Skip("timing targets do not hold under the race detector; the scale test runs in the plain test run")
+		t.Skip("timing targets do not hold under the race detector; scripts/test.sh runs it in its non-race step")
 	}
 	const n = 1000
 	dir := t.TempDir()
