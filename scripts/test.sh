@@ -17,6 +17,7 @@ step "install test dependencies"
 need_apt=()
 command -v promtool >/dev/null || need_apt+=(prometheus)
 command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
+command -v victoria-metrics >/dev/null || need_apt+=(victoria-metrics)   # the analyzer corpus through a real VictoriaMetrics
 command -v slurmctld >/dev/null || need_apt+=(slurm-wlm)
 command -v munged >/dev/null || need_apt+=(munge)
 command -v chromium >/dev/null || need_apt+=(chromium)

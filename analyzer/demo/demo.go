@@ -253,7 +253,10 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 		bar.set(res.Collections, t.Sub(o.Origin))
 		return nil
 	}
-	if _, err := simload.Replay(ctx, d.sc, simload.Options{Seed: o.Seed, Origin: o.Origin, To: o.Length, Resolution: o.Step}, sink); err != nil {
+	// The simulated span is (Origin, Origin+Length]: a sample at Origin
+	// itself would fall in the analysis step that ends there, which belongs
+	// to the week before, and leak usage into it.
+	if _, err := simload.Replay(ctx, d.sc, simload.Options{Seed: o.Seed, Origin: o.Origin, From: o.Step, To: o.Length, Resolution: o.Step}, sink); err != nil {
 		bar.done()
 		return nil, fmt.Errorf("simulation: %w", err)
 	}

@@ -71,8 +71,8 @@ func TestSimulateWritesEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 30*120 + 1; res.Collections != want {
-		t.Errorf("collections = %d, want %d (every 30s step of 30h, both ends)", res.Collections, want)
+	if want := 30 * 120; res.Collections != want {
+		t.Errorf("collections = %d, want %d (every 30s step of (origin, origin+30h])", res.Collections, want)
 	}
 	if want := 30 * 12; res.Cycles != want {
 		t.Errorf("cycles = %d, want %d (every 5m analyzer step)", res.Cycles, want)
@@ -88,7 +88,10 @@ func TestSimulateWritesEverything(t *testing.T) {
 	got := map[finding.Pattern]bool{}
 	for _, f := range doc.Findings {
 		got[f.Pattern] = true
-		if f.WastedGPUHours <= 0 {
+		switch {
+		case f.Pattern == finding.Overlong && f.Evidence["over_limit_gpu_hours"] <= 0:
+			t.Errorf("finding %s is %.2f GPU-hours over the limit", f.Key(), f.Evidence["over_limit_gpu_hours"])
+		case f.Pattern != finding.Overlong && f.WastedGPUHours <= 0:
 			t.Errorf("finding %s wastes %.2f GPU-hours", f.Key(), f.WastedGPUHours)
 		}
 	}
@@ -104,8 +107,14 @@ func TestSimulateWritesEverything(t *testing.T) {
 			t.Errorf("reports/%s.html is not the team's HTML report", team)
 		}
 	}
-	if body := readFile(t, filepath.Join(out, "reports", "fleet.html")); !strings.Contains(body, "<html") {
+	fleet := readFile(t, filepath.Join(out, "reports", "fleet.html"))
+	if !strings.Contains(fleet, "<html") {
 		t.Error("reports/fleet.html is not HTML")
+	}
+	// The week before the simulated one had no usage: none may leak there.
+	if !strings.Contains(fleet, "no usage in") || strings.Contains(fleet, "points from") {
+		i := strings.Index(fleet, "from 20")
+		t.Errorf("the fleet report compares with a previous week that had no usage: %q", fleet[max(0, i-80):min(len(fleet), i+80)])
 	}
 	// Reports, findings and the store name users, jobs and recipients: none
 	// is readable by others (dashboards, generated JSON, may be).

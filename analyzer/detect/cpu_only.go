@@ -7,8 +7,10 @@ import (
 )
 
 // cpu_only: a non-interactive job whose GPUs never showed a sign of use
-// since it started. When the start was not observed the job may have
-// worked before, so it must also never have held memory.
+// since it started, with no process holding memory on them. Memory held
+// means a model is loaded: a service waiting for its first request, or a
+// job that hangs before its first kernel, neither of which CPU nodes would
+// serve.
 func init() {
 	register(Spec{Pattern: finding.CPUOnly, Severity: finding.Critical, Action: finding.ActionReclaim,
 		Label: "CPU only", Title: "GPU never used (CPU only)", judge: judgeCPUOnly,
@@ -19,8 +21,8 @@ func init() {
 
 func judgeCPUOnly(j *judge) *verdict {
 	a, c := j.a, j.cfg.Patterns.CPUOnly
-	if j.interactive || !a.FirstActive.IsZero() || a.IdleSince.IsZero() || !a.IdleSince.Equal(a.Start) ||
-		j.since(a.IdleSince) < c.MinDuration.D() || !(a.StartKnown || j.fbMax <= j.cfg.Idle.MemoryHeldMiB) {
+	if j.interactive || j.service || !a.FirstActive.IsZero() || a.IdleSince.IsZero() || !a.IdleSince.Equal(a.Start) ||
+		j.since(a.IdleSince) < c.MinDuration.D() || j.fbMax > j.cfg.Idle.MemoryHeldMiB {
 		return nil
 	}
 	idle := j.since(a.IdleSince)

@@ -195,7 +195,14 @@ func TestDetectors(t *testing.T) {
 				}
 			}
 			for _, f := range fs {
-				if f.Job == jobID && f.WastedGPUHours <= 0 && f.Pattern != finding.LowUtilization {
+				switch {
+				case f.Job != jobID || f.Pattern == finding.LowUtilization:
+				case f.Pattern == finding.Overlong:
+					// A busy job past its limit is over the limit, not waste.
+					if f.WastedGPUHours != 0 || f.Evidence["over_limit_gpu_hours"] <= 0 {
+						t.Errorf("overlong: wasted %v, over the limit %v GPU-hours", f.WastedGPUHours, f.Evidence["over_limit_gpu_hours"])
+					}
+				case f.WastedGPUHours <= 0:
 					t.Errorf("%s: wasted %v GPU-hours", f.Pattern, f.WastedGPUHours)
 				}
 			}
@@ -261,6 +268,22 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestSpinIsNotUse: a spin-waiting GPU is allocated and wasted, never used,
+// and used + wasted stays within allocated.
+func TestSpinIsNotUse(t *testing.T) {
+	_, res := feed(t, config.Default(), 12, job{id: "1", start: 0, end: 12, gpus: []gpuFn{spin, busy}})
+	var alloc, used float64
+	for _, r := range res {
+		for _, x := range r.Usage {
+			alloc += x.AllocatedGPUHours
+			used += x.ActiveGPUHours
+		}
+	}
+	if want := 12 * step.Hours(); abs(used-want) > 1e-9 || abs(alloc-2*want) > 1e-9 {
+		t.Errorf("allocated %v used %v, want %v and %v (the spinning GPU unused)", alloc, used, 2*want, want)
+	}
+}
+
 func abs(x float64) float64 {
 	if x < 0 {
 		return -x
@@ -275,6 +298,8 @@ func TestGuessKind(t *testing.T) {
 		{"", "interactive-bash", KindInteractive, ""},
 		{"", "sys/dashboard/sys/jupyter", KindInteractive, ""},
 		{"trainer-0", "", KindBatch, ""},
+		{"chat-api-7d9f8b6c5-x2k4p", "", KindService, ""},
+		{"bert-large-train-q8x2z", "", KindBatch, ""},
 		{"", "", KindBatch, ""},
 	} {
 		k, u := GuessKind(c.pod, c.name)

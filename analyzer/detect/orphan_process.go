@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -26,15 +27,23 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 	c := d.cfg.Patterns.OrphanProcess
 	spec, _ := Lookup(finding.OrphanProcess)
 	seen := map[string]bool{}
+	step := s.End.Sub(s.Start)
 	for _, o := range s.Orphans {
 		k := o.Host + "|" + o.Device + "|" + o.PID
 		seen[k] = true
+		// The share of the step's scrapes that saw it: a process killed on
+		// this evidence must have earned it, not a step's rounding.
+		part := step
+		if s.Expected > 0 {
+			part = time.Duration(math.Min(1, o.Samples/s.Expected) * float64(step))
+		}
 		if cur, ok := st.Orphans[k]; ok {
 			cur.LastSeen = s.End
 			cur.Orphan = o
+			cur.Orphaned += part
 			continue
 		}
-		st.Orphans[k] = &OrphanState{Orphan: o, Since: s.Start, LastSeen: s.End}
+		st.Orphans[k] = &OrphanState{Orphan: o, Since: s.End.Add(-part), LastSeen: s.End, Orphaned: part}
 	}
 	for k := range st.Orphans {
 		if !seen[k] {
@@ -53,7 +62,7 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 	sort.Strings(keys)
 	for _, k := range keys {
 		o := st.Orphans[k]
-		if s.End.Sub(o.Since) < c.MinDuration.D() {
+		if o.Orphaned < c.MinDuration.D() {
 			continue
 		}
 		job := o.Job
@@ -78,8 +87,8 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 		if o.Since.Before(f.Start) {
 			f.Start = o.Since
 		}
-		f.WastedGPUHours = round(f.WastedGPUHours + hours(o.Since, s.End))
-		f.Evidence["orphan_minutes"] = round(math.Max(f.Evidence["orphan_minutes"], s.End.Sub(o.Since).Minutes()))
+		f.WastedGPUHours = round(f.WastedGPUHours + o.Orphaned.Hours())
+		f.Evidence["orphan_minutes"] = round(math.Max(f.Evidence["orphan_minutes"], o.Orphaned.Minutes()))
 		f.Evidence["processes"]++
 		f.Advice = fmt.Sprintf("Process %s (%s) holds GPU memory with no live job: kill it.", o.PID, o.Command)
 	}

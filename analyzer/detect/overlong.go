@@ -6,9 +6,10 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
-// overlong: past the kind's maximum run time. Only the GPU-hours past the
-// limit while the GPUs sat idle are waste; busy hours past it are counted
-// as over the limit (evidence over_limit_gpu_hours), not as waste.
+// overlong: past the kind's maximum run time. The GPU-hours past the limit
+// are over the limit (evidence over_limit_gpu_hours), not waste: a job
+// working past its limit uses its GPUs, and idleness past it is found by
+// the idle patterns, which count it as waste once.
 func init() {
 	register(Spec{Pattern: finding.Overlong, Severity: finding.Warning, Action: finding.ActionCheckpoint,
 		Label: "Overlong", Title: "Ran past time limit", judge: judgeOverlong,
@@ -28,7 +29,7 @@ func judgeOverlong(j *judge) *verdict {
 		return nil
 	}
 	over := j.n * hours(limit, j.t)
-	return &verdict{from: limit, wasted: over,
+	return &verdict{from: limit, wasted: 0,
 		evidence: map[string]float64{"runtime_hours": hours(a.Start, j.t), "max_runtime_hours": maxRun.D().Hours(),
 			"gpus": j.n, "over_limit_gpu_hours": over},
 		advice: fmt.Sprintf("Running %s, past the %s limit for %s jobs: checkpoint and release.", dur(j.since(a.Start)), dur(maxRun.D()), a.Kind)}

@@ -7,7 +7,8 @@ import (
 )
 
 // startup_overhead: GPUs held long before their first use; judged once, when
-// the first activity is seen, and only when the start was observed.
+// the first activity is seen, and only when the start was observed. A
+// service's wait for its first request is not staging.
 func init() {
 	register(Spec{Pattern: finding.StartupOverhead, Severity: finding.Info, Action: finding.ActionNotify,
 		Label: "Startup overhead", Title: "Slow start (staging)", OneOff: true, judge: judgeStartup,
@@ -22,7 +23,7 @@ func init() {
 
 func judgeStartup(j *judge) *verdict {
 	a, c := j.a, j.cfg.Patterns.StartupOverhead
-	if j.interactive || !a.StartKnown || a.FirstActive.IsZero() {
+	if j.interactive || j.service || !a.StartKnown || a.FirstActive.IsZero() {
 		return nil
 	}
 	delay := a.FirstActive.Sub(a.Start)

@@ -68,6 +68,9 @@ type Alloc struct {
 type OrphanState struct {
 	features.Orphan
 	Since, LastSeen time.Time
+	// Orphaned is the time it was seen orphaned, counted in scrapes: a
+	// step's boundaries would round a process's life up by a step.
+	Orphaned time.Duration `json:",omitempty"`
 }
 
 // State is everything the detectors carry from one step to the next.
@@ -185,10 +188,11 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		allIdle, anyActive, held, allSpin := true, false, false, true
 		for _, g := range gs {
 			frac := math.Min(1, g.Samples/math.Max(s.Expected, 1))
-			act := d.active(st, g)
+			act, spinning := d.active(st, g), d.spin(st, g)
 			u.GPUs++
 			u.AllocatedGPUHours += frac * stepH
-			if act && !unknown {
+			// A spin-waiting GPU reads busy and does nothing: wasted, not used.
+			if act && !spinning && !unknown {
 				u.ActiveGPUHours += frac * stepH
 			}
 			if act {
@@ -198,7 +202,7 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 			if g.HasFB && g.FBMaxMiB > d.cfg.Idle.MemoryHeldMiB {
 				held = true
 			}
-			if !d.spin(st, g) {
+			if !spinning {
 				allSpin = false
 			}
 			if !unknown {

@@ -56,7 +56,7 @@ var Specs = []Spec{
 	{JobName, "job_names", false, []string{Slurm}, "Slurm job name (squeue)"},
 	{Namespace, "namespaces", false, []string{Kubernetes}, "pod namespace (API server)"},
 	{Owner, "owners", false, []string{Kubernetes}, "kind of the pod's controller, e.g. Job, ReplicaSet, StatefulSet (API server)"},
-	{Team, "teams", false, []string{Slurm, Kubernetes}, "team from the teams file (podLabel, namespaces, accounts, users) applied to the facts above"},
+	{Team, "teams", false, []string{Slurm, Kubernetes}, "team from the teams file (pod_label, namespaces, accounts, users) applied to the facts above"},
 	{Kind, "kinds", false, []string{Slurm, Kubernetes}, "batch, interactive or service, from the teams file's kinds applied to the job or pod name"},
 	{PodLabels, "labels", true, []string{Kubernetes}, "pod labels (API server)"},
 	{PodAnnotations, "annotations", true, []string{Kubernetes}, "pod annotations (API server)"},

@@ -48,6 +48,7 @@ type GPU struct {
 	FBMaxMiB, FBTotalMiB float64
 	fbFreeMin            float64
 	hasFree              bool
+	merged               [nFeatures]int // series merged per feature
 	// HasPowerW: mean power draw (W) over the step; HasLimit: the power
 	// limit, which dcgm-exporter's default counters leave out.
 	HasPowerW   bool
@@ -77,6 +78,8 @@ type Info struct {
 type Orphan struct {
 	Host, Device, UUID, Model string
 	PID, Command, User, Job   string
+	// Samples is the number of scrapes in the step that saw it orphaned.
+	Samples float64
 }
 
 // Step is the features of every device over (End-Step, End].
@@ -122,6 +125,7 @@ const (
 	fMemCopyAvg
 	fInfo
 	fOrphan
+	nFeatures
 )
 
 // Exprs returns the PromQL expressions for a step, in feature order. The
@@ -147,7 +151,7 @@ func Exprs(step time.Duration) []string {
 		fTensorAvg:  o("avg", catalogue.ProfTensorActive),
 		fMemCopyAvg: o("avg", catalogue.MemCopyUtil),
 		fInfo:       o("max", catalogue.AllocationInfo),
-		fOrphan:     o("max", catalogue.OrphanProcess),
+		fOrphan:     o("count", catalogue.OrphanProcess),
 	}
 }
 
@@ -237,7 +241,7 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 					if val > 0 {
 						steps[i].Orphans = append(steps[i].Orphans, Orphan{Host: id.Host, Device: id.Device, UUID: id.UUID,
 							Model: id.Model, PID: lv(ss.Metric, catalogue.LabelPID), Command: lv(ss.Metric, catalogue.LabelCommand),
-							User: lv(ss.Metric, catalogue.LabelUser), Job: lv(ss.Metric, catalogue.LabelJob)})
+							User: lv(ss.Metric, catalogue.LabelUser), Job: lv(ss.Metric, catalogue.LabelJob), Samples: val})
 					}
 					continue
 				}
@@ -293,32 +297,43 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 	return steps, nil
 }
 
+// set merges one series' value into a holder's row. Several series can
+// describe one holder in one step: an exporter restarted mid-step (with
+// honor_labels: false its pod name is on every series), or its instance
+// changed. Counts add up, extremes keep the extreme and means average over
+// the series, so a restart is neither missing data nor a new holder.
 func set(g *GPU, f feature, v float64) {
+	n := g.merged[f]
+	g.merged[f]++
+	mean := func(old float64) float64 { return (old*float64(n) + v) / float64(n+1) }
 	switch f {
 	case fCount:
-		g.Samples = v
+		g.Samples += v
 	case fUtilAvg:
-		g.UtilAvg, g.HasUtil = v, true
+		g.UtilAvg, g.HasUtil = mean(g.UtilAvg), true
 	case fUtilMax:
-		g.UtilMax = v
+		g.UtilMax = max(g.UtilMax, v)
 	case fFBMax:
-		g.FBMaxMiB, g.HasFB = v, true
+		g.FBMaxMiB, g.HasFB = max(g.FBMaxMiB, v), true
 	case fFBFreeMin:
-		g.fbFreeMin, g.hasFree = v, true
+		if n == 0 || v < g.fbFreeMin {
+			g.fbFreeMin = v
+		}
+		g.hasFree = true
 	case fPowerW:
-		g.PowerW, g.HasPowerW = v, true
+		g.PowerW, g.HasPowerW = mean(g.PowerW), true
 	case fLimit:
-		g.PowerLimitW, g.HasLimit = v, true
+		g.PowerLimitW, g.HasLimit = max(g.PowerLimitW, v), true
 	case fGRAvg:
-		g.GRAvg, g.HasGR = v, true
+		g.GRAvg, g.HasGR = mean(g.GRAvg), true
 	case fTensorAvg:
-		g.TensorAvg, g.HasTensor = v, true
+		g.TensorAvg, g.HasTensor = mean(g.TensorAvg), true
 	case fMemCopyAvg:
-		g.MemCopyAvg, g.HasMemCopy = v, true
+		g.MemCopyAvg, g.HasMemCopy = mean(g.MemCopyAvg), true
 	case fSMAvg:
-		g.SMAvg, g.HasSM = v, true
+		g.SMAvg, g.HasSM = mean(g.SMAvg), true
 	case fDRAMAvg:
-		g.DRAMAvg, g.HasDRAM = v, true
+		g.DRAMAvg, g.HasDRAM = mean(g.DRAMAvg), true
 	}
 }
 

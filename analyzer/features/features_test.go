@@ -43,16 +43,16 @@ func TestFetchJoinsSeries(t *testing.T) {
 	gpu := []string{"UUID", "GPU-a", "hostname", "h1", "modelName", "H100", "hpc_job", "77"}
 	// Each expression's answer, keyed by its function and metric.
 	answers := map[string]model.Matrix{
-		"count_over_time|" + catalogue.FBUsed.Name:       {series(10, gpu...), series(10, mig...)},
-		"max_over_time|" + catalogue.FBUsed.Name:         {series(40000, gpu...), series(2000, mig...)},
-		"min_over_time|" + catalogue.FBFree.Name:         {series(41000, gpu...), series(7800, mig...)},
-		"avg_over_time|" + catalogue.GPUUtil.Name:        {series(55, gpu...)},
-		"max_over_time|" + catalogue.GPUUtil.Name:        {series(90, gpu...)},
-		"avg_over_time|" + catalogue.ProfSMActive.Name:   {series(0.4, gpu...), series(0.2, mig...)},
-		"max_over_time|" + catalogue.AllocationInfo.Name: {series(1, append(gpu, "job_id", "77", "user", "ann", "team", "nlp", "kind", "Batch")...)},
-		"max_over_time|" + catalogue.OrphanProcess.Name:  {series(1, "UUID", "GPU-b", "hostname", "h1", "pid", "4242", "job_id", "66", "command", "python")},
-		"avg_over_time|" + catalogue.PowerUsage.Name:     {series(350, gpu...)},
-		"max_over_time|" + catalogue.PowerLimit.Name:     {series(700, gpu...)},
+		"count_over_time|" + catalogue.FBUsed.Name:        {series(10, gpu...), series(10, mig...)},
+		"max_over_time|" + catalogue.FBUsed.Name:          {series(40000, gpu...), series(2000, mig...)},
+		"min_over_time|" + catalogue.FBFree.Name:          {series(41000, gpu...), series(7800, mig...)},
+		"avg_over_time|" + catalogue.GPUUtil.Name:         {series(55, gpu...)},
+		"max_over_time|" + catalogue.GPUUtil.Name:         {series(90, gpu...)},
+		"avg_over_time|" + catalogue.ProfSMActive.Name:    {series(0.4, gpu...), series(0.2, mig...)},
+		"max_over_time|" + catalogue.AllocationInfo.Name:  {series(1, append(gpu, "job_id", "77", "user", "ann", "team", "nlp", "kind", "Batch")...)},
+		"count_over_time|" + catalogue.OrphanProcess.Name: {series(10, "UUID", "GPU-b", "hostname", "h1", "pid", "4242", "job_id", "66", "command", "python")},
+		"avg_over_time|" + catalogue.PowerUsage.Name:      {series(350, gpu...)},
+		"max_over_time|" + catalogue.PowerLimit.Name:      {series(700, gpu...)},
 	}
 	q := &answerer{answers: answers}
 	steps, err := Fetch(context.Background(), q, end, 1, 5*time.Minute)
@@ -122,5 +122,62 @@ func TestExprsWindow(t *testing.T) {
 	}
 	if len(Exprs(time.Minute)) != Queries {
 		t.Errorf("%d expressions, Queries says %d", len(Exprs(time.Minute)), Queries)
+	}
+}
+
+func TestHolderConventions(t *testing.T) {
+	m := func(kv ...string) model.Metric {
+		out := model.Metric{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[model.LabelName(kv[i])] = model.LabelValue(kv[i+1])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		m         model.Metric
+		host, job string
+		pod, ns   string
+	}{
+		{"gpuwatch", m("UUID", "G", "hostname", "n1", "pod", "train-1", "namespace", "ml"), "n1", "ml/train-1", "train-1", "ml"},
+		{"old Hostname", m("UUID", "G", "Hostname", "n2", "hpc_job", "42"), "n2", "42", "", ""},
+		{"instance only", m("UUID", "G", "instance", "10.0.0.7:9400", "hpc_job", "42"), "10.0.0.7:9400", "42", "", ""},
+		{"honor_labels false", m("UUID", "G", "hostname", "n1", "pod", "nvidia-dcgm-exporter-x7k2p", "namespace", "gpu-operator",
+			"container", "nvidia-dcgm-exporter", "exported_pod", "train-1", "exported_namespace", "ml"), "n1", "ml/train-1", "train-1", "ml"},
+		{"honor_labels false, free GPU", m("UUID", "G", "hostname", "n1", "pod", "nvidia-dcgm-exporter-x7k2p", "namespace", "gpu-operator",
+			"container", "nvidia-dcgm-exporter"), "n1", "", "", ""},
+		{"gpuwatch's own pod", m("UUID", "G", "hostname", "n1", "pod", "gpuwatch-exporter-abcde", "namespace", "monitoring"), "n1", "", "", ""},
+		{"exporter known by its container", m("UUID", "G", "hostname", "n1", "pod", "metrics-7f9c", "container", "dcgm-exporter"), "n1", "", "", ""},
+		{"a job named like a tool", m("UUID", "G", "hostname", "n1", "pod", "gpuwatcher-eval", "namespace", "ml"), "n1", "ml/gpuwatcher-eval", "gpuwatcher-eval", "ml"},
+	} {
+		g, ok := identify(tc.m)
+		if !ok || g.Host != tc.host || g.Job != tc.job || g.Pod != tc.pod || g.NS != tc.ns {
+			t.Errorf("%s: got host %q job %q pod %q ns %q", tc.name, g.Host, g.Job, g.Pod, g.NS)
+		}
+	}
+}
+
+// TestExporterRestartIsOneHolder: an exporter replaced mid-step (honor_labels:
+// false puts its new pod name on every series) leaves one holder whose
+// samples add up, not two half-covered ones.
+func TestExporterRestartIsOneHolder(t *testing.T) {
+	old := []string{"UUID", "GPU-a", "hostname", "h1", "pod", "nvidia-dcgm-exporter-b2x4k", "exported_pod", "etl", "exported_namespace", "data"}
+	cur := []string{"UUID", "GPU-a", "hostname", "h1", "pod", "nvidia-dcgm-exporter-q9z7m", "exported_pod", "etl", "exported_namespace", "data"}
+	answers := map[string]model.Matrix{
+		"count_over_time|" + catalogue.FBUsed.Name: {series(4, old...), series(6, cur...)},
+		"max_over_time|" + catalogue.FBUsed.Name:   {series(100, old...), series(300, cur...)},
+		"avg_over_time|" + catalogue.GPUUtil.Name:  {series(10, old...), series(30, cur...)},
+		"max_over_time|" + catalogue.GPUUtil.Name:  {series(12, old...), series(40, cur...)},
+	}
+	steps, err := Fetch(context.Background(), &answerer{answers: answers}, end, 1, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps[0].GPUs) != 1 {
+		t.Fatalf("rows %+v, want one holder", steps[0].GPUs)
+	}
+	g := steps[0].GPUs[0]
+	if g.Job != "data/etl" || g.Samples != 10 || g.FBMaxMiB != 300 || g.UtilMax != 40 || g.UtilAvg != 20 {
+		t.Errorf("merged row %+v", g)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"path"
 	"regexp"
 	"sort"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 // The raw structs mirror the file; strings stand for durations and times so
@@ -102,15 +102,28 @@ type rawExemption struct {
 
 // LoadFile reads and validates a policy file.
 func LoadFile(name string) (*Policy, error) {
-	data, err := os.ReadFile(name)
+	// Bounded, and a FIFO or device is refused instead of read forever.
+	data, err := configfile.ReadFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
 	p, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("policy %s: %w", name, err)
+		return nil, located(name, err)
 	}
 	return p, nil
+}
+
+var lineAt = regexp.MustCompile(`(?m)^line (\d+): `)
+
+// located writes each of a policy's errors the way every other gpuwatch
+// file's read, "file:line: key: problem", one a line.
+func located(name string, err error) error {
+	msg := err.Error()
+	if !lineAt.MatchString(msg) {
+		return fmt.Errorf("policy %s: %w", name, err)
+	}
+	return errors.New(lineAt.ReplaceAllString(msg, name+":$1: "))
 }
 
 // Parse validates a policy document. Unknown keys, wrong types and bad values

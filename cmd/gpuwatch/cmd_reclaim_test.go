@@ -23,11 +23,11 @@ func TestReclaimCommandsExitCodes(t *testing.T) {
 	}{
 		{"check good policy", []string{"check-config", "--policy.file=" + good}, 0, nil},
 		{"check good policy, old spelling", []string{"check-config", "--policy=" + good}, 0, nil},
-		{"check bad policy", []string{"check-config", "--policy.file=" + bad}, 2, []string{"line 3", "tiers[0].reclam", "unknown key"}},
+		{"check bad policy", []string{"check-config", "--policy.file=" + bad}, 2, []string{"bad.yaml:3: tiers[0].reclam", "unknown key"}},
 		{"check missing policy", []string{"check-config", "--policy=" + filepath.Join(dir, "absent.yaml")}, 2, []string{"absent.yaml"}},
 		{"check nothing", []string{"check-config"}, 2, []string{"--policy.file", "--analyzer.config"}},
 		{"analyzer needs a policy", []string{"analyzer"}, 2, []string{"policy.file"}},
-		{"analyzer bad policy", []string{"analyzer", "--policy.file=" + bad}, 2, []string{"line 3"}},
+		{"analyzer bad policy", []string{"analyzer", "--policy.file=" + bad}, 2, []string{"bad.yaml:3: tiers[0].reclam"}},
 		{"analyzer bad schedule", []string{"analyzer", "--policy.file=" + good, "--schedule=every so often"}, 2, []string{"--schedule"}},
 		{"analyzer no findings", []string{"analyzer", "--policy.file=" + good, "--storage.path=" + filepath.Join(dir, "s.db"), "--once"}, 2, []string{"--prometheus.url"}},
 		{"audit no store", []string{"audit", "--storage.path=" + filepath.Join(dir, "none.db")}, 2, []string{"none.db"}},

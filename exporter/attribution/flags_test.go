@@ -57,7 +57,7 @@ func TestFlags(t *testing.T) {
 		{"bad resource", []string{"--kubernetes.resource-name=a*b"}, "--kubernetes.resource-name", false, nil},
 		{"interval too short", []string{"--kubernetes.refresh-interval=1ms"}, "--kubernetes.refresh-interval", false, nil},
 		{"teams file", []string{"--attribution.teams-file=" + teamsFile}, "", false, nil},
-		{"bad teams file", []string{"--attribution.teams-file=" + badTeams}, "bad.yml: line 3: bad pattern", false, nil},
+		{"bad teams file", []string{"--attribution.teams-file=" + badTeams}, "bad.yml:3: kinds[0].job_name: bad pattern", false, nil},
 		{"mapping dir is a file", []string{"--hpc-job-mapping-dir=" + teamsFile}, "is not a folder", false, nil},
 	}
 	for _, tc := range cases {

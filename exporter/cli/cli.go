@@ -23,6 +23,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/server"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 // DefaultListenAddress is dcgm-exporter's port, so scrape configs carry over.
@@ -101,6 +102,16 @@ func (c *Config) Validate() error {
 func ValidateWebConfig(f *web.FlagConfig) error {
 	if f == nil || f.WebConfigFile == nil || *f.WebConfigFile == "" {
 		return nil
+	}
+	// exporter-toolkit reads the file whole and ignores a second document:
+	// bound it, refuse a FIFO or device, and refuse a second document first.
+	data, err := configfile.ReadFile(*f.WebConfigFile)
+	if err != nil {
+		return &UsageError{fmt.Errorf("--web.config.file %s: %w", *f.WebConfigFile, err)}
+	}
+	var doc any
+	if _, err := configfile.Decode(*f.WebConfigFile, data, &doc); err != nil {
+		return &UsageError{fmt.Errorf("--web.config.file: %w", err)}
 	}
 	if err := web.Validate(*f.WebConfigFile); err != nil {
 		return &UsageError{fmt.Errorf("--web.config.file %s: %w", *f.WebConfigFile, err)}

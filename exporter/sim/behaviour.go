@@ -119,6 +119,10 @@ func (w *Workload) load(pos int, off, e time.Duration, seed uint64, n noiser) lo
 		if x < 0 {
 			x += 1
 		}
+		// No request at all around the trough: the model stays loaded.
+		if p.Quiet > 0 && math.Min(x, 1-x)*float64(p.Period) < float64(p.Quiet)/2 {
+			return held(p.MemoryGiB, n)
+		}
 		u := p.MinUtil + (p.MaxUtil-p.MinUtil)*(0.5-0.5*math.Cos(2*math.Pi*x))
 		l := busy(u, p.MemoryGiB, false, n)
 		l.tensor *= 0.7

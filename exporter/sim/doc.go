@@ -72,7 +72,8 @@
 //     per `stall_every` (5m) at a seeded position, util 0 with memory held.
 //   - inference_daily: kind service; util follows a daily cosine between min_util (12) and
 //     max_util (75) over `period` (24h), trough at the origin's time of day plus `phase` (0);
-//     memory_gib 30.
+//     memory_gib 30; `quiet` (0) is a span around each trough with no request at all (util 0,
+//     memory held), as an inference service sees overnight.
 //   - cpu_only: holds the GPUs with no process: util 0, FB ≈ 0, idle power; burns cpu_cores (12).
 //   - hung_collective: training for `active` (90m), then util ≈ 100 % at near-idle power with
 //     SM and DRAM activity ≈ 0 (a spin-waiting collective).

@@ -125,6 +125,7 @@ type Params struct {
 	CPUCores   float64       // CPU cores the job burns while it runs
 	Every      time.Duration // notebook: one burst per period
 	Burst      time.Duration // notebook: burst length
+	Quiet      time.Duration // inference_daily: span around each trough with no request at all
 }
 
 // Workload is one allocation: a job holding GPUs of one node over a time span.
@@ -212,6 +213,7 @@ type rawParams struct {
 	CPUCores   *float64 `yaml:"cpu_cores"`
 	Every      string   `yaml:"every"`
 	Burst      string   `yaml:"burst"`
+	Quiet      string   `yaml:"quiet"`
 }
 
 type rawWorkload struct {

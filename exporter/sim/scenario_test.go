@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/gpuwatch/gpuwatch/exporter/source"
+
 	"errors"
 	"os"
 	"path/filepath"
@@ -326,12 +328,12 @@ func TestShippedScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	pat, healthy = count(corpus)
-	if n := len(corpus.Workloads); n < 60 {
-		t.Errorf("corpus: %d allocations, want >= 60", n)
+	if n := len(corpus.Workloads); n < 120 {
+		t.Errorf("corpus: %d allocations, want >= 120", n)
 	}
 	for _, p := range Patterns() {
-		if pat[p] < 4 {
-			t.Errorf("corpus: %s %d times, want >= 4", p, pat[p])
+		if pat[p] < 8 {
+			t.Errorf("corpus: %s %d times, want >= 8", p, pat[p])
 		}
 	}
 	if healthy < 20 {
@@ -340,7 +342,8 @@ func TestShippedScenarios(t *testing.T) {
 	models, counts, nodes := map[string]bool{}, map[int]bool{}, map[string]bool{}
 	for _, e := range corpus.Expectations() {
 		models[e.Model], counts[e.GPUs], nodes[e.Hostname] = true, true, true
-		if e.EndOffset > 7*24*time.Hour || e.StartOffset < 0 {
+		// Jobs may run past the week's end (the analysis window cuts them).
+		if e.StartOffset >= 7*24*time.Hour || e.StartOffset < 0 {
 			t.Errorf("corpus: %s/%s outside the week", e.Hostname, e.Job)
 		}
 		if !e.ProcessEnd.IsZero() && e.ProcessEnd.Sub(e.Start) > 7*24*time.Hour {
@@ -349,7 +352,9 @@ func TestShippedScenarios(t *testing.T) {
 		// Ground truth must match the behaviour: a job labelled with a
 		// pattern its behaviour does not produce, or the reverse, is a bug.
 		want := behaviourPattern[Behaviour(e.Behaviour)]
-		borderline := e.Behaviour == string(StartupDelay) && e.Healthy() // a few minutes of staging is normal
+		// Borderline cases show a wasteful behaviour just short of its
+		// threshold (a few minutes of staging, a short hang): healthy.
+		borderline := e.Healthy()
 		switch {
 		case want == "" && !e.Healthy():
 			t.Errorf("corpus: healthy behaviour %s of %s labelled %v", e.Behaviour, e.Job, e.Patterns)
@@ -359,7 +364,8 @@ func TestShippedScenarios(t *testing.T) {
 		if len(e.Patterns) > 1 {
 			t.Errorf("corpus: %s has several patterns %v; keep the corpus unambiguous", e.Job, e.Patterns)
 		}
-		if e.Behaviour != string(Overlong) && e.EndOffset-e.StartOffset >= 48*time.Hour {
+		end := min(e.EndOffset, 7*24*time.Hour)
+		if e.Behaviour != string(Overlong) && e.Kind != source.KindService && end-e.StartOffset >= 48*time.Hour {
 			t.Errorf("corpus: %s runs %s: past the 48h tier maximum but not labelled overlong",
 				e.Job, e.EndOffset-e.StartOffset)
 		}

@@ -411,7 +411,7 @@ var behaviourParams = map[Behaviour][]string{
 	Training:       {"util", "memory_gib", "cpu_cores"},
 	Overlong:       {"util", "memory_gib", "cpu_cores"},
 	BurstyTraining: {"util", "memory_gib", "cpu_cores", "stall_every", "stall"},
-	InferenceDaily: {"min_util", "max_util", "period", "phase", "memory_gib", "cpu_cores"},
+	InferenceDaily: {"min_util", "max_util", "period", "phase", "quiet", "memory_gib", "cpu_cores"},
 	CPUOnly:        {"cpu_cores"},
 	HungCollective: {"active", "util", "memory_gib", "cpu_cores"},
 	StuckIdle:      {"active", "util", "memory_gib", "cpu_cores"},
@@ -434,7 +434,7 @@ func (r *rawParams) set() []string {
 		{"delay", r.Delay != ""}, {"stall_every", r.StallEvery != ""}, {"stall", r.Stall != ""},
 		{"period", r.Period != ""}, {"phase", r.Phase != ""}, {"min_util", r.MinUtil != nil}, {"max_util", r.MaxUtil != nil},
 		{"idle_gpus", r.IdleGPUs != nil}, {"orphan_for", r.OrphanFor != ""}, {"cpu_cores", r.CPUCores != nil},
-		{"every", r.Every != ""}, {"burst", r.Burst != ""},
+		{"every", r.Every != ""}, {"burst", r.Burst != ""}, {"quiet", r.Quiet != ""},
 	} {
 		if kv.on {
 			out = append(out, kv.k)
@@ -514,6 +514,11 @@ func (v *validator) params(r *rawParams, w *Workload, p []any) Params {
 	}
 	if r.OrphanFor != "" {
 		pr.OrphanFor = pos(r.OrphanFor, 0, "orphan_for")
+	}
+	if r.Quiet != "" {
+		if pr.Quiet = pos(r.Quiet, 0, "quiet"); pr.Quiet >= pr.Period {
+			v.failf(at("quiet"), "quiet %s must be shorter than period %s", pr.Quiet, pr.Period)
+		}
 	}
 	n := len(w.GPUs)
 	pr.IdleGPUs = n / 2
