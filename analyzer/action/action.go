@@ -79,6 +79,10 @@ var (
 	ErrRetryLater = errors.New("refused for now, retry later")
 	// ErrInvalid: the request names a target that fails validation (skipped, never run).
 	ErrInvalid = errors.New("invalid target")
+	// ErrRefused: the target's own host found no ground for the step (a
+	// process that is gone, reused, holds no GPU memory or belongs to a
+	// live job): skipped, and the audit says why.
+	ErrRefused = errors.New("refused by the local check")
 )
 
 // Summary is a one-line description of the finding for messages.

@@ -14,10 +14,17 @@ import (
 )
 
 // Processes kills orphaned GPU processes on this host: SIGTERM, then SIGKILL
-// after a grace time. A PID is signalled only while /proc/<pid>/stat shows a
-// process that started no later than the finding's evidence, so a PID reused
-// by a newer process is never hit.
+// after a grace time. A PID is signalled only when, right before, NVML lists
+// it with memory on the finding's GPU, /proc shows the command the evidence
+// named and a process that started before the orphan was first seen (so a
+// reused PID is never hit), and no live allocation owns it. A Prometheus
+// series alone never gets a process killed: without NVML nothing is.
 type Processes struct {
+	// GPUs is the node's NVML; nil refuses every kill.
+	GPUs GPUProcesses
+	// JobActive asks the scheduler whether a job named by the process's
+	// cgroup or environment still runs; nil refuses such processes.
+	JobActive func(ctx context.Context, job string) (bool, error)
 	// Hostname is this host; orphans elsewhere are another analyzer's.
 	Hostname string
 	// ProcRoot is /proc, or a fake tree in tests.
@@ -99,13 +106,13 @@ func (p *Processes) same(pid int, start time.Time) (bool, error) {
 }
 
 // orphan checks pid against the finding: it must be live and have started
-// no later than the newest evidence (plus the tick's rounding).
+// no later than the orphan was first seen (plus the tick's rounding).
 func (p *Processes) orphan(req *Request, pid int) (time.Time, bool, error) {
 	start, ok, err := p.StartTime(pid)
 	if err != nil || !ok {
 		return time.Time{}, false, err
 	}
-	if start.After(req.Finding.End.Add(time.Second / clockTicks)) {
+	if start.After(req.Finding.Start.Add(time.Second / clockTicks)) {
 		return start, false, nil
 	}
 	return start, true, nil
@@ -129,12 +136,16 @@ func (p *Processes) Act(ctx context.Context, req *Request) (string, error) {
 	if len(req.Finding.PIDs) == 0 {
 		return "", fmt.Errorf("no process ids: %w", ErrInvalid)
 	}
+	if p.GPUs == nil {
+		return "", fmt.Errorf("%w: %w", ErrNoNVML, ErrRefused)
+	}
 	type target struct {
 		pid   int
 		start time.Time
 	}
 	var targets []target
 	var notes []string
+	refused := false
 	for _, pid := range req.Finding.PIDs {
 		if pid <= 1 {
 			return "", fmt.Errorf("pid %d: %w", pid, ErrInvalid)
@@ -151,9 +162,21 @@ func (p *Processes) Act(ctx context.Context, req *Request) (string, error) {
 			}
 			continue
 		}
+		why, err := p.confirm(ctx, req, pid)
+		if err != nil {
+			return "", err
+		}
+		if why != "" {
+			notes = append(notes, why+": not killed")
+			refused = true
+			continue
+		}
 		targets = append(targets, target{pid, start})
 	}
 	if len(targets) == 0 {
+		if refused {
+			return "", fmt.Errorf("%s: %w", strings.Join(notes, "; "), ErrRefused)
+		}
 		return "", fmt.Errorf("%s: %w", strings.Join(notes, "; "), ErrGone)
 	}
 	for _, t := range targets {

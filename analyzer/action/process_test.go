@@ -51,8 +51,8 @@ func startChild(t *testing.T, ignoreTERM bool) *exec.Cmd {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	go func() { _ = cmd.Wait() }() // reap, so the ended child is not a zombie for long
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	go func() { _ = cmd.Wait() }() // reap, so the ended child is not a zombie for long (the one Wait)
 	return cmd
 }
 
@@ -62,10 +62,10 @@ func TestProcessesKill(t *testing.T) {
 			cmd := startChild(t, ignore)
 			pid := cmd.Process.Pid
 			var sent []syscall.Signal
-			p := &Processes{Hostname: "n1", Grace: 300 * time.Millisecond, Poll: 20 * time.Millisecond,
+			p := &Processes{Hostname: "n1", Grace: 300 * time.Millisecond, Poll: 20 * time.Millisecond, GPUs: gpuTable{"GPU-0": {pid: 1 << 30}},
 				Signal: func(pid int, sig syscall.Signal) error { sent = append(sent, sig); return syscall.Kill(pid, sig) }}
 			req := &Request{Step: StepReclaim, Finding: finding.Finding{Pattern: finding.OrphanProcess, Hostname: "n1",
-				Job: "orphan", PIDs: []int{pid}, End: time.Now()}}
+				Job: "orphan", PIDs: []int{pid}, GPUs: []string{"GPU-0"}, Start: time.Now(), End: time.Now()}}
 			detail, err := p.Act(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
@@ -84,7 +84,7 @@ func TestProcessesKill(t *testing.T) {
 	}
 }
 
-func fakeProc(t *testing.T, pid int, startTicks int, state string) string {
+func fakeProc(t *testing.T, pid int, startTicks int, state, cgroup string) string {
 	t.Helper()
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "stat"), []byte("cpu 1 2 3\nbtime 1770000000\n"), 0o644); err != nil {
@@ -99,8 +99,32 @@ func fakeProc(t *testing.T, pid int, startTicks int, state string) string {
 	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	for name, body := range map[string]string{"comm": "python (train) x\n", "status": "Name:\tpython\nUid:\t1000\t1000\t1000\t1000\n",
+		"cgroup": cgroup, "environ": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return root
 }
+
+// gpuTable stands in for NVML: the PIDs holding memory on each GPU.
+type gpuTable map[string]map[int]uint64
+
+func (g gpuTable) Holders(uuid string) (map[int]uint64, error) {
+	m, ok := g[uuid]
+	if !ok {
+		return nil, fmt.Errorf("NVML: GPU %s: not found", uuid)
+	}
+	return m, nil
+}
+
+// absent marks a case without NVML.
+type absent struct{}
+
+func (absent) Holders(string) (map[int]uint64, error) { return nil, nil }
+
+var noNVML = absent{}
 
 func TestProcessesNeverHitReusedPID(t *testing.T) {
 	boot := time.Unix(1770000000, 0)
@@ -113,19 +137,42 @@ func TestProcessesNeverHitReusedPID(t *testing.T) {
 		host    string
 		wantErr error
 		signals int
+		gpus    GPUProcesses
+		cgroup  string
+		command string
 	}{
-		{"reused pid started after the evidence", 2 * 3600 * clockTicks, "S", []int{4242}, "n1", ErrGone, 0},
-		{"zombie", 60 * clockTicks, "Z", []int{4242}, "n1", ErrGone, 0},
-		{"gone", 60 * clockTicks, "S", []int{4343}, "n1", ErrGone, 0},
-		{"other host", 60 * clockTicks, "S", []int{4242}, "n2", ErrUnsupported, 0},
-		{"init refused", 60 * clockTicks, "S", []int{1}, "n1", ErrInvalid, 0},
-		{"the orphan itself", 60 * clockTicks, "S", []int{4242}, "n1", nil, 2},
+		{"reused pid started after the evidence", 2 * 3600 * clockTicks, "S", []int{4242}, "n1", ErrGone, 0, nil, "", ""},
+		{"zombie", 60 * clockTicks, "Z", []int{4242}, "n1", ErrGone, 0, nil, "", ""},
+		{"gone", 60 * clockTicks, "S", []int{4343}, "n1", ErrGone, 0, nil, "", ""},
+		{"other host", 60 * clockTicks, "S", []int{4242}, "n2", ErrUnsupported, 0, nil, "", ""},
+		{"init refused", 60 * clockTicks, "S", []int{1}, "n1", ErrInvalid, 0, nil, "", ""},
+		{"the orphan itself", 60 * clockTicks, "S", []int{4242}, "n1", nil, 2, nil, "", ""},
+		{"no NVML", 60 * clockTicks, "S", []int{4242}, "n1", ErrNoNVML, 0, noNVML, "", ""},
+		{"NVML does not list it", 60 * clockTicks, "S", []int{4242}, "n1", ErrRefused, 0, gpuTable{"GPU-0": {4343: 1 << 30}}, "", ""},
+		{"listed without memory", 60 * clockTicks, "S", []int{4242}, "n1", ErrRefused, 0, gpuTable{"GPU-0": {4242: 0}}, "", ""},
+		{"another command", 60 * clockTicks, "S", []int{4242}, "n1", ErrRefused, 0, nil, "", "sshd"},
+		{"in a job no scheduler vouches for", 60 * clockTicks, "S", []int{4242}, "n1", ErrRefused, 0, nil, "0::/system.slice/slurmstepd.scope/job_77/step_0/user/task_0\n", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			root := fakeProc(t, 4242, tc.ticks, tc.state)
+			cg := tc.cgroup
+			if cg == "" {
+				cg = "0::/user.slice/user-1000.slice/session-1.scope\n"
+			}
+			root := fakeProc(t, 4242, tc.ticks, tc.state, cg)
 			n := 0
-			p := &Processes{Hostname: "n1", ProcRoot: root, Grace: 50 * time.Millisecond, Poll: 10 * time.Millisecond,
+			gpus := tc.gpus
+			switch gpus.(type) {
+			case absent:
+				gpus = nil
+			case nil:
+				gpus = gpuTable{"GPU-0": {4242: 1 << 30}}
+			}
+			command := tc.command
+			if command == "" {
+				command = "python (train) x"
+			}
+			p := &Processes{Hostname: "n1", ProcRoot: root, Grace: 50 * time.Millisecond, Poll: 10 * time.Millisecond, GPUs: gpus,
 				Signal: func(pid int, sig syscall.Signal) error {
 					n++
 					if sig == syscall.SIGKILL { // the fake process dies only of SIGKILL
@@ -134,7 +181,8 @@ func TestProcessesNeverHitReusedPID(t *testing.T) {
 					return nil
 				}}
 			_, err := p.Act(context.Background(), &Request{Step: StepReclaim, Finding: finding.Finding{
-				Pattern: finding.OrphanProcess, Hostname: tc.host, PIDs: tc.pids, End: evidence}})
+				Pattern: finding.OrphanProcess, Hostname: tc.host, PIDs: tc.pids, GPUs: []string{"GPU-0"},
+				Commands: map[int]string{4242: command}, Start: evidence, End: evidence}})
 			if (tc.wantErr == nil) != (err == nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}

@@ -76,6 +76,12 @@ func (s *Slurm) JobState(ctx context.Context, id string) (string, error) {
 	return "", nil
 }
 
+// Active reports whether the job still holds or will hold resources.
+func (s *Slurm) Active(ctx context.Context, id string) (bool, error) {
+	st, err := s.JobState(ctx, id)
+	return active[st], err
+}
+
 // Act implements Actuator for checkpoint and reclaim steps.
 func (s *Slurm) Act(ctx context.Context, req *Request) (string, error) {
 	id := req.Finding.Job

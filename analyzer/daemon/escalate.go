@@ -436,7 +436,7 @@ func (e *Escalator) run(ctx context.Context, req *action.Request, st policy.Step
 		switch {
 		case err == nil:
 			details = append(details, d)
-		case errors.Is(err, action.ErrGone), errors.Is(err, action.ErrUnsupported), errors.Is(err, action.ErrInvalid):
+		case errors.Is(err, action.ErrGone), errors.Is(err, action.ErrUnsupported), errors.Is(err, action.ErrInvalid), errors.Is(err, action.ErrRefused):
 			details = append(details, a.Name()+": "+err.Error())
 			if len(acts) == 1 {
 				state = audit.Skipped

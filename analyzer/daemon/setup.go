@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/analyzer/action/nvmlcheck"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
@@ -311,8 +312,20 @@ func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, kube kuberne
 		if host == "" {
 			host, _ = os.Hostname()
 		}
-		acts["process"] = &action.Processes{Hostname: host, Grace: pol.ProcessGrace}
+		pa := &action.Processes{Hostname: host, Grace: pol.ProcessGrace}
+		// The kill is confirmed through this node's NVML; without it the
+		// actuator refuses every kill (and says so in the audit).
+		if n, err := nvmlcheck.Open(); err != nil {
+			logger.Warn("orphaned processes will not be killed: NVML unavailable", "err", err)
+		} else {
+			pa.GPUs = n
+		}
+		if s, ok := acts["slurm"].(*action.Slurm); ok {
+			pa.JobActive = s.Active
+		}
+		acts["process"] = pa
 	}
+
 	if pol.Channels.WebhookURL != "" {
 		acts[policy.ChannelWebhook] = &action.Webhook{URL: pol.Channels.WebhookURL}
 	}

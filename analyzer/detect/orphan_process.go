@@ -83,6 +83,10 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 		var pid int
 		if _, err := fmt.Sscanf(o.PID, "%d", &pid); err == nil {
 			f.PIDs = append(f.PIDs, pid)
+			if f.Commands == nil {
+				f.Commands = map[int]string{}
+			}
+			f.Commands[pid] = o.Command
 		}
 		if o.Since.Before(f.Start) {
 			f.Start = o.Since

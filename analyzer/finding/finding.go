@@ -79,8 +79,10 @@ type Finding struct {
 	Action         Action             `json:"action"`
 	// Advice is a sentence for people (reports, notifications).
 	Advice string `json:"advice,omitempty"`
-	// PIDs of the orphaned processes (orphan_process only).
-	PIDs []int `json:"pids,omitempty"`
+	// PIDs of the orphaned processes (orphan_process only), and the command
+	// each ran, which the kill checks again on the host.
+	PIDs     []int          `json:"pids,omitempty"`
+	Commands map[int]string `json:"commands,omitempty"`
 }
 
 // Key identifies a finding across cycles: the same allocation and pattern

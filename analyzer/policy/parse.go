@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"path"
 	"regexp"
@@ -274,13 +275,14 @@ func (v *validator) duration(key, s string, def time.Duration) time.Duration {
 	if s == "" {
 		return def
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		v.fail(key, "invalid duration %q (use e.g. 30m, 2h, 90s)", s)
+	if strings.HasPrefix(strings.TrimSpace(s), "-") {
+		v.fail(key, "duration %q must not be negative", s)
 		return def
 	}
-	if d < 0 {
-		v.fail(key, "duration %q must not be negative", s)
+	// gpuwatch's one duration syntax, shared by every file: 90s, 30m, 1h30m, 1d, 2w.
+	d, err := configfile.ParseDuration(s)
+	if err != nil {
+		v.fail(key, "invalid duration %q (use e.g. 90s, 30m, 2h, 1d or 2w)", s)
 		return def
 	}
 	return d
@@ -529,8 +531,8 @@ func (v *validator) rule(key string, r *rawRule, p *Policy) Rule {
 		v.fail(key+".pattern", "unknown pattern %q (one of %s)", r.Pattern, strings.Join(names, ", "))
 	}
 	if r.MinWastedGPUHours != nil {
-		if *r.MinWastedGPUHours < 0 || *r.MinWastedGPUHours != *r.MinWastedGPUHours {
-			v.fail(key+".min_wasted_gpu_hours", "must be zero or more")
+		if h := *r.MinWastedGPUHours; h < 0 || math.IsNaN(h) || math.IsInf(h, 0) {
+			v.fail(key+".min_wasted_gpu_hours", "must be zero or more and finite")
 		}
 		rule.MinWastedGPUHours = *r.MinWastedGPUHours
 	}

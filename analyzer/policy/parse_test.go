@@ -57,6 +57,7 @@ func TestParseErrorsNameKeyAndLine(t *testing.T) {
 		{"int type", "rate_limits:\n  reclaims_per_hour: lots\n" + minimal, "line 2: rate_limits.reclaims_per_hour: cannot unmarshal"},
 		{"negative rate", "rate_limits:\n  reclaims_per_cycle: -1\n" + minimal, "line 2: rate_limits.reclaims_per_cycle: must be zero or more"},
 		{"bad min_warning", "min_warning: soon\n" + minimal, `line 1: min_warning: invalid duration "soon"`},
+		{"infinite hours", "tiers:\n  - name: t\n    rules:\n      - pattern: cpu_only\n        min_wasted_gpu_hours: .inf\n        steps: [{action: notify}]\n", "min_wasted_gpu_hours: must be zero or more and finite"},
 		{"negative duration", "min_warning: -5m\n" + minimal, "line 1: min_warning: duration \"-5m\" must not be negative"},
 		{"zero stale", "stale_after: 0s\n" + minimal, "line 1: stale_after: must be greater than zero"},
 		{"bad signal", "checkpoint_signal: BOOM\n" + minimal, `line 1: checkpoint_signal: unsupported signal "BOOM"`},
@@ -130,4 +131,15 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDurationsInDaysAndWeeks: the policy reads the one duration syntax
+// every gpuwatch file shares, days and weeks included.
+func TestDurationsInDaysAndWeeks(t *testing.T) {
+	for in, want := range map[string]time.Duration{"1d": 24 * time.Hour, "2w": 14 * 24 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute} {
+		p, err := Parse([]byte("min_warning: " + in + "\n" + minimal))
+		if err != nil || p.MinWarning != want {
+			t.Errorf("min_warning: %s gave %v, %v; want %v", in, p.MinWarning, err, want)
+		}
+	}
 }
