@@ -208,3 +208,24 @@ func containerArgs(o Object) []string {
 	}
 	return out
 }
+
+// TestHelmChartRefusesBadValues: values that would deploy something broken
+// fail at render time with a message naming the key.
+func TestHelmChartRefusesBadValues(t *testing.T) {
+	cases := map[string]struct {
+		vals map[string]any
+		want string
+	}{
+		"reports without SMTP": {map[string]any{"analyzer": map[string]any{"reports": map[string]any{"enabled": true}}}, "analyzer.reports.smtp.host"},
+		"ServiceMonitor without Service": {map[string]any{"exporter": map[string]any{
+			"service": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": true}}}, "exporter.service.enabled"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := helmRender("gpuwatch", "gpuwatch", c.vals)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one naming %s", err, c.want)
+			}
+		})
+	}
+}
