@@ -82,39 +82,14 @@ func Key(findingKey string, episode time.Time, step string) string {
 	return findingKey + "|" + strconv.FormatInt(episode.UnixMilli(), 10) + "|" + step
 }
 
-var schema = []string{
-	`CREATE TABLE IF NOT EXISTS actions (
-		idem_key TEXT PRIMARY KEY, finding_key TEXT NOT NULL, episode_ms INTEGER NOT NULL,
-		step TEXT NOT NULL, actuator TEXT NOT NULL, scheduler TEXT NOT NULL, hostname TEXT NOT NULL,
-		job TEXT NOT NULL, user TEXT NOT NULL, team TEXT NOT NULL, pattern TEXT NOT NULL, tier TEXT NOT NULL,
-		dry_run INTEGER NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL, detail TEXT NOT NULL,
-		intended_ms INTEGER NOT NULL, finished_ms INTEGER NOT NULL, payload TEXT NOT NULL)`,
-	`CREATE INDEX IF NOT EXISTS actions_state ON actions (state)`,
-	`CREATE TABLE IF NOT EXISTS audit_events (
-		id INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL, idem_key TEXT NOT NULL,
-		step TEXT NOT NULL, actuator TEXT NOT NULL, hostname TEXT NOT NULL, job TEXT NOT NULL,
-		user TEXT NOT NULL, team TEXT NOT NULL, pattern TEXT NOT NULL, tier TEXT NOT NULL,
-		dry_run INTEGER NOT NULL, state TEXT NOT NULL, attempt INTEGER NOT NULL, detail TEXT NOT NULL)`,
-	`CREATE INDEX IF NOT EXISTS audit_events_time ON audit_events (at_ms)`,
-	// The reports read settled steps through this view (analyzer/report's
-	// SQLActionLog looks for a table or view named audit).
-	`CREATE VIEW IF NOT EXISTS audit AS SELECT at_ms, step AS action, pattern, team, user, job,
-		state AS outcome, dry_run FROM audit_events WHERE state != 'intended'`,
-	`CREATE TABLE IF NOT EXISTS escalations (
-		finding_key TEXT PRIMARY KEY, first_seen_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT NULL)`,
-}
-
 // Log is the audit log.
 type Log struct {
 	db *sql.DB
 	mu sync.Mutex
 }
 
-// Open creates the audit tables in st if needed.
+// Open returns the audit log of st (the store creates its tables).
 func Open(ctx context.Context, st *store.Store) (*Log, error) {
-	if err := st.Migrate(ctx, schema...); err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
-	}
 	return &Log{db: st.DB()}, nil
 }
 

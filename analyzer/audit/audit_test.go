@@ -117,8 +117,9 @@ func TestEpisodes(t *testing.T) {
 	}
 }
 
-// The reports read the audit view without importing this package.
-func TestReportView(t *testing.T) {
+// The reports read the settled steps of this log through the store
+// (ActionsBetween): a dry-run shows, a step still only intended does not.
+func TestReportsReadSettledSteps(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(":memory:")
 	if err != nil {
@@ -137,13 +138,15 @@ func TestReportView(t *testing.T) {
 	if err := l.Finish(ctx, "k", DryRun, "would cancel", t0); err != nil {
 		t.Fatal(err)
 	}
-	var action, outcome, team string
-	var dry int
-	if err := st.DB().QueryRowContext(ctx, `SELECT action, outcome, team, dry_run FROM audit`).Scan(&action, &outcome, &team, &dry); err != nil {
+	if _, _, err := l.Intend(ctx, Record{Key: "k2", Step: "warn", Job: "6"}, t0); err != nil {
 		t.Fatal(err)
 	}
-	if action != "reclaim" || outcome != "dry_run" || team != "vision" || dry != 1 {
-		t.Fatalf("view row = %s %s %s %d", action, outcome, team, dry)
+	as, err := st.ActionsBetween(ctx, t0, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as) != 1 || as[0].Step != "reclaim" || as[0].State != string(DryRun) || as[0].Team != "vision" || !as[0].DryRun {
+		t.Fatalf("actions = %+v, want the one dry-run reclaim", as)
 	}
 }
 

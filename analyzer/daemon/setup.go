@@ -37,6 +37,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/server"
+	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 )
 
 // DefaultLeaseDuration is how long an analyzer's claim on its store lasts
@@ -142,7 +143,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		resolver.Sources[facts.Kubernetes] = &facts.KubernetesSource{Client: kube}
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	esc := &Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: NewMetrics(reg), Facts: resolver}
 	if es, ok := src.(EngineSource); ok {
 		es.Metrics = esc.Metrics.Found
@@ -206,7 +207,9 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		if err != nil {
 			return err
 		}
-		page.Reports = analyzerweb.BuiltReports{Builder: &report.Builder{Data: st, Config: rcfg, Actions: report.SQLActionLog{DB: st.DB()}, Planner: planSrc}, Renderer: rd}
+		rb := report.NewBuilder(st, rcfg)
+		rb.Planner = planSrc
+		page.Reports = analyzerweb.BuiltReports{Builder: rb, Renderer: rd}
 	}
 	if planner != nil {
 		page.Planner = planner

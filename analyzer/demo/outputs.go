@@ -107,8 +107,9 @@ func (d *Demo) builder(cfg *report.Config, end time.Time) *report.Builder {
 	if d.result != nil {
 		planned.p = d.result.Plan
 	}
-	return &report.Builder{Data: report.StoreData{Store: d.st}, Config: cfg, Actions: report.SQLActionLog{DB: d.st.DB()}, Planner: planned,
-		Now: func() time.Time { return end }}
+	b := report.NewBuilder(d.st, cfg)
+	b.Planner, b.Now = planned, func() time.Time { return end }
+	return b
 }
 
 // writeReports writes reports/<team>.html for every team and

@@ -23,15 +23,24 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
-// The scale checks of issue 4 run only when GPUWATCH_BENCH=1: they take
-// minutes and gigabytes, not the seconds of the normal test run.
-func needBench(t *testing.T) {
+// benchSize is the size a scale test runs at: full, or small under -race.
+// The targets hold for the production build; the race detector slows the
+// code several times over, so under -race the same path runs at a size that
+// checks it for data races, and the targets are not asserted (scripts/test.sh
+// runs the scale tests again without -race, where they are).
+func benchSize(t *testing.T, full, small int, env string) (n int, timed bool) {
 	t.Helper()
-	if os.Getenv("GPUWATCH_BENCH") == "" {
-		t.Skip("set GPUWATCH_BENCH=1 to run the scale benchmarks")
+	if v, err := strconv.Atoi(os.Getenv(env)); err == nil && v > 0 {
+		return v, !testtool.Race
 	}
+	if testtool.Race {
+		t.Logf("race detector on: %d instead of %d, targets not asserted", small, full)
+		return small, false
+	}
+	return full, true
 }
 
 // fillWeek writes n GPUs × 7 days at 30s of the series the analyzer reads
@@ -137,11 +146,7 @@ func peakRSS() int64 {
 // TestBenchWeekEmbedded: a one-shot 7-day analysis of 1,000 GPUs at 30 s
 // resolution from the embedded store. Targets: ≤ 60 s and ≤ 2 GiB RSS.
 func TestBenchWeekEmbedded(t *testing.T) {
-	needBench(t)
-	n := 1000
-	if v, err := strconv.Atoi(os.Getenv("GPUWATCH_BENCH_GPUS")); err == nil && v > 0 {
-		n = v
-	}
+	n, timed := benchSize(t, 1000, 16, "GPUWATCH_BENCH_GPUS")
 	dir := t.TempDir()
 	db, err := embedded.Open(dir, embedded.Options{})
 	if err != nil {
@@ -189,10 +194,10 @@ func TestBenchWeekEmbedded(t *testing.T) {
 	if len(fs) == 0 {
 		t.Error("no findings: the synthetic week has idle, light and stuck jobs")
 	}
-	if wall > 60*time.Second {
+	if timed && wall > 60*time.Second {
 		t.Errorf("analysis took %s, target 60s", wall)
 	}
-	if rss > 2<<30 {
+	if timed && rss > 2<<30 {
 		t.Errorf("peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}
 }
@@ -228,12 +233,8 @@ func fleetScenario(shard, nodes int) string {
 // GPUs against a real Prometheus. Reports the queries per cycle (fixed) and
 // the wall time (target ≤ 10 s).
 func TestBenchCycle10kPrometheus(t *testing.T) {
-	needBench(t)
 	needProm(t)
-	nodes := 1250
-	if v, err := strconv.Atoi(os.Getenv("GPUWATCH_BENCH_NODES")); err == nil && v > 0 {
-		nodes = v
-	}
+	nodes, timed := benchSize(t, 1250, 8, "GPUWATCH_BENCH_NODES")
 	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	dir := t.TempDir()
 	om := simload.NewOpenMetrics(dir)
@@ -280,7 +281,7 @@ func TestBenchCycle10kPrometheus(t *testing.T) {
 		if q.Count()-before != features.Queries {
 			t.Errorf("cycle issued %d queries, want %d", q.Count()-before, features.Queries)
 		}
-		if wall > 10*time.Second {
+		if timed && wall > 10*time.Second {
 			t.Errorf("cycle took %s, target 10s", wall)
 		}
 		if res.Allocations != nodes*2 {

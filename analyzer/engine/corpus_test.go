@@ -23,6 +23,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 const corpusPath = "../../exporter/sim/scenarios/corpus.yaml"
@@ -113,6 +114,12 @@ func getFixture(t testing.TB) *fixture {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("replays a simulated week of the corpus")
+	}
+	if testtool.Race {
+		// The week's replay is the simulator writing the TSDB (both
+		// race-checked in their own packages); under the race detector it
+		// takes the better part of an hour on two cores.
+		t.Skip("the corpus runs without -race: scripts/test.sh runs TestCorpus* in its own step")
 	}
 	fixOnce.Do(func() {
 		fix.c = loadCorpus(t)

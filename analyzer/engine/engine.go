@@ -75,11 +75,6 @@ func New(o Options) (*Engine, error) {
 	if o.Retain <= 0 {
 		o.Retain = 24 * time.Hour
 	}
-	if o.Store != nil {
-		if err := o.Store.Migrate(context.Background(), schema...); err != nil {
-			return nil, fmt.Errorf("engine: %w", err)
-		}
-	}
 	return &Engine{o: o, det: detect.New(o.Config)}, nil
 }
 
@@ -230,12 +225,6 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	}
 	res.Allocations = len(st.Allocs)
 	return res, nil
-}
-
-var schema = []string{
-	`CREATE TABLE IF NOT EXISTS analyzer_allocations (
-		akey TEXT PRIMARY KEY, last_step_ms INTEGER NOT NULL, body TEXT NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS analyzer_meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)`,
 }
 
 type meta struct {

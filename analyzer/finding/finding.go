@@ -6,7 +6,7 @@ package finding
 
 import "time"
 
-// Pattern is one of DESIGN.md's waste patterns.
+// Pattern is one of the waste patterns listed below.
 type Pattern string
 
 const (

@@ -122,6 +122,20 @@ func TestCorpusKnownOptimum(t *testing.T) {
 					t.Errorf("p95 contention %.2f above the target load", pl.Contention)
 				}
 				checkLayouts(t, p)
+				// Pooling view: the teams' GPUs add up to the pool's, and
+				// packing each team on its own never needs fewer GPUs than
+				// packing the pool together.
+				var teamHeld, teamNeeded int
+				for _, tm := range p.Teams {
+					teamHeld += tm.Held
+					teamNeeded += tm.Needed
+					if tm.AllocatedGPUHours <= 0 || tm.UsedGPUHours > tm.AllocatedGPUHours || tm.WastedGPUHours != tm.AllocatedGPUHours-tm.UsedGPUHours {
+						t.Errorf("team %s: allocated %.1f, used %.1f, wasted %.1f GPU-hours", tm.Team, tm.AllocatedGPUHours, tm.UsedGPUHours, tm.WastedGPUHours)
+					}
+				}
+				if teamHeld != pl.Held || teamNeeded < pl.Needed {
+					t.Errorf("teams hold %d and need %d GPUs; the pool holds %d and needs %d", teamHeld, teamNeeded, pl.Held, pl.Needed)
+				}
 				if stock {
 					if pl.Needed < c.optimum || pl.Needed > pl.Held {
 						t.Errorf("stock data: needed %d GPUs, want between the optimum %d and held %d", pl.Needed, c.optimum, pl.Held)

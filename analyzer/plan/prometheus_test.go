@@ -90,7 +90,7 @@ func servePrometheus(t testing.TB, om string) string {
 // grows no faster than the fleet (plus fixed costs).
 func TestPrometheusFleetIndependent(t *testing.T) {
 	if raceEnabled {
-		t.Skip("timing ratios do not hold under the race detector; the test runs in the plain test run")
+		t.Skip("timing ratios do not hold under the race detector; scripts/test.sh runs it in its non-race step")
 	}
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
 	span := 48 * time.Hour

@@ -27,7 +27,8 @@ type Querier interface {
 }
 
 // Counting wraps a Querier and counts the queries it passes on, so tests and
-// benchmarks can hold the number of queries per cycle to a bound.
+// benchmarks can hold the number of queries per cycle to a bound. It is safe
+// for concurrent use: features.Fetch issues its queries in parallel.
 type Counting struct {
 	Q Querier
 	n atomic.Int64

@@ -114,7 +114,7 @@ func BenchmarkBuildAllTeams(b *testing.B) {
 	if _, err := OpenOutbox(context.Background(), st); err != nil { // the index reports rely on
 		b.Fatal(err)
 	}
-	bl := &Builder{Data: StoreData{st}, Config: cfg, Actions: SQLActionLog{DB: st.DB()}}
+	bl := NewBuilder(st, cfg)
 	p := WeekOf(benchWeek, time.UTC)
 	peakRSS(true)
 	cpu0 := cpuSeconds()
@@ -147,9 +147,6 @@ func BenchmarkWeeklyJob(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		if err := st.Migrate(ctx, outboxSchema...); err != nil {
-			b.Fatal(err)
-		}
 		if _, err := st.DB().Exec(`DELETE FROM report_outbox`); err != nil {
 			b.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package report
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -170,8 +169,6 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 	default:
 		acts, err := b.Actions.ActionsBetween(ctx, p.Start, p.End)
 		switch {
-		case errors.Is(err, ErrNoActionLog):
-			fr.ActionsNote = "No actions recorded: the policy engine has not written an audit log to this store."
 		case err != nil:
 			fr.ActionsNote = "The action log could not be read: " + err.Error()
 		default:

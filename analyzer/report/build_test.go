@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
@@ -157,32 +158,49 @@ func TestBuildTeam(t *testing.T) {
 	}
 }
 
+// The fleet report lists the settled steps the audit log recorded in the
+// week, written through the audit log itself: not the intents, not steps of
+// other weeks.
 func TestBuildFleetAndActions(t *testing.T) {
 	ctx := context.Background()
 	p := WeekOf(w47, time.UTC)
+	inWeek, before := time.UnixMilli(1795330800000).UTC(), time.UnixMilli(1700000000000).UTC()
+	type step struct {
+		at    time.Time
+		rec   audit.Record
+		state audit.State // "" leaves the step intended
+	}
 	cases := []struct {
 		name        string
-		audit       []string // statements run before building
+		steps       []step
 		wantActions int
 		wantNote    string
 	}{
-		{name: "no audit table", wantNote: "has not written an audit log"},
-		{name: "audit table", audit: []string{
-			`CREATE TABLE audit (at_ms INTEGER, action TEXT, pattern TEXT, team TEXT, job TEXT, outcome TEXT, dry_run INTEGER, extra TEXT)`,
-			`INSERT INTO audit VALUES (1795330800000, 'warn', 'cpu_only', 'cv', '3', 'done', 1, 'x')`,
-			`INSERT INTO audit VALUES (1700000000000, 'reclaim', 'idle_session', 'ml', '7', 'done', 0, 'x')`,
+		{name: "empty audit log", wantNote: "No actions were taken"},
+		{name: "a dry-run this week", steps: []step{
+			{inWeek, audit.Record{Key: "a", Step: "warn", Pattern: "cpu_only", Team: "cv", Job: "3", DryRun: true}, audit.DryRun},
+			{before, audit.Record{Key: "b", Step: "reclaim", Pattern: "idle_session", Team: "ml", Job: "7"}, audit.Done},
+			{inWeek, audit.Record{Key: "c", Step: "reclaim", Pattern: "stuck", Team: "ml", Job: "8"}, ""},
 		}, wantActions: 1},
-		{name: "audit table without actions this week", audit: []string{
-			`CREATE TABLE audit_log (time_ms INTEGER, step TEXT)`,
-		}, wantNote: "No actions were taken"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := handStore(t)
-			if err := st.Migrate(ctx, tc.audit...); err != nil {
+			lg, err := audit.Open(ctx, st)
+			if err != nil {
 				t.Fatal(err)
 			}
-			b := &Builder{Data: st, Config: handConfig(t), Actions: SQLActionLog{DB: st.DB()}}
+			for _, s := range tc.steps {
+				if _, _, err := lg.Intend(ctx, s.rec, s.at); err != nil {
+					t.Fatal(err)
+				}
+				if s.state != "" {
+					if err := lg.Finish(ctx, s.rec.Key, s.state, "", s.at); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			b := NewBuilder(st, handConfig(t))
 			r, err := b.Build(ctx, p, "")
 			if err != nil {
 				t.Fatal(err)
@@ -200,7 +218,8 @@ func TestBuildFleetAndActions(t *testing.T) {
 			if len(r.Actions) != tc.wantActions || !strings.Contains(r.ActionsNote, tc.wantNote) {
 				t.Errorf("actions = %+v note %q", r.Actions, r.ActionsNote)
 			}
-			if tc.wantActions > 0 && (r.Actions[0].Action != "warn" || !r.Actions[0].DryRun || r.Actions[0].Team != "cv") {
+			if tc.wantActions > 0 && (r.Actions[0].Action != "warn" || !r.Actions[0].DryRun || r.Actions[0].Team != "cv" ||
+				r.Actions[0].Outcome != string(audit.DryRun)) {
 				t.Errorf("action = %+v", r.Actions[0])
 			}
 		})
@@ -228,15 +247,16 @@ func TestClippedWaste(t *testing.T) {
 	}
 }
 
-// TestTrendPathsAgree: summing in SQL (StoreData) gives the same trend as
-// summing the intervals in Go.
+// TestTrendPathsAgree: summing in SQL (the store's UsageTotals) gives the
+// same trend as summing the intervals in Go (the store behind a Data that
+// hides UsageTotals).
 func TestTrendPathsAgree(t *testing.T) {
 	st := handStore(t)
 	cfg := handConfig(t)
 	cfg.TrendWeeks = 3
 	p := WeekOf(w47.AddDate(0, 0, 7), time.UTC) // W48: trend W45..W47
 	var got [2][]TrendRow
-	for i, d := range []Data{st, StoreData{st}} {
+	for i, d := range []Data{struct{ Data }{st}, st} {
 		rs, fleet, err := (&Builder{Data: d, Config: cfg}).BuildAll(context.Background(), p, []string{"ml", "cv"}, true)
 		if err != nil {
 			t.Fatal(err)

@@ -32,8 +32,6 @@ type Deps struct {
 	Store  *store.Store
 	Config *Config
 	Sender mail.Sender
-	// Actions defaults to the store's audit table, when it has one.
-	Actions ActionLog
 	// Planner adds the capacity plan of each report's period (optional).
 	Planner Planner
 	Logger  *slog.Logger
@@ -90,9 +88,6 @@ func newRunner(ctx context.Context, d Deps, spec string, lookback time.Duration)
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	if d.Actions == nil {
-		d.Actions = SQLActionLog{DB: d.Store.DB()}
-	}
 	spec = WithTimeZone(spec, d.Config.TimeZone)
 	sched, err := cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor).Parse(spec)
 	if err != nil {
@@ -106,8 +101,10 @@ func newRunner(ctx context.Context, d Deps, spec string, lookback time.Duration)
 	if err != nil {
 		return nil, err
 	}
+	b := NewBuilder(d.Store, d.Config)
+	b.Planner = d.Planner
 	return &runner{d: d, spec: spec, sched: sched, lookback: lookback, outbox: ob, render: rd,
-		builder: &Builder{Data: StoreData{d.Store}, Config: d.Config, Actions: d.Actions, Planner: d.Planner}}, nil
+		builder: b}, nil
 }
 
 // WithTimeZone prefixes a cron spec with CRON_TZ unless it names a zone.

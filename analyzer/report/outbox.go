@@ -19,27 +19,11 @@ const (
 	KindFleetDaily  = "fleet_daily"
 )
 
-// outboxSchema: one row per report (kind, team, period). The primary key is
-// what makes a report unique across restarts: a row is inserted once, and
-// stays until delivered (sent_ms set), with its attempts and last error.
-var outboxSchema = []string{
-	`CREATE TABLE IF NOT EXISTS report_outbox (
-		kind TEXT NOT NULL, team TEXT NOT NULL, period TEXT NOT NULL,
-		created_ms INTEGER NOT NULL, subject TEXT NOT NULL, message TEXT NOT NULL,
-		attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL DEFAULT '',
-		last_attempt_ms INTEGER NOT NULL DEFAULT 0, sent_ms INTEGER NOT NULL DEFAULT 0,
-		PRIMARY KEY (kind, team, period))`,
-	`CREATE INDEX IF NOT EXISTS report_outbox_pending ON report_outbox (sent_ms, kind)`,
-}
-
 // Outbox records the reports due and delivered.
 type Outbox struct{ db *sql.DB }
 
-// OpenOutbox creates the outbox tables in st when needed.
+// OpenOutbox returns the outbox of st (the store creates its table).
 func OpenOutbox(ctx context.Context, st *store.Store) (*Outbox, error) {
-	if err := st.Migrate(ctx, outboxSchema...); err != nil {
-		return nil, fmt.Errorf("report outbox: %w", err)
-	}
 	return &Outbox{db: st.DB()}, nil
 }
 

@@ -10,9 +10,8 @@ import (
 
 // Leases let several processes share one store while only one of them acts:
 // a named lease has at most one holder until it expires. Taking and
-// renewing is one SQL statement, so two processes can never both win.
-const leaseSchema = `CREATE TABLE IF NOT EXISTS leases (
-	name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_ms INTEGER NOT NULL)`
+// renewing is one SQL statement, so two processes can never both win. The
+// leases table is schema version 3 (schema.go).
 
 // AcquireLease takes the lease name for holder until now+ttl, or renews it
 // when holder has it already. It fails (false) while another holder's lease
@@ -20,9 +19,6 @@ const leaseSchema = `CREATE TABLE IF NOT EXISTS leases (
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (bool, error) {
 	if holder == "" || ttl <= 0 {
 		return false, errors.New("acquire lease: need a holder and a positive duration")
-	}
-	if _, err := s.db.ExecContext(ctx, leaseSchema); err != nil {
-		return false, fmt.Errorf("acquire lease %s: %w", name, err)
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO leases (name, holder, expires_ms) VALUES (?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_ms = excluded.expires_ms
@@ -53,9 +49,6 @@ func (s *Store) TakeLease(ctx context.Context, name, from, holder string, ttl ti
 // ReleaseLease gives the lease up if holder has it, so that another process
 // may take it at once.
 func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	if _, err := s.db.ExecContext(ctx, leaseSchema); err != nil {
-		return fmt.Errorf("release lease %s: %w", name, err)
-	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder); err != nil {
 		return fmt.Errorf("release lease %s: %w", name, err)
 	}
@@ -65,9 +58,6 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 // LeaseHolder returns who holds the lease and until when ("" when nobody
 // ever did or it was released).
 func (s *Store) LeaseHolder(ctx context.Context, name string) (string, time.Time, error) {
-	if _, err := s.db.ExecContext(ctx, leaseSchema); err != nil {
-		return "", time.Time{}, fmt.Errorf("read lease %s: %w", name, err)
-	}
 	var holder string
 	var ms int64
 	err := s.db.QueryRowContext(ctx, `SELECT holder, expires_ms FROM leases WHERE name = ?`, name).Scan(&holder, &ms)

@@ -1,7 +1,8 @@
 // Package store is gpuwatch's embedded state: one SQLite file (pure Go,
 // modernc.org/sqlite, WAL) shared by the analyzer (allocation state, usage
 // intervals, findings), the actions (audit log) and the reports (what was
-// sent). Each package owns its own tables and creates them through Migrate.
+// sent). It owns every table: schema.go creates and migrates them, and the
+// packages that write them read and write through the store's database.
 package store
 
 import (
@@ -82,7 +83,7 @@ func open(path, dsn string, readOnly bool) (*Store, error) {
 		}
 		return s, nil
 	}
-	if err := s.Migrate(context.Background(), baseSchema...); err != nil {
+	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -144,38 +145,6 @@ func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
-
-// Migrate runs idempotent schema statements (CREATE TABLE IF NOT EXISTS ...).
-// On a read-only store it does nothing: the schema is the writer's.
-func (s *Store) Migrate(ctx context.Context, stmts ...string) error {
-	if s.readOnly {
-		return nil
-	}
-	for _, q := range stmts {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-	}
-	return nil
-}
-
-var baseSchema = []string{
-	`CREATE TABLE IF NOT EXISTS usage (
-		start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL,
-		hostname TEXT NOT NULL, job TEXT NOT NULL, user TEXT NOT NULL, team TEXT NOT NULL,
-		kind TEXT NOT NULL, model TEXT NOT NULL, gpus INTEGER NOT NULL,
-		allocated_gpu_hours REAL NOT NULL, active_gpu_hours REAL NOT NULL,
-		PRIMARY KEY (hostname, job, start_ms))`,
-	`CREATE INDEX IF NOT EXISTS usage_time ON usage (start_ms)`,
-	`CREATE TABLE IF NOT EXISTS findings (
-		cycle_ms INTEGER NOT NULL, fkey TEXT NOT NULL, pattern TEXT NOT NULL, team TEXT NOT NULL,
-		start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL, wasted_gpu_hours REAL NOT NULL,
-		body TEXT NOT NULL, PRIMARY KEY (cycle_ms, fkey))`,
-	`CREATE INDEX IF NOT EXISTS findings_time ON findings (end_ms)`,
-	// FindingsBetween picks the newest cycle per key: without this index it
-	// scans the table once per row (16 s instead of 0.3 s for a 10,000-GPU week).
-	`CREATE INDEX IF NOT EXISTS findings_key_cycle ON findings (fkey, cycle_ms)`,
-}
 
 // Usage is one allocation's use of its GPUs over one analyzer interval.
 // A week's report is the sum of these, not a re-read of raw samples.

@@ -5,43 +5,34 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
-var version = "dev"
-
 func main() {
-	kingpin.EnableFileExpansion = false // an argument starting with @ is a value, never a file to read
-	app := kingpin.New("gpuwatch-exporter", "Export per-GPU telemetry for Prometheus under dcgm-exporter's metric names, with who holds each GPU.")
-	app.Version(version)
-	app.HelpFlag.Short('h')
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func newApp(stderr io.Writer) *command.App {
+	return command.New("gpuwatch-exporter", "Export per-GPU telemetry for Prometheus under dcgm-exporter's metric names, with who holds each GPU.", stderr,
+		exporter)
+}
+
+// exporter puts the exporter's flags on the binary itself: it has no
+// subcommands.
+func exporter(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cfg := cli.Register(app)
-	logs := cli.RegisterLogFlags(app)
-	if _, err := app.Parse(os.Args[1:]); err != nil {
-		fmt.Fprintf(os.Stderr, "gpuwatch-exporter: %v (see --help)\n", err)
-		os.Exit(2)
+	return "", func(ctx context.Context) error {
+		return cli.Run(ctx, cfg, command.LoggerFrom(ctx), buildinfo.Version(), cli.Hooks{})
 	}
-	logger, err := logs.Logger()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "gpuwatch-exporter: %v\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := cli.Run(ctx, cfg, logger, version, cli.Hooks{}); err != nil {
-		fmt.Fprintf(os.Stderr, "gpuwatch-exporter: %v\n", err)
-		var ue *cli.UsageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+}
+
+func run(args []string, stderr io.Writer) int {
+	return newApp(stderr).Run(args)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/agent"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
 func agentCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -23,7 +24,7 @@ func agentCommand(app *kingpin.Application) (string, func(ctx context.Context) e
 	cmd.Flag("storage.interval", "Resolution of the telemetry kept in the embedded store.").Default("30s").DurationVar(&storeIv)
 	cmd.Flag("storage.retention", "How long raw telemetry is kept in the embedded store.").Default("360h").DurationVar(&retained)
 	cmd.Flag("analyzer.config", "Detection thresholds (YAML); built-in defaults when empty.").StringVar(&cfgPath)
-	oldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
+	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if storeIv < time.Second {
 			return &cli.UsageError{Err: fmt.Errorf("--storage.interval must be at least 1s, got %s", storeIv)}

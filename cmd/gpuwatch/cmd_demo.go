@@ -15,6 +15,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
 func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -26,10 +27,10 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 	)
 	o.Web = kingpinflag.AddFlags(cmd, "127.0.0.1:9400")
 	cmd.Flag("sim.scenario", "Simulator scenario file (YAML, see exporter/sim/scenarios/); the built-in default (4 nodes x 8 A100/H100 GPUs, every waste pattern) when empty.").StringVar(&scenario)
-	oldSpelling(cmd, "scenario", "sim.scenario").StringVar(&scenario)
+	command.OldSpelling(cmd, "scenario", "sim.scenario").StringVar(&scenario)
 	cmd.Flag("fleet.copies", "Size of the simulated cluster: the scenario's fleet repeated this many times (each copy of the default is 4 nodes x 8 GPUs, with its own jobs and noise).").Default("1").IntVar(&copies)
 	cmd.Flag("sim.seed", "Seed of the simulator's noise; the same seed gives the same demo.").Default("1").Int64Var(&o.Seed)
-	oldSpelling(cmd, "seed", "sim.seed").Int64Var(&o.Seed)
+	command.OldSpelling(cmd, "seed", "sim.seed").Int64Var(&o.Seed)
 	cmd.Flag("length", "Simulated time span.").Default("168h").DurationVar(&o.Length)
 	cmd.Flag("step", "Sample step of the simulated telemetry.").Default("30s").DurationVar(&o.Step)
 	cmd.Flag("start", "Start of the simulated span (RFC 3339); default: the scenario's origin, else Monday 00:00 UTC of last week.").StringVar(&start)

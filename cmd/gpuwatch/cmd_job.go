@@ -15,6 +15,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
 func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -31,7 +33,7 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 	cmd.Flag("format", "Output: table (for a terminal, with sparklines), json (documented in docs/job.md) or html (a standalone page).").Default("table").EnumVar(&format, "table", "json", "html")
 	cmd.Flag("lookback", "How far back to look for the job's series.").Default("30d").StringVar(&lookback)
 	cmd.Flag("analyzer.config", "Detection thresholds (YAML) for the findings; built-in defaults when empty.").StringVar(&cfgPath)
-	oldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
+	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
 	cmd.Flag("query.timeout", "Timeout of one query.").Default("30s").DurationVar(&timeout)
 	cmd.Flag("slurm.scontrol", "scontrol program, asked for the job's state, CPUs and AdminComment (Slurm job ids only); empty to not ask Slurm.").Default("scontrol").StringVar(&scontrol)
 	cmd.Flag("summary", "Write the job's summary into its Slurm AdminComment (scontrol update) instead of printing the view; for the epilog companion deploy/slurm/job-summary.").BoolVar(&summary)
@@ -55,7 +57,7 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 		if summary && (ref.Slurm == "" || scontrol == "") {
 			return &cli.UsageError{Err: errors.New("--summary needs a Slurm job id and --slurm.scontrol")}
 		}
-		q, closeQ, err := (&telemetryFlags{promURL: promURL, storage: storage, timeout: timeout}).open(logger)
+		q, closeQ, err := analyzercmd.OpenTelemetry(logger, promURL, storage, timeout, openEmbedded)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
 )
 
 func planCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -18,7 +19,7 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		"time-slicing for work whose peaks do not coincide), idle capacity by hour of week, a week-ahead forecast "+
 		"(needs a window of at least two weeks) and the per-team pooling view. Allocations whose demand is unknown "+
 		"keep their GPUs: they are never counted as freeable.")
-	tf := registerTelemetryFlags(cmd)
+	tf := analyzercmd.RegisterTelemetryFlags(cmd, openEmbedded)
 	var format, poolLabel, tz string
 	var o plan.Options
 	cmd.Flag("format", "Output: table (for people) or json (the whole plan).").Default("table").EnumVar(&format, "table", "json")
@@ -30,7 +31,7 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 	cmd.Flag("plan.min-samples", "Samples below which an allocation's demand is unknown (and its GPUs kept).").Default("10").Float64Var(&o.MinSamples)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		logger := loggerFrom(ctx)
-		from, to, err := tf.window(time.Now())
+		from, to, err := tf.Window(time.Now())
 		if err != nil {
 			return err
 		}
@@ -47,7 +48,7 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 			return &cli.UsageError{Err: fmt.Errorf("--time-zone: %w", err)}
 		}
 		o.PoolLabel = poolLabel
-		q, closeQ, err := tf.open(logger)
+		q, closeQ, err := tf.Open(logger)
 		if err != nil {
 			return err
 		}

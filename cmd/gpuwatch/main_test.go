@@ -82,9 +82,8 @@ func TestHelpTeaches(t *testing.T) {
 
 // TestCLIDocCurrent keeps docs/cli.md in step with the flags.
 func TestCLIDocCurrent(t *testing.T) {
-	app, _, _ := newApp(&bytes.Buffer{})
 	var b bytes.Buffer
-	writeCLIDoc(&b, app)
+	newApp(&bytes.Buffer{}).WriteDoc(&b)
 	const path = "../../docs/cli.md"
 	got, _ := os.ReadFile(path)
 	if string(got) == b.String() {
@@ -102,7 +101,7 @@ func TestCLIDocCurrent(t *testing.T) {
 // TestOldSpellingsHidden: every retired flag name is hidden and its current
 // spelling is shown, so --help teaches one spelling per flag.
 func TestOldSpellingsHidden(t *testing.T) {
-	app, _, _ := newApp(io.Discard)
+	app := newApp(io.Discard)
 	tests := []struct{ command, old, current string }{
 		{"analyze", "config", "analyzer.config"},
 		{"job", "config", "analyzer.config"},

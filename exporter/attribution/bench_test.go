@@ -121,8 +121,8 @@ func BenchmarkCollect(b *testing.B) {
 // run, so both see the same machine load, and reports medians: plain-µs and
 // attributed-µs (whole cycles; the attributed one also renders the series
 // attribution adds), attribute-µs (the chain's Attribute call alone), and
-// overhead-% and attribute-% relative to the plain cycle (the issue asks
-// for under 10%).
+// overhead-% and attribute-% relative to the plain cycle (the target is
+// under 10%).
 func BenchmarkAttributionOverhead(b *testing.B) {
 	ctx := context.Background()
 	plain := newCollector(b)

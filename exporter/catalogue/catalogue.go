@@ -32,9 +32,10 @@ const (
 	OriginAttribution Origin = "attribution" // kubelet, job map, /proc and cgroups
 	OriginExporter    Origin = "exporter"    // the exporter's own health
 	OriginAnalyzer    Origin = "analyzer"    // the analyzer daemon
+	OriginBuild       Origin = "build"       // the running binary itself (exporter and analyzer)
 )
 
-// Label names shared by the contract (DESIGN.md "Metric names").
+// Label names of the metric contract: dcgm-exporter's where it has them.
 const (
 	LabelGPU        = "gpu"
 	LabelUUID       = "UUID"
@@ -68,6 +69,12 @@ const (
 	LabelResult     = "result"
 	LabelAttributor = "attributor"
 	LabelLabel      = "label" // the label a truncation counter counts
+	LabelVersion    = "version"
+	LabelRevision   = "revision"
+	LabelBranch     = "branch"
+	LabelGoVersion  = "goversion"
+	LabelGoOS       = "goos"
+	LabelGoArch     = "goarch"
 )
 
 // GPULabels are carried by every per-GPU series, in this order. MIG instances
@@ -232,6 +239,12 @@ var (
 		Labels: []string{LabelAttributor},
 		Help:   "Unix time of the last good refresh of an attribution source."})
 )
+
+// BuildInfo is published by the exporter and the analyzer daemon alike; its
+// labels are those of client_golang's version collector.
+var BuildInfo = def(Metric{Name: "gpuwatch_build_info", Type: Gauge, Origin: OriginBuild,
+	Labels: []string{LabelVersion, LabelRevision, LabelBranch, LabelGoVersion, LabelGoOS, LabelGoArch},
+	Help:   "1, labelled with the version, VCS revision, branch and Go toolchain of the running gpuwatch build."})
 
 // CounterVec builds a client_golang counter for a metric of this catalogue.
 func (m *Metric) CounterVec() *prometheus.CounterVec {

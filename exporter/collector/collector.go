@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 )
 
 // Options configure a Collector.
@@ -116,7 +117,7 @@ func New(opts Options) (*Collector, error) {
 		lastCollect:   catalogue.LastCollect.Gauge(),
 		duration:      catalogue.CollectDuration.Histogram(),
 	}
-	for _, col := range []prometheus.Collector{c.collectErrors, c.truncated, c.lastCollect, c.duration} {
+	for _, col := range []prometheus.Collector{c.collectErrors, c.truncated, c.lastCollect, c.duration, buildinfo.Collector()} {
 		if err := opts.Registry.Register(col); err != nil {
 			return nil, fmt.Errorf("collector: register self metrics: %w", err)
 		}

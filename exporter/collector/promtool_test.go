@@ -13,7 +13,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
-// TestPromtoolCheckMetrics holds the contract of DESIGN.md: promtool's lint
+// TestPromtoolCheckMetrics holds the metric contract: promtool's lint
 // may only flag the naming that dcgm-exporter compatibility requires, on
 // DCGM_* series, and nothing at all on gpuwatch_* series.
 func TestPromtoolCheckMetrics(t *testing.T) {

@@ -128,133 +128,13 @@ func (s *Source) readMemory(d *device, r *reader) bool {
 	return true
 }
 
-// readFields reads every other per-GPU field of the metric contract.
+// readFields reads every other per-GPU field of the metric contract: the
+// plain calls of reads, then those that need more than one call or decoding.
 func (s *Source) readFields(d *device, r *reader) {
-	h := d.h
-	if !r.skip(fUtilization) {
-		u, ret := h.GetUtilizationRates()
-		if r.ok(fUtilization, ret) {
-			r.add(catalogue.GPUUtil, float64(u.Gpu))
-			r.add(catalogue.MemCopyUtil, float64(u.Memory))
-		}
-	}
-	if !r.skip(fEncoder) {
-		u, _, ret := h.GetEncoderUtilization()
-		if r.ok(fEncoder, ret) {
-			r.add(catalogue.EncUtil, float64(u))
-		}
-	}
-	if !r.skip(fDecoder) {
-		u, _, ret := h.GetDecoderUtilization()
-		if r.ok(fDecoder, ret) {
-			r.add(catalogue.DecUtil, float64(u))
-		}
-	}
-	if !r.skip(fTemperature) {
-		t, ret := h.GetTemperature(gonvml.TEMPERATURE_GPU)
-		if r.ok(fTemperature, ret) {
-			r.add(catalogue.GPUTemp, float64(t))
-		}
-	}
+	d.readPlain(r)
 	s.readFieldValues(d, r)
-	if !r.skip(fPowerUsage) {
-		p, ret := h.GetPowerUsage()
-		if r.ok(fPowerUsage, ret) {
-			r.add(catalogue.PowerUsage, float64(p)/1000)
-		}
-	}
-	if !r.skip(fPowerLimit) {
-		p, ret := h.GetPowerManagementLimit()
-		if r.ok(fPowerLimit, ret) {
-			r.add(catalogue.PowerLimit, float64(p)/1000)
-		}
-	}
-	if !r.skip(fEnergy) {
-		e, ret := h.GetTotalEnergyConsumption()
-		if r.ok(fEnergy, ret) {
-			r.add(catalogue.TotalEnergy, float64(e))
-		}
-	}
-	if !r.skip(fSMClock) {
-		c, ret := h.GetClockInfo(gonvml.CLOCK_SM)
-		if r.ok(fSMClock, ret) {
-			r.add(catalogue.SMClock, float64(c))
-		}
-	}
-	if !r.skip(fMemClock) {
-		c, ret := h.GetClockInfo(gonvml.CLOCK_MEM)
-		if r.ok(fMemClock, ret) {
-			r.add(catalogue.MemClock, float64(c))
-		}
-	}
 	s.readClockEvents(d, r)
-	if !r.skip(fPowerViolation) {
-		v, ret := h.GetViolationStatus(gonvml.PERF_POLICY_POWER)
-		if r.ok(fPowerViolation, ret) {
-			r.add(catalogue.PowerViolation, float64(v.ViolationTime))
-		}
-	}
-	if !r.skip(fThermalViolation) {
-		v, ret := h.GetViolationStatus(gonvml.PERF_POLICY_THERMAL)
-		if r.ok(fThermalViolation, ret) {
-			r.add(catalogue.ThermViolation, float64(v.ViolationTime))
-		}
-	}
-	for _, e := range eccFields {
-		if r.skip(e.f) {
-			continue
-		}
-		n, ret := h.GetTotalEccErrors(e.typ, e.counter)
-		if r.ok(e.f, ret) {
-			r.add(e.m, float64(n))
-		}
-	}
-	if !r.skip(fRetiredSBE) {
-		p, ret := h.GetRetiredPages(gonvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
-		if r.ok(fRetiredSBE, ret) {
-			r.add(catalogue.RetiredSBE, float64(len(p)))
-		}
-	}
-	if !r.skip(fRetiredDBE) {
-		p, ret := h.GetRetiredPages(gonvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
-		if r.ok(fRetiredDBE, ret) {
-			r.add(catalogue.RetiredDBE, float64(len(p)))
-		}
-	}
-	if !r.skip(fRetiredPending) {
-		st, ret := h.GetRetiredPagesPendingStatus()
-		if r.ok(fRetiredPending, ret) {
-			r.add(catalogue.RetiredPending, boolValue(st == gonvml.FEATURE_ENABLED))
-		}
-	}
-	if !r.skip(fRemappedRows) {
-		corr, unc, pending, failed, ret := h.GetRemappedRows()
-		if r.ok(fRemappedRows, ret) {
-			r.add(catalogue.RemapCorr, float64(corr))
-			r.add(catalogue.RemapUncorr, float64(unc))
-			r.add(catalogue.RemapPending, boolValue(pending))
-			r.add(catalogue.RemapFailure, boolValue(failed))
-		}
-	}
-	if !r.skip(fPCIeReplay) {
-		n, ret := h.GetPcieReplayCounter()
-		if r.ok(fPCIeReplay, ret) {
-			r.add(catalogue.PCIeReplay, float64(n))
-		}
-	}
 	s.readNVLink(d, r)
-}
-
-var eccFields = []struct {
-	f       field
-	typ     gonvml.MemoryErrorType
-	counter gonvml.EccCounterType
-	m       *catalogue.Metric
-}{
-	{fECCSBEVol, gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.VOLATILE_ECC, catalogue.ECCSBEVol},
-	{fECCDBEVol, gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.VOLATILE_ECC, catalogue.ECCDBEVol},
-	{fECCSBEAgg, gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.AGGREGATE_ECC, catalogue.ECCSBEAgg},
-	{fECCDBEAgg, gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.AGGREGATE_ECC, catalogue.ECCDBEAgg},
 }
 
 func boolValue(b bool) float64 {

@@ -110,6 +110,7 @@ type device struct {
 	gpm         *gpmSampler // nil without GPM
 	caps        []string
 	nsamples    int // samples published last cycle: sizes the next slice
+	scratch     [maxReadValues]float64
 }
 
 // migInstance is one MIG GPU instance of a device.

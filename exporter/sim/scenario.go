@@ -64,12 +64,12 @@ func (k FaultKind) windowed() bool {
 	return false
 }
 
-// patterns are DESIGN.md's waste patterns, the values of `expect`. The
+// patterns are the analyzer's waste patterns, the values of `expect`. The
 // exporter must not import the analyzer, so the names are listed here.
 var patterns = []string{"cpu_only", "over_requested", "stuck", "startup_overhead", "idle_session",
 	"low_utilization", "overlong", "orphan_process"}
 
-// Patterns lists the pattern names `expect` accepts (DESIGN.md's waste
+// Patterns lists the pattern names `expect` accepts (the analyzer's waste
 // patterns); an analyzer test can check they agree with finding.Patterns.
 func Patterns() []string { return slices.Clone(patterns) }
 

@@ -52,7 +52,7 @@ func TestFleetReportListsAuditedActions(t *testing.T) {
 		}
 	}
 	cfg := writeConfig(t, smtpOpts{port: 25, password: "x"})
-	b := &report.Builder{Data: report.StoreData{Store: st}, Config: cfg, Actions: report.SQLActionLog{DB: st.DB()}}
+	b := report.NewBuilder(st, cfg)
 	r, err := b.Build(ctx, report.WeekOf(weekStart, berlin), "")
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,8 @@ func exampleReport(t *testing.T) (*report.Report, *report.Rendered) {
 		t.Fatal(err)
 	}
 	cfg := writeConfig(t, smtpOpts{port: 25, password: "x"})
-	b := &report.Builder{Data: report.StoreData{Store: st}, Config: cfg, Actions: report.SQLActionLog{DB: st.DB()}, Now: func() time.Time { return slot }}
+	b := report.NewBuilder(st, cfg)
+	b.Now = func() time.Time { return slot }
 	r, err := b.Build(ctx, report.WeekOf(weekStart, berlin), "ml-research")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package analyzercmd
 
 import (
 	"context"
@@ -11,18 +11,27 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
-func analyzeCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+// Analyze is `analyze`. With open nil it reads only from Prometheus and has
+// no --storage.path.
+func Analyze(open OpenStore) command.Command {
+	return func(app *kingpin.Application) (string, func(ctx context.Context) error) {
+		return analyze(app, open)
+	}
+}
+
+func analyze(app *kingpin.Application, open OpenStore) (string, func(ctx context.Context) error) {
 	cmd := app.Command("analyze", "Classify GPU waste per job over a time window (one shot) and print the findings.")
 	var format, cfgPath string
-	tf := registerTelemetryFlags(cmd)
+	tf := RegisterTelemetryFlags(cmd, open)
 	cmd.Flag("format", "Output: table (aligned, for people) or json ({\"findings\": [...]}).").Default("table").EnumVar(&format, "table", "json")
 	cmd.Flag("analyzer.config", "Detection thresholds (YAML); built-in defaults when empty.").StringVar(&cfgPath)
-	oldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
+	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
 	return cmd.FullCommand(), func(ctx context.Context) error {
-		logger := loggerFrom(ctx)
-		f, t, err := tf.window(time.Now())
+		logger := command.LoggerFrom(ctx)
+		f, t, err := tf.Window(time.Now())
 		if err != nil {
 			return err
 		}
@@ -32,7 +41,7 @@ func analyzeCommand(app *kingpin.Application) (string, func(ctx context.Context)
 				return &cli.UsageError{Err: err}
 			}
 		}
-		q, closeQ, err := tf.open(logger)
+		q, closeQ, err := tf.Open(logger)
 		if err != nil {
 			return err
 		}

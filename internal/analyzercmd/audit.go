@@ -1,4 +1,4 @@
-package main
+package analyzercmd
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 )
 
-func auditCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+func Audit(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("audit", "List the reclamation audit log: every step as intended and as done, failed, skipped or dry-run.")
 	storage := cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite).").Default("gpuwatch.db").String()
 	since := cmd.Flag("since", "Only events of this recent period (e.g. 24h, 168h); all when 0.").Default("0s").Duration()

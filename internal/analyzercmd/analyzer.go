@@ -1,4 +1,4 @@
-package main
+package analyzercmd
 
 import (
 	"context"
@@ -12,9 +12,11 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
-func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("analyzer", "Run the analyzer daemon: detection cycles and policy escalation (notify, warn, checkpoint, reclaim) on a cron schedule, with an audit log; dry-run unless the policy says otherwise.")
 	o := &daemon.Options{Web: kingpinflag.AddFlags(cmd, ":9836")}
 	cmd.Flag("policy.file", "Reclamation policy (YAML); see deploy/examples/policy.yaml. Check it with `gpuwatch check-config --policy.file FILE`.").Required().StringVar(&o.PolicyFile)
@@ -56,6 +58,6 @@ func analyzerCommand(app *kingpin.Application) (string, func(ctx context.Context
 		if o.CommandTimeout <= 0 {
 			return &cli.UsageError{Err: fmt.Errorf("--command.timeout must be positive, got %s", o.CommandTimeout)}
 		}
-		return daemon.Run(ctx, *o, loggerFrom(ctx), version)
+		return daemon.Run(ctx, *o, command.LoggerFrom(ctx), buildinfo.Version())
 	}
 }

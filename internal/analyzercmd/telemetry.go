@@ -1,8 +1,9 @@
-package main
+package analyzercmd
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,29 +13,37 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 )
 
-// telemetryFlags are the one-shot commands' telemetry source and window.
-type telemetryFlags struct {
+// OpenStore opens the embedded telemetry store in dir for reading. A binary
+// built without the embedded store passes nil.
+type OpenStore func(dir string, timeout time.Duration, logger *slog.Logger) (query.Querier, io.Closer, error)
+
+// TelemetryFlags are the one-shot commands' telemetry source and window.
+type TelemetryFlags struct {
 	promURL, storage, from, to string
 	timeout                    time.Duration
+	openStore                  OpenStore
 }
 
-func registerTelemetryFlags(cmd *kingpin.CmdClause) *telemetryFlags {
-	f := &telemetryFlags{}
+// RegisterTelemetryFlags adds the telemetry source and window flags to cmd;
+// --storage.path only when open is not nil.
+func RegisterTelemetryFlags(cmd *kingpin.CmdClause, open OpenStore) *TelemetryFlags {
+	f := &TelemetryFlags{openStore: open}
 	cmd.Flag("prometheus.url", "Prometheus-compatible API to read telemetry from (Prometheus, Thanos, Mimir, VictoriaMetrics).").StringVar(&f.promURL)
-	cmd.Flag("storage.path", "Embedded telemetry store to read instead (the --storage.path of `gpuwatch agent`, or its tsdb folder).").StringVar(&f.storage)
+	if open != nil {
+		cmd.Flag("storage.path", "Embedded telemetry store to read instead (the --storage.path of `gpuwatch agent`, or its tsdb folder).").StringVar(&f.storage)
+	}
 	cmd.Flag("from", "Start of the window: RFC 3339, now, or relative such as -7d.").Default("-7d").StringVar(&f.from)
 	cmd.Flag("to", "End of the window: RFC 3339, now, or relative such as -1h.").Default("now").StringVar(&f.to)
 	cmd.Flag("query.timeout", "Timeout of one query.").Default("2m").DurationVar(&f.timeout)
 	return f
 }
 
-// window parses --from and --to against now.
-func (f *telemetryFlags) window(now time.Time) (time.Time, time.Time, error) {
+// Window parses --from and --to against now.
+func (f *TelemetryFlags) Window(now time.Time) (time.Time, time.Time, error) {
 	from, err := present.ParseTime(f.from, now)
 	if err != nil {
 		return from, from, &cli.UsageError{Err: fmt.Errorf("--from: %w", err)}
@@ -49,19 +58,28 @@ func (f *telemetryFlags) window(now time.Time) (time.Time, time.Time, error) {
 	return from, to, nil
 }
 
-// open returns the querier the flags name and a function that closes it.
-func (f *telemetryFlags) open(logger *slog.Logger) (query.Querier, func(), error) {
-	if (f.promURL == "") == (f.storage == "") {
+// Open returns the querier the flags name and a function that closes it.
+func (f *TelemetryFlags) Open(logger *slog.Logger) (query.Querier, func(), error) {
+	return OpenTelemetry(logger, f.promURL, f.storage, f.timeout, f.openStore)
+}
+
+// OpenTelemetry returns the querier for --prometheus.url promURL or
+// --storage.path storage (exactly one set; storage only where open is not
+// nil) and a function that closes it.
+func OpenTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Duration, open OpenStore) (query.Querier, func(), error) {
+	switch {
+	case open == nil && promURL == "":
+		return nil, nil, &cli.UsageError{Err: errors.New("--prometheus.url is required")}
+	case (promURL == "") == (storage == ""):
 		return nil, nil, &cli.UsageError{Err: errors.New("set exactly one of --prometheus.url and --storage.path")}
 	}
-	if f.promURL != "" {
-		c, err := promapi.New(f.promURL, promapi.Options{Timeout: f.timeout, Logger: logger})
+	if promURL != "" {
+		c, err := promapi.New(promURL, promapi.Options{Timeout: timeout, Logger: logger})
 		if err != nil {
 			return nil, nil, &cli.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}
 		return c, func() {}, nil
 	}
-	storage := f.storage
 	if _, err := os.Stat(storage); err != nil {
 		return nil, nil, &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
 	}
@@ -69,9 +87,9 @@ func (f *telemetryFlags) open(logger *slog.Logger) (query.Querier, func(), error
 	if fi, err := os.Stat(filepath.Join(storage, "tsdb")); err == nil && fi.IsDir() {
 		storage = filepath.Join(storage, "tsdb")
 	}
-	db, err := embedded.Open(storage, embedded.Options{Timeout: f.timeout, Logger: logger})
+	db, closer, err := open(storage, timeout, logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (is a gpuwatch agent holding it? query its data through Prometheus instead)", err)
 	}
-	return db, func() { db.Close() }, nil
+	return db, func() { closer.Close() }, nil
 }

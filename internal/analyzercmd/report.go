@@ -1,4 +1,4 @@
-package main
+package analyzercmd
 
 import (
 	"context"
@@ -11,15 +11,16 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
-func reportCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+func Report(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("report", "Preview a waste report from the store without sending it: a team's weekly report, or the fleet's with --team unset.")
 	storage := cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite) the analyzer writes.").Default("gpuwatch.db").String()
 	var configFile string
 	config := &configFile
 	cmd.Flag("report.config", "Report configuration file (YAML): time zone, prices, Grafana URL, teams. Optional for a preview.").StringVar(config)
-	oldSpelling(cmd, "config", "report.config").StringVar(config)
+	command.OldSpelling(cmd, "config", "report.config").StringVar(config)
 	team := cmd.Flag("team", "Team to report on; empty for the fleet (administrators') report.").String()
 	week := cmd.Flag("week", "ISO week to report on, e.g. 2026-W47 (default: the last full week); a date (2026-11-28) gives a daily digest.").String()
 	format := cmd.Flag("format", "Output format: html (charts embedded), text or json.").Default("html").Enum("html", "text", "json")
@@ -53,7 +54,7 @@ func reportCommand(app *kingpin.Application) (string, func(ctx context.Context) 
 		if _, err := report.OpenOutbox(ctx, st); err != nil { // creates the indexes reports read with
 			return err
 		}
-		b := &report.Builder{Data: report.StoreData{Store: st}, Config: cfg, Actions: report.SQLActionLog{DB: st.DB()}}
+		b := report.NewBuilder(st, cfg)
 		r, err := b.Build(ctx, p, *team)
 		if err != nil {
 			return err
@@ -85,7 +86,7 @@ func reportCommand(app *kingpin.Application) (string, func(ctx context.Context) 
 		if err := os.WriteFile(*out, body, report.FileMode); err != nil {
 			return fmt.Errorf("write report: %w", err)
 		}
-		loggerFrom(ctx).Info("report written", "path", *out, "team", *team, "period", p.Label, "format", *format)
+		command.LoggerFrom(ctx).Info("report written", "path", *out, "team", *team, "period", p.Label, "format", *format)
 		return nil
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package analyzercmd
 
 import (
 	"context"
@@ -15,16 +15,17 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
-func checkConfigCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
+func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("check-config", "Validate every file gpuwatch reads: reclamation policy, analyzer thresholds, report/SMTP config, teams file, web config and simulator scenario; every error names file, line and key (exit 2), all of them at once. For a policy, print the effective policy (each tier, its match, each rule's steps with the effective dry-run and reclaim) and warn about risky choices, such as a catch-all tier that reclaims.")
 	var polFile, cfgFile string
 	pol, cfg := &polFile, &cfgFile
 	cmd.Flag("policy.file", "Reclamation policy file (YAML) to check.").StringVar(pol)
-	oldSpelling(cmd, "policy", "policy.file").StringVar(pol)
+	command.OldSpelling(cmd, "policy", "policy.file").StringVar(pol)
 	cmd.Flag("analyzer.config", "Analyzer thresholds file (YAML) to check.").StringVar(cfg)
-	oldSpelling(cmd, "config", "analyzer.config").StringVar(cfg)
+	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(cfg)
 	rep := cmd.Flag("report.config", "Report and SMTP configuration file (YAML) to check.").String()
 	tm := cmd.Flag("teams.file", "Teams file (YAML) to check; old camelCase keys are reported as deprecated.").String()
 	webCfg := cmd.Flag("web.config.file", "exporter-toolkit web config (TLS, basic auth) to check.").String()

@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"fmt"
@@ -8,23 +8,23 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 )
 
-// writeCLIDoc renders every command and flag as Markdown (docs/cli.md; a
+// WriteDoc renders every command and flag of a as Markdown (docs/cli.md; a
 // test keeps the file in step with the flag definitions).
-func writeCLIDoc(w io.Writer, app *kingpin.Application) {
-	m := app.Model()
-	fmt.Fprintf(w, "# gpuwatch command line\n\nGenerated from the flag definitions (`UPDATE_DOCS=1 go test ./cmd/gpuwatch` rewrites it).\n\n%s\n\n", m.Help)
+func (a *App) WriteDoc(w io.Writer) {
+	m := a.Model()
+	fmt.Fprintf(w, "# %s command line\n\nGenerated from the flag definitions (`UPDATE_DOCS=1 go test ./cmd/%s` rewrites it).\n\n%s\n\n", m.Name, m.Name, m.Help)
 	fmt.Fprintln(w, "## Global flags")
 	writeFlags(w, m.Flags)
 	for _, c := range m.Commands {
-		writeCommand(w, c)
+		writeCommand(w, m.Name, c)
 	}
 }
 
-func writeCommand(w io.Writer, c *kingpin.CmdModel) {
+func writeCommand(w io.Writer, program string, c *kingpin.CmdModel) {
 	if c.Hidden {
 		return
 	}
-	fmt.Fprintf(w, "\n## `gpuwatch %s`\n\n%s\n", c.FullCommand, c.Help)
+	fmt.Fprintf(w, "\n## `%s %s`\n\n%s\n", program, c.FullCommand, c.Help)
 	if len(c.Args) > 0 {
 		fmt.Fprintln(w, "\n| argument | meaning |\n|---|---|")
 		for _, a := range c.Args {
@@ -33,7 +33,7 @@ func writeCommand(w io.Writer, c *kingpin.CmdModel) {
 	}
 	writeFlags(w, c.Flags)
 	for _, sub := range c.Commands {
-		writeCommand(w, sub)
+		writeCommand(w, program, sub)
 	}
 }
 

@@ -1,0 +1,79 @@
+package docs
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/features"
+)
+
+// queryTable renders the analyzer's per-cycle queries for a 5-minute step.
+func queryTable() string {
+	var b strings.Builder
+	b.WriteString("| # | PromQL (for a 5 m step) |\n|---|---|\n")
+	for i, e := range features.Exprs(5 * time.Minute) {
+		fmt.Fprintf(&b, "| %d | `%s` |\n", i+1, e)
+	}
+	return b.String()
+}
+
+var generatedRE = regexp.MustCompile(`(?s)(<!-- queries: generated [^\n]*-->\n)(.*?)(<!-- end queries -->)`)
+
+// TestScalingQueries keeps scaling.md's list of queries the one the code
+// issues.
+func TestScalingQueries(t *testing.T) {
+	const path = "scaling.md"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := generatedRE.FindSubmatchIndex(b)
+	if m == nil {
+		t.Fatalf("%s: no generated query table", path)
+	}
+	if got := string(b[m[4]:m[5]]); got == queryTable() {
+		return
+	}
+	if os.Getenv("UPDATE_DOCS") != "" {
+		out := string(b[:m[4]]) + queryTable() + string(b[m[5]:])
+		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s: the query table is out of date; run UPDATE_DOCS=1 go test ./docs", path)
+}
+
+// The figures the docs derive from the number of queries per cycle.
+var queryFigures = []*regexp.Regexp{
+	regexp.MustCompile(`(\d+)\*{0,2} (?:fleet-wide )?range queries`),
+	regexp.MustCompile(`touches (\d+) × 1,000 × 20`),
+}
+
+// TestQueryCountInDocs: every place the docs state how many queries a
+// cycle asks says what features.Queries says.
+func TestQueryCountInDocs(t *testing.T) {
+	for _, path := range []string{"architecture.md", "scaling.md", "../README.md"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, re := range queryFigures {
+			for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+				if n, _ := strconv.Atoi(m[1]); n != features.Queries {
+					t.Errorf("%s: %q, but a cycle asks %d queries", path, m[0], features.Queries)
+				}
+			}
+		}
+		want := strconv.Itoa(features.Queries) + ",000 points"
+		if strings.Contains(string(b), "returns ") && regexp.MustCompile(`returns [\d,]+ points`).MatchString(string(b)) &&
+			!strings.Contains(string(b), "returns "+want) {
+			t.Errorf("%s: the points per cycle should read %q", path, want)
+		}
+	}
+}
