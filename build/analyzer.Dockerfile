@@ -13,7 +13,7 @@ COPY . .
 ARG VERSION=dev
 ARG REVISION=unknown
 ENV CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
-RUN go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/gpuwatch ./cmd/gpuwatch
+RUN go build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=${VERSION} -X github.com/prometheus/common/version.Revision=${REVISION}" -o /out/gpuwatch-analyzer ./cmd/gpuwatch-analyzer
 # The state folder, owned by the image's user.
 RUN install -d -m 0700 -o 65532 -g 65532 /out/state
 
@@ -27,12 +27,12 @@ LABEL org.opencontainers.image.title="gpuwatch-analyzer" \
       org.opencontainers.image.source="https://github.com/gpuwatch/gpuwatch" \
       org.opencontainers.image.url="https://github.com/gpuwatch/gpuwatch" \
       org.opencontainers.image.vendor="gpuwatch"
-COPY --from=build /out/gpuwatch /usr/bin/gpuwatch
+COPY --from=build /out/gpuwatch-analyzer /usr/bin/gpuwatch-analyzer
 COPY --from=build --chown=65532:65532 /out/state /var/lib/gpuwatch
 COPY deploy/examples/policy.yaml /etc/gpuwatch/policy.yml
 COPY analyzer/config/example.yaml /etc/gpuwatch/analyzer.yml
 USER 65532:65532
 EXPOSE 9836
-ENTRYPOINT ["/usr/bin/gpuwatch", "analyzer"]
+ENTRYPOINT ["/usr/bin/gpuwatch-analyzer", "analyzer"]
 # Default arguments: a dry-run trial; a pod's args replace them as a whole.
 CMD ["--policy.file=/etc/gpuwatch/policy.yml", "--analyzer.config=/etc/gpuwatch/analyzer.yml", "--storage.path=/var/lib/gpuwatch/gpuwatch.db"]

@@ -15,7 +15,7 @@ COPY . .
 ARG VERSION=dev
 ARG REVISION=unknown
 ENV CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
-RUN go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/gpuwatch-exporter ./cmd/gpuwatch-exporter
+RUN go build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=${VERSION} -X github.com/prometheus/common/version.Revision=${REVISION}" -o /out/gpuwatch-exporter ./cmd/gpuwatch-exporter
 
 # distroless/base: glibc, CA certificates, tzdata, a nonroot user; no shell.
 FROM gcr.io/distroless/base-debian12:nonroot

@@ -55,7 +55,7 @@ grep -q '^gpuwatch_exporter_' /tmp/gpuwatch-package-metrics
 kill "$pid" && wait "$pid" || true
 pid=
 
-echo "==> /usr/bin/gpuwatch --version"
-/usr/bin/gpuwatch --version
-/usr/bin/gpuwatch check-config --policy /etc/gpuwatch/policy.yml --config /etc/gpuwatch/analyzer.yml
+echo "==> /usr/bin/gpuwatch-analyzer --version"
+/usr/bin/gpuwatch-analyzer --version
+/usr/bin/gpuwatch-analyzer check-config --policy.file /etc/gpuwatch/policy.yml --analyzer.config /etc/gpuwatch/analyzer.yml
 echo "==> packages install, verify and start"

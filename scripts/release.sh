@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Release build: for each architecture, the lean exporter (gpuwatch-exporter)
-# and the full binary (gpuwatch: analyzer, agent, demo, reports), as
+# the lean analyzer (gpuwatch-analyzer: daemon, analyze, report, audit,
+# check-config) and the full binary (gpuwatch: also agent, demo, plan, job), as
 #   dist/gpuwatch_<version>_linux_<arch>.tar.gz     (binaries, units, examples, docs)
 #   dist/gpuwatch-{exporter,analyzer}_<version>_<arch>.deb and .rpm
 #   dist/oci/gpuwatch-{exporter,analyzer}-<arch>/  (OCI image layouts; this machine's arch only)
@@ -48,10 +49,10 @@ for arch in "${arches[@]}"; do
 	command -v "$cc" >/dev/null || { echo "release: $cc not found: it is needed to build for linux/$arch (cgo)" >&2; exit 1; }
 	dir="$out/gpuwatch_${version}_linux_${arch}"
 	mkdir -p "$dir"
-	for cmd in gpuwatch-exporter gpuwatch; do
+	for cmd in gpuwatch-exporter gpuwatch-analyzer gpuwatch; do
 		echo "==> $cmd linux/$arch"
 		GOOS=linux GOARCH="$arch" CC="$cc" go build "${trimpath[@]}" \
-			-ldflags "-s -w -X main.version=${version}" -o "$dir/$cmd" "./cmd/$cmd"
+			-ldflags "-s -w -X github.com/prometheus/common/version.Version=${version} -X github.com/prometheus/common/version.Revision=${revision}" -o "$dir/$cmd" "./cmd/$cmd"
 		go version -m "$dir/$cmd" >"$out/${cmd}_${arch}.modules.txt"
 	done
 	cp -r deploy/systemd deploy/slurm deploy/packaging "$dir/"
@@ -63,7 +64,7 @@ for arch in "${arches[@]}"; do
 	formats=deb,rpm
 	[[ "$arch" == "$host" ]] && formats=deb,rpm,oci
 	"$out/.artifacts" --kind=exporter --binary="$dir/gpuwatch-exporter" --version="$version" --revision="$revision" --arch="$arch" --formats="$formats" --out="$out"
-	"$out/.artifacts" --kind=analyzer --binary="$dir/gpuwatch" --version="$version" --revision="$revision" --arch="$arch" --formats="$formats" --out="$out"
+	"$out/.artifacts" --kind=analyzer --binary="$dir/gpuwatch-analyzer" --version="$version" --revision="$revision" --arch="$arch" --formats="$formats" --out="$out"
 	rm -rf "$dir"
 done
 rm -f "$out/.artifacts"

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 )
 
 // JSON writes the report as indented JSON (docs/job.md describes it).
@@ -52,14 +54,14 @@ func opt(v *float64, format string) string {
 func Text(w io.Writer, r *Report) error {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("Job %s (%s) on %s\n", Clean(r.Job), Clean(r.Scheduler), Clean(dash(r.Hostname)))
-	p("  user %s  team %s  account %s  name %s  kind %s\n", Clean(dash(r.User)), Clean(dash(r.Team)), Clean(dash(r.Account)), Clean(dash(r.JobName)), Clean(dash(r.Kind)))
-	p("  state %s  %s → %s (%s)  %d GPU(s) %s\n", Clean(r.State), ts(r.Start), ts(r.End), hm(r.DurationHours), len(r.GPUs), Clean(strings.Join(r.Models, ", ")))
+	p("Job %s (%s) on %s\n", termsafe.String(r.Job), termsafe.String(r.Scheduler), termsafe.String(dash(r.Hostname)))
+	p("  user %s  team %s  account %s  name %s  kind %s\n", termsafe.String(dash(r.User)), termsafe.String(dash(r.Team)), termsafe.String(dash(r.Account)), termsafe.String(dash(r.JobName)), termsafe.String(dash(r.Kind)))
+	p("  state %s  %s → %s (%s)  %d GPU(s) %s\n", termsafe.String(r.State), ts(r.Start), ts(r.End), hm(r.DurationHours), len(r.GPUs), termsafe.String(strings.Join(r.Models, ", ")))
 	if r.Note != "" {
-		p("  note: %s\n", Clean(r.Note))
+		p("  note: %s\n", termsafe.String(r.Note))
 	}
 	if r.NotEnoughData != "" {
-		p("\nNOT ENOUGH DATA: %s\n", Clean(r.NotEnoughData))
+		p("\nNOT ENOUGH DATA: %s\n", termsafe.String(r.NotEnoughData))
 	}
 	p("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -76,7 +78,7 @@ func Text(w io.Writer, r *Report) error {
 		if g.MemTotalMiB != nil {
 			memTop = *g.MemTotalMiB
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Clean(name), opt(g.UtilMean, "%.1f%%"), opt(g.UtilPeak, "%.0f%%"),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.String(name), opt(g.UtilMean, "%.1f%%"), opt(g.UtilPeak, "%.0f%%"),
 			opt(g.SMActiveMean, "%.2f"), opt(mib(g.MemPeakMiB), "%.1f GiB"), opt(pct(g.MemPeakShare), "%.0f%%"),
 			opt(g.PowerMeanW, "%.0f W"), opt(g.EnergyKWh, "%.2f kWh"), Sparkline(g.SparkUtil, 100), Sparkline(g.SparkMem, memTop))
 	}
@@ -93,12 +95,12 @@ func Text(w io.Writer, r *Report) error {
 		p("\nNo waste found.\n")
 	}
 	for _, f := range r.Findings {
-		p("\n%s (%s): %.2f GPU-hours, %s → %s\n", Clean(string(f.Pattern)), f.Severity, f.WastedGPUHours, ts(f.Start), ts(f.End))
+		p("\n%s (%s): %.2f GPU-hours, %s → %s\n", termsafe.String(string(f.Pattern)), f.Severity, f.WastedGPUHours, ts(f.Start), ts(f.End))
 		if f.Detail != "" {
-			p("  %s\n", Clean(f.Detail))
+			p("  %s\n", termsafe.String(f.Detail))
 		}
 		if f.Advice != "" && f.Advice != f.Detail {
-			p("  advice: %s\n", Clean(f.Advice))
+			p("  advice: %s\n", termsafe.String(f.Advice))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -167,14 +169,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// Clean drops control characters (terminal escapes) from foreign text.
-func Clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return -1
-		}
-		return r
-	}, s)
 }

@@ -52,7 +52,7 @@ func ExporterImage(binary string, b BuildInfo) Spec {
 func AnalyzerImage(binary, repo string, b BuildInfo) Spec {
 	return Spec{
 		Binary:     binary,
-		Entrypoint: []string{"/usr/bin/gpuwatch", "analyzer"},
+		Entrypoint: []string{"/usr/bin/gpuwatch-analyzer", "analyzer"},
 		// Default arguments: replaced as a whole by a pod's args.
 		Cmd: []string{"--policy.file=/etc/gpuwatch/policy.yml", "--analyzer.config=/etc/gpuwatch/analyzer.yml",
 			"--storage.path=/var/lib/gpuwatch/gpuwatch.db"},

@@ -244,7 +244,7 @@ func TestExporterImage(t *testing.T) {
 // (the dry-run policy it carries, its state in /var/lib/gpuwatch owned by
 // its user) and serves its own /metrics while Prometheus is unreachable.
 func TestAnalyzerImage(t *testing.T) {
-	bin := goBuild(t, t.TempDir(), "cmd/gpuwatch")
+	bin := goBuild(t, t.TempDir(), "cmd/gpuwatch-analyzer")
 	s := AnalyzerImage(bin, "../..", info)
 	img := buildAndReload(t, s, "ghcr.io/gpuwatch/gpuwatch-analyzer:"+info.Version)
 	cf := checkConfig(t, img, s)

@@ -77,7 +77,7 @@ func Analyzer(b Build) *nfpm.Info {
 			"starts in dry-run (every step audited), serves a web page and sends weekly\n"+
 			"reports by email once configured.",
 		files.Contents{
-			file(b.Binary, "/usr/bin/gpuwatch", 0o755),
+			file(b.Binary, "/usr/bin/gpuwatch-analyzer", 0o755),
 			file(b.src("deploy/systemd/gpuwatch-analyzer.service"), "/usr/lib/systemd/system/gpuwatch-analyzer.service", 0o644),
 			conf(b.src("deploy/systemd/gpuwatch-analyzer.default"), "/etc/default/gpuwatch-analyzer", 0o644),
 			conf(b.src("deploy/examples/policy.yaml"), "/etc/gpuwatch/policy.yml", 0o644),

@@ -60,7 +60,7 @@ func TestDebs(t *testing.T) {
 				"./usr/share/gpuwatch/slurm/prolog", "./usr/share/gpuwatch/slurm/epilog"},
 			[]string{"/etc/default/gpuwatch-exporter", "/etc/gpuwatch/teams.yml"}},
 		{Analyzer, "gpuwatch-analyzer_1.2.3_amd64.deb",
-			[]string{"./usr/bin/gpuwatch", "./usr/lib/systemd/system/gpuwatch-analyzer.service", "./usr/lib/sysusers.d/gpuwatch-analyzer.conf",
+			[]string{"./usr/bin/gpuwatch-analyzer", "./usr/lib/systemd/system/gpuwatch-analyzer.service", "./usr/lib/sysusers.d/gpuwatch-analyzer.conf",
 				"./usr/share/gpuwatch/gpuwatch-analyzer-reports.conf"},
 			[]string{"/etc/default/gpuwatch-analyzer", "/etc/gpuwatch/analyzer.yml", "/etc/gpuwatch/policy.yml"}},
 	}

@@ -80,12 +80,12 @@ func TestUnitEnvironmentArgsParse(t *testing.T) {
 	checkAnalyzerArgs(t, "gpuwatch-analyzer.default", envArgs(t, "../systemd/gpuwatch-analyzer.default", "GPUWATCH_ANALYZER_ARGS"), analyzerFlags(t))
 }
 
-// analyzerFlags reads the flag names `gpuwatch analyzer` registers from its
-// source (cmd/gpuwatch is a main package, so it cannot be imported), plus
+// analyzerFlags reads the flag names the analyzer daemon registers from its
+// source (internal/analyzercmd, shared by gpuwatch and gpuwatch-analyzer), plus
 // exporter-toolkit's web flags.
 func analyzerFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	src, err := os.ReadFile("../../cmd/gpuwatch/cmd_analyzer.go")
+	src, err := os.ReadFile("../../internal/analyzercmd/analyzer.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func analyzerFlags(t *testing.T) map[string]bool {
 		flags[string(m[1])] = true
 	}
 	if len(flags) < 6 || !flags["policy.file"] {
-		t.Fatalf("could not read the analyzer's flags from cmd_analyzer.go (got %v)", flags)
+		t.Fatalf("could not read the analyzer's flags from internal/analyzercmd/analyzer.go (got %v)", flags)
 	}
 	return flags
 }

@@ -18,7 +18,7 @@ import (
 // /etc/default/<unit>) that sets its arguments.
 var units = map[string][]string{
 	"gpuwatch-exporter.service": {"/usr/bin/gpuwatch-exporter"},
-	"gpuwatch-analyzer.service": {"/usr/bin/gpuwatch", "analyzer"},
+	"gpuwatch-analyzer.service": {"/usr/bin/gpuwatch-analyzer", "analyzer"},
 }
 
 // unitFile is a parsed systemd unit: section -> key -> values (keys repeat).
