@@ -63,7 +63,8 @@
 //	    count: 1                   # errors per occurrence, default 1
 //	    field: power_usage         # kind field_error: the field that fails
 //
-// Durations are Go durations plus days: 90s, 15m, 2h, 1d12h.
+// Durations use gpuwatch's one syntax, whole units largest first: 90s, 15m,
+// 1h30m, 1d12h, 2w; offsets may carry a sign ("-2h": before the origin).
 //
 // # Behaviours and their parameters (defaults in parentheses)
 //

@@ -1,12 +1,15 @@
 package configfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 type inner struct {
@@ -120,4 +123,27 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("error without the file name: %v", err)
 		}
 	})
+}
+
+// TestRawNodeAcceptsAnyKey: a field kept as yaml.Node is the loader's to
+// check (the policy's match keys), so any key below it decodes, while its
+// siblings stay strict and NaN is refused even there.
+func TestRawNodeAcceptsAnyKey(t *testing.T) {
+	var v struct {
+		Match map[string]yaml.Node `yaml:"match"`
+		Name  string               `yaml:"name"`
+	}
+	if _, err := Decode("m.yml", []byte("match:\n  anything: {deep: [1]}\nname: x\n"), &v); err != nil || len(v.Match) != 1 {
+		t.Fatalf("raw node: %v, %+v", err, v)
+	}
+	_, err := Decode("m.yml", []byte("match:\n  a: {b: .nan}\nnme: x\n"), &v)
+	var one *Error
+	if !errors.As(err, &one) {
+		t.Fatalf("errors.As(%T) found no *Error", err)
+	}
+	for _, w := range []string{"m.yml:2: match.a.b: .nan", `m.yml:3: nme: unknown key "nme" (did you mean "name"?)`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
 }
