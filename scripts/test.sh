@@ -52,13 +52,15 @@ step "go test -race"
 go test -race -count=1 -timeout 60m ./...
 
 # The scale targets (10,000 GPUs per cycle, a week of 1,000 GPUs, the
-# planner's fleet) hold for the production build: under -race above they run
-# small or skip, so here they run again, full size and timed, without it. The
+# planner's fleet, a week-long job's view) hold for the production build:
+# under -race above they run small or skip their bound, so here they run
+# again, full size and timed, without it. The
 # week-long corpus replay (TestCorpus*) skips under -race, where it would take
 # most of an hour on two cores, and runs here.
 step "scale targets and the corpus week"
 go test -count=1 -timeout 30m -run '^(TestBench|TestCorpus)' -v ./analyzer/engine
 go test -count=1 -timeout 20m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent)$' -v ./analyzer/plan
+go test -count=1 -timeout 10m -run '^TestWeekJobUnderASecond$' -v ./analyzer/jobview
 
 step "release build (linux/amd64 and linux/arm64 tarballs, packages, images) and .deb install check"
 # GPUWATCH_TRIMPATH=0: reuse the build cache of the tests above for amd64.

@@ -137,6 +137,12 @@ func TestWeekJobUnderASecond(t *testing.T) {
 	if len(r.GPUs) != 8 || r.DurationHours < 167.9 || len(r.Findings) == 0 || r.CPU == nil || r.GPUs[0].EnergyFrom != "counter" {
 		t.Fatalf("view: %d GPUs, %.1f h, %d findings, cpu %v", len(r.GPUs), r.DurationHours, len(r.Findings), r.CPU)
 	}
+	if testtool.Race {
+		// The race detector slows the client several times over; the bound
+		// is held by the non-race scale step of scripts/test.sh.
+		t.Logf("built with -race: the 1 CPU-second bound is checked without it")
+		return
+	}
 	if cpu[2] > 1 {
 		t.Errorf("a view costs %.3f CPU-seconds (median), want at most 1", cpu[2])
 	}
