@@ -55,14 +55,17 @@ func TestForecastMonth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := embedded.Open(t.TempDir(), embedded.Options{})
+	span := 28 * 24 * time.Hour
+	// Retention must cover the month: with the 15-day default, background
+	// compaction may delete the first weeks mid-test, and how much it has
+	// deleted by query time depends on timing.
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Retention: span + 7*24*time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	ctx := context.Background()
 	app := db.Appender()
-	span := 28 * 24 * time.Hour
 	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: seed, Origin: origin, To: span, Resolution: 10 * time.Minute},
 		func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) }); err != nil {
 		t.Fatal(err)
