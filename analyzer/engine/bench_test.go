@@ -128,21 +128,6 @@ func fillWeek(t *testing.T, db *embedded.DB, n int, from time.Time, span time.Du
 	return total
 }
 
-// peakRSS reads the process' peak resident set (VmHWM) in bytes.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return -1
-}
-
 // TestBenchWeekEmbedded: a one-shot 7-day analysis of 1,000 GPUs at 30 s
 // resolution from the embedded store. Targets: ≤ 60 s and ≤ 2 GiB RSS.
 func TestBenchWeekEmbedded(t *testing.T) {
@@ -188,7 +173,7 @@ func TestBenchWeekEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	wall := time.Since(start)
-	rss := peakRSS()
+	rss := testtool.PeakRSS()
 	t.Logf("BENCH week-embedded: %d GPUs, 7 days: open %s, analyze %s, %d findings, peak RSS %.2f GiB",
 		n, opened.Round(time.Millisecond), wall.Round(time.Millisecond), len(fs), float64(rss)/(1<<30))
 	if len(fs) == 0 {

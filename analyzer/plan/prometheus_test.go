@@ -89,7 +89,7 @@ func servePrometheus(t testing.TB, om string) string {
 // the same number of queries for a fleet four times larger, and its time
 // grows no faster than the fleet (plus fixed costs).
 func TestPrometheusFleetIndependent(t *testing.T) {
-	if raceEnabled {
+	if testtool.Race {
 		t.Skip("timing ratios do not hold under the race detector; scripts/test.sh runs it in its non-race step")
 	}
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)

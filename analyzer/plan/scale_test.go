@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // fleetSample is the synthetic fleet of the scale tests: GPU g runs one job
@@ -111,25 +111,10 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// peakRSS reads the process' peak resident set (VmHWM) in bytes.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return -1
-}
-
 // TestScaleEmbedded: a plan over 7 days × 1,000 GPUs (60 s samples) from
 // the embedded store in at most 20 s, with the fixed query count.
 func TestScaleEmbedded(t *testing.T) {
-	if raceEnabled {
+	if testtool.Race {
 		t.Skip("timing targets do not hold under the race detector; scripts/test.sh runs it in its non-race step")
 	}
 	const n = 1000
@@ -167,7 +152,7 @@ func TestScaleEmbedded(t *testing.T) {
 	}
 	wall := time.Since(start)
 	cpu := cpuTime() - cpu0
-	rss := peakRSS()
+	rss := testtool.PeakRSS()
 	t.Logf("SCALE plan-embedded: %d GPUs × 7 days at 60s: %s wall, %s CPU, %d queries, peak RSS %.2f GiB; %s",
 		n, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), cq.Count(), float64(rss)/(1<<30), p.Headline())
 	if cq.Count() != Queries {
