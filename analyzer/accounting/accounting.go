@@ -26,8 +26,10 @@
 package accounting
 
 import (
+	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -53,6 +55,25 @@ func (t Totals) WastedShare() float64 {
 		return 0
 	}
 	return t.Wasted / t.Allocated
+}
+
+// Line says the totals in one sentence, as every text surface prints them.
+func (t Totals) Line() string {
+	s := fmt.Sprintf("GPU-hours: %s allocated, %s used, %s wasted (%s of allocated), %s over the limit",
+		gh(t.Allocated), gh(t.Used), gh(t.Wasted), pct(t.Wasted, t.Allocated), gh(t.OverLimit))
+	if t.Orphan > 0 {
+		s += fmt.Sprintf("; %s more held by orphaned processes", gh(t.Orphan))
+	}
+	return s
+}
+
+func gh(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+func pct(a, b float64) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(100*a/b, 'f', 1, 64) + "%"
 }
 
 // Unjudged is allocated time neither used nor wasted.
