@@ -21,8 +21,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/analyzer/web"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // windowSource hands the web page the plan of one fixed window.
@@ -118,7 +118,7 @@ func TestSurfacesAgree(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	pool := p.Pools[0].Name
-	metric := func(mm *catalogue.Metric) int {
+	metric := func(mm *schema.Metric) int {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -140,7 +140,7 @@ func TestSurfacesAgree(t *testing.T) {
 		ti, _ := strconv.Atoi(txt[i+1])
 		hi, _ := strconv.Atoi(html[i+1])
 		got := map[string]int{"report text": ti, "report html": hi, "web": card(k),
-			"metrics": metric([]*catalogue.Metric{catalogue.PlannerGPUsHeld, catalogue.PlannerGPUsNeeded, catalogue.PlannerGPUsFreeable}[i])}
+			"metrics": metric([]*schema.Metric{schema.PlannerGPUsHeld, schema.PlannerGPUsNeeded, schema.PlannerGPUsFreeable}[i])}
 		for where, v := range got {
 			if v != want[k] {
 				t.Errorf("%s: %s %d, the plan says %d", where, k, v, want[k])
@@ -168,7 +168,7 @@ func windowMetric(m *plan.Metrics) prometheus.Collector {
 		all := make(chan prometheus.Metric, 64)
 		go func() { m.Collect(all); close(all) }()
 		for x := range all {
-			if strings.Contains(x.Desc().String(), catalogue.PlannerWindowSeconds.Name) {
+			if strings.Contains(x.Desc().String(), schema.PlannerWindowSeconds.Name) {
 				ch <- x
 			}
 		}
