@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,8 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
 // KubeSpawner's pod annotations: the Hub's user name and server name as
@@ -98,7 +98,7 @@ func (j *JupyterHub) lookup(ctx context.Context, req *Request) (hubServer, error
 
 // Act implements Actuator.
 func (j *JupyterHub) Act(ctx context.Context, req *Request) (string, error) {
-	if req.Step != StepReclaim || req.Finding.Pattern != finding.IdleSession {
+	if req.Step != StepReclaim || req.Finding.Pattern != schema.IdleSession {
 		return j.next(ctx, req)
 	}
 	srv, err := j.lookup(ctx, req)
@@ -237,7 +237,7 @@ func readToken(path string) (string, error) {
 // Reconcile implements Reconciler: a stop took effect when the Hub no
 // longer runs the server.
 func (j *JupyterHub) Reconcile(ctx context.Context, req *Request) (Outcome, string, error) {
-	if req.Step != StepReclaim || req.Finding.Pattern != finding.IdleSession {
+	if req.Step != StepReclaim || req.Finding.Pattern != schema.IdleSession {
 		if r, ok := j.Next.(Reconciler); ok {
 			return r.Reconcile(ctx, req)
 		}

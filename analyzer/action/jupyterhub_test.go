@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"errors"
 	"os"
@@ -28,7 +30,7 @@ func hubPod(name, user, server string) *corev1.Pod {
 }
 
 func idleReq(pod string) *Request {
-	return &Request{Step: StepReclaim, Finding: finding.Finding{Pattern: finding.IdleSession, Namespace: "jhub", Pod: pod,
+	return &Request{Step: StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: "jhub", Pod: pod,
 		Scheduler: "kubernetes", Job: "jhub/" + pod}}
 }
 

@@ -156,7 +156,7 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 
 func idle(job, user, partition string, at time.Time) finding.Finding {
 	partitionOf[job] = partition
-	return finding.Finding{Pattern: finding.CPUOnly, Severity: finding.Warning, Job: job, User: user, Team: "t",
+	return finding.Finding{Pattern: schema.CPUOnly, Severity: schema.SeverityWarning, Job: job, User: user, Team: "t",
 		Hostname: "n1", Scheduler: "slurm", Start: at.Add(-time.Hour), End: at, WastedGPUHours: 2}
 }
 

@@ -1,6 +1,8 @@
 package facts
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"maps"
@@ -121,7 +123,7 @@ type Resolver struct {
 // orphaned process, which no scheduler owns.
 func SchedulerOf(f *finding.Finding) string {
 	switch {
-	case f.Pattern == finding.OrphanProcess:
+	case f.Pattern == schema.OrphanProcess:
 		return ""
 	case f.Scheduler != "":
 		return f.Scheduler

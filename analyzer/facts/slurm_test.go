@@ -1,6 +1,8 @@
 package facts_test
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"os"
@@ -69,7 +71,7 @@ func held(tb testing.TB, n int, names func(i int) string) []string {
 // findingsOn makes n findings spread over the jobs (several hosts and
 // patterns per job), plus findings of jobs Slurm never had.
 func findingsOn(ids []string, n int) []finding.Finding {
-	pats := []finding.Pattern{finding.CPUOnly, finding.Stuck, finding.LowUtilization, finding.Overlong}
+	pats := []schema.Pattern{schema.CPUOnly, schema.Stuck, schema.LowUtilization, schema.Overlong}
 	fs := make([]finding.Finding, 0, n)
 	for i := 0; len(fs) < n; i++ {
 		job := "99999990"

@@ -1,6 +1,8 @@
 package jobview
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"compress/flate"
 	"context"
@@ -61,8 +63,8 @@ type cgpu struct {
 }
 
 type cfind struct {
-	Pattern  finding.Pattern    `json:"p"`
-	Severity finding.Severity   `json:"s,omitempty"`
+	Pattern  schema.Pattern     `json:"p"`
+	Severity schema.Severity    `json:"s,omitempty"`
 	Wasted   float64            `json:"w"`
 	Start    int64              `json:"b,omitempty"`
 	End      int64              `json:"e,omitempty"`

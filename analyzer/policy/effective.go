@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"io"
 	"slices"
@@ -8,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
 // Effective is one rule as it will run: its tier, and the dry-run and
@@ -82,7 +83,7 @@ func (p *Policy) Warnings() []string {
 		for j := range t.Rules {
 			r := &t.Rules[j]
 			// Orphaned processes belong to no allocation: no tier could select them.
-			if t.Reclaim && (r.Reclaim == nil || *r.Reclaim) && r.reclaims() && r.Pattern != finding.OrphanProcess {
+			if t.Reclaim && (r.Reclaim == nil || *r.Reclaim) && r.reclaims() && r.Pattern != schema.OrphanProcess {
 				mode := "in dry-run"
 				if !p.effectiveDryRun(t, r) {
 					mode = "FOR REAL"

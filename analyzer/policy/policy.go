@@ -6,6 +6,8 @@
 package policy
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"path"
 	"strings"
 	"time"
@@ -133,7 +135,7 @@ func (m *Match) Empty() bool { return len(m.Values) == 0 && len(m.Maps) == 0 }
 
 // Rule is the escalation for one pattern within a tier.
 type Rule struct {
-	Pattern           finding.Pattern
+	Pattern           schema.Pattern
 	DryRun            *bool
 	Reclaim           *bool
 	MinWastedGPUHours float64
@@ -257,7 +259,7 @@ func (p *Policy) Evaluate(f *finding.Finding, fa *facts.Facts, now time.Time) Ev
 	return ev
 }
 
-func (t *Tier) rule(pat finding.Pattern) *Rule {
+func (t *Tier) rule(pat schema.Pattern) *Rule {
 	for i := range t.Rules {
 		if t.Rules[i].Pattern == pat {
 			return &t.Rules[i]
@@ -273,7 +275,7 @@ func (p *Policy) qualifies(f *finding.Finding, t *Tier, r *Rule, now time.Time) 
 		return "wasted GPU-hours below min_wasted_gpu_hours"
 	case f.End.Sub(f.Start) < r.MinDuration:
 		return "finding shorter than min_duration"
-	case f.Pattern == finding.Overlong && t.MaxRunTime > 0 && now.Sub(f.Start) < t.MaxRunTime:
+	case f.Pattern == schema.Overlong && t.MaxRunTime > 0 && now.Sub(f.Start) < t.MaxRunTime:
 		return "run time below the tier's max_run_time"
 	}
 	return ""

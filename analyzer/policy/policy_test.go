@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +66,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	base := func(mut func(f *finding.Finding)) *finding.Finding {
-		f := &finding.Finding{Pattern: finding.CPUOnly, Job: "1", User: "bob", Team: "vision", Scheduler: "slurm",
+		f := &finding.Finding{Pattern: schema.CPUOnly, Job: "1", User: "bob", Team: "vision", Scheduler: "slurm",
 			Start: now.Add(-2 * time.Hour), End: now, WastedGPUHours: 4}
 		if mut != nil {
 			mut(f)
@@ -73,7 +75,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	dev := slurmFacts("dev", "normal", "bob", "vision")
 	idle := func(f *finding.Finding) {
-		f.Pattern, f.Scheduler, f.Namespace, f.Pod, f.Job = finding.IdleSession, "kubernetes", "nb-7", "p", "nb-7/p"
+		f.Pattern, f.Scheduler, f.Namespace, f.Pod, f.Job = schema.IdleSession, "kubernetes", "nb-7", "p", "nb-7/p"
 	}
 	annotated := func(v string) *facts.Facts {
 		return kubeFacts("nb-7", map[string]string{"app": "jupyter"}, map[string]string{facts.ExemptKey: v})
@@ -91,8 +93,8 @@ func TestEvaluate(t *testing.T) {
 		{"prod", base(nil), slurmFacts("prod", "high", "bob", "vision"), now, "production", false, true, false, false},
 		{"below wasted", base(func(f *finding.Finding) { f.WastedGPUHours = 0.5 }), dev, now, "development", false, false, false, true},
 		{"too short", base(func(f *finding.Finding) { f.Start = now.Add(-10 * time.Minute) }), dev, now, "development", false, false, false, true},
-		{"overlong early", base(func(f *finding.Finding) { f.Pattern = finding.Overlong }), dev, now, "development", false, false, false, true},
-		{"overlong late", base(func(f *finding.Finding) { f.Pattern, f.Start = finding.Overlong, now.Add(-49*time.Hour) }), dev, now, "development", false, true, false, true},
+		{"overlong early", base(func(f *finding.Finding) { f.Pattern = schema.Overlong }), dev, now, "development", false, false, false, true},
+		{"overlong late", base(func(f *finding.Finding) { f.Pattern, f.Start = schema.Overlong, now.Add(-49*time.Hour) }), dev, now, "development", false, true, false, true},
 		{"notebook rule forbids reclaim", base(idle), kubeFacts("nb-7", map[string]string{"app": "jupyter"}, nil), now, "notebooks", false, true, true, false},
 		{"user exempt until", base(nil), slurmFacts("dev", "normal", "alice", "vision"), now, "development", true, true, false, true},
 		{"user exemption expired", base(nil), slurmFacts("dev", "normal", "alice", "vision"), now.AddDate(0, 2, 0), "development", false, true, false, true},
@@ -151,7 +153,7 @@ exemptions:
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	f := &finding.Finding{Pattern: finding.CPUOnly, Job: "1", Scheduler: "slurm", Start: now.Add(-3 * time.Hour), End: now, WastedGPUHours: 4}
+	f := &finding.Finding{Pattern: schema.CPUOnly, Job: "1", Scheduler: "slurm", Start: now.Add(-3 * time.Hour), End: now, WastedGPUHours: 4}
 	down := &facts.Facts{Scheduler: facts.Slurm}
 	down.MarkMissing("squeue --json: connection refused")
 	noTeam := slurmFacts("dev", "normal", "bob", "")

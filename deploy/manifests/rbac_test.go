@@ -1,6 +1,8 @@
 package manifests
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"reflect"
 	"sort"
@@ -84,7 +86,7 @@ func actuatorCalls(t *testing.T) []string {
 			attempt = 1
 		}
 		req := &action.Request{Step: action.StepReclaim, Attempt: attempt,
-			Finding: finding.Finding{Pattern: finding.IdleSession, Namespace: "ml", Pod: c.pod, Job: "ml/" + c.pod}}
+			Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: "ml", Pod: c.pod, Job: "ml/" + c.pod}}
 		ctx := context.Background()
 		if _, _, err := k.Reconcile(ctx, req); err != nil {
 			t.Fatalf("%s %s: reconcile: %v", c.mode, c.pod, err)

@@ -1,6 +1,8 @@
 package reclaim
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -104,16 +106,16 @@ exemptions: [{user: carol}]
 		"alertmanager": &action.Alertmanager{URL: pol.Channels.AlertmanagerURL, Duration: pol.Channels.AlertDuration}},
 		Facts: &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: owners}}}
 	now := time.Now().UTC()
-	mk := func(job, user, team string, p finding.Pattern) finding.Finding {
+	mk := func(job, user, team string, p schema.Pattern) finding.Finding {
 		f := idleFinding(job, now)
 		f.User, f.Team, f.Pattern = user, team, p
 		return f
 	}
 	fs := []finding.Finding{
-		mk("501", "bob", "vision", finding.CPUOnly),
-		mk("502", "dave", "nlp", finding.CPUOnly),
-		mk("503", "erin", "nlp", finding.Stuck),    // warn due only after 10m
-		mk("504", "carol", "nlp", finding.CPUOnly), // exempt
+		mk("501", "bob", "vision", schema.CPUOnly),
+		mk("502", "dave", "nlp", schema.CPUOnly),
+		mk("503", "erin", "nlp", schema.Stuck),    // warn due only after 10m
+		mk("504", "carol", "nlp", schema.CPUOnly), // exempt
 	}
 	if _, err := e.Cycle(context.Background(), now, fs); err != nil {
 		t.Fatal(err)

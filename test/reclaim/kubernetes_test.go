@@ -1,6 +1,8 @@
 package reclaim
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"path/filepath"
 	"sort"
@@ -67,7 +69,7 @@ func kubeObjects() []runtime.Object {
 }
 
 func podFinding(ns, pod string, now time.Time) finding.Finding {
-	return finding.Finding{Pattern: finding.IdleSession, Severity: finding.Warning, Job: ns + "/" + pod, User: "ann", Team: "research",
+	return finding.Finding{Pattern: schema.IdleSession, Severity: schema.SeverityWarning, Job: ns + "/" + pod, User: "ann", Team: "research",
 		Kind: "interactive", Hostname: "gpu-node-3", Scheduler: "kubernetes", Namespace: ns, Pod: pod,
 		Start: now.Add(-5 * time.Hour), End: now, WastedGPUHours: 5}
 }
