@@ -40,7 +40,7 @@ func TestEveryAttributeIsFilled(t *testing.T) {
 	}
 	r := &facts.Resolver{Teams: tm, Sources: map[string]facts.Source{
 		facts.Slurm:      &facts.SlurmSource{Runner: recorded(out)},
-		facts.Kubernetes: &facts.KubernetesSource{Client: c}}}
+		facts.Kubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}}
 	fs := []finding.Finding{{Job: "1228", Scheduler: "slurm"}, {Job: "ml/p", Pod: "p", Namespace: "ml", Scheduler: "kubernetes"}}
 	got := r.Resolve(context.Background(), fs)
 	for _, s := range facts.Specs {

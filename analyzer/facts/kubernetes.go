@@ -6,14 +6,15 @@ import (
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // KubernetesSource reads pod labels, annotations and owner, and namespace
 // labels, from the API server: one list of pods and one of namespaces per
 // cycle, whatever the number of findings.
 type KubernetesSource struct {
-	Client kubernetes.Interface
+	// Client is the API server's core group: pods and namespaces are all it reads.
+	Client corev1client.CoreV1Interface
 	// PageSize bounds each list response (default 500).
 	PageSize int64
 }
@@ -33,7 +34,7 @@ func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[strin
 	}
 	nsLabels := map[string]map[string]string{}
 	for cont := ""; ; {
-		l, err := k.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
+		l, err := k.Client.Namespaces().List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
 		if err != nil {
 			return nil, fmt.Errorf("list namespaces: %w", err)
 		}
@@ -46,7 +47,7 @@ func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[strin
 	}
 	res := make(map[string]*Facts, len(jobs))
 	for cont := ""; ; {
-		l, err := k.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
+		l, err := k.Client.Pods("").List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
 		if err != nil {
 			return nil, fmt.Errorf("list pods: %w", err)
 		}

@@ -80,7 +80,7 @@ func actuatorCalls(t *testing.T) []string {
 			}
 			return true, nil, nil
 		})
-		k := &action.Kubernetes{Client: client, Mode: c.mode, DeleteAfterRefusals: c.deleteAfter}
+		k := &action.Kubernetes{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: c.mode, DeleteAfterRefusals: c.deleteAfter}
 		attempt := c.attempt
 		if attempt == 0 {
 			attempt = 1
@@ -109,7 +109,7 @@ func actuatorCalls(t *testing.T) []string {
 	}
 	// The policy's facts: one list of pods and one of namespaces per cycle.
 	client := fake.NewClientset(objects...)
-	src := &facts.KubernetesSource{Client: client}
+	src := &facts.KubernetesSource{Client: client.CoreV1()}
 	if got, err := src.Lookup(context.Background(), []string{"ml/bare"}); err != nil || got["ml/bare"] == nil {
 		t.Fatalf("facts lookup: %v %v", got, err)
 	}
