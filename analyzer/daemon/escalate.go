@@ -225,9 +225,9 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 	// says, not what the telemetry carried.
 	owned := *f
 	for _, c := range []struct {
-		a   facts.Attr
+		a   schema.Attr
 		dst *string
-	}{{facts.User, &owned.User}, {facts.Team, &owned.Team}} {
+	}{{schema.AttrUser, &owned.User}, {schema.AttrTeam, &owned.Team}} {
 		if v, ok, _ := fa.Value(c.a); ok && v != "" {
 			*c.dst = v
 		}

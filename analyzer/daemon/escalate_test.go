@@ -142,12 +142,12 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 	o.calls++
 	out := make([]*facts.Facts, len(fs))
 	for i, f := range fs {
-		fa := &facts.Facts{Scheduler: facts.Slurm}
+		fa := &facts.Facts{Scheduler: schema.SchedulerSlurm}
 		if o.down {
 			fa.MarkMissing("squeue --json: exit status 1")
 		} else {
-			fa.Values = map[facts.Attr]string{facts.Partition: partitionOf[f.Job], facts.User: f.User, facts.Team: f.Team,
-				facts.QoS: "normal", facts.Account: "a", facts.JobName: "j", facts.Kind: "batch"}
+			fa.Values = map[schema.Attr]string{schema.AttrPartition: partitionOf[f.Job], schema.AttrUser: f.User, schema.AttrTeam: f.Team,
+				schema.AttrQoS: "normal", schema.AttrAccount: "a", schema.AttrJobName: "j", schema.AttrKind: "batch"}
 		}
 		out[i] = fa
 	}

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,12 +137,12 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	acts := o.actuators(pol, sender, kube, logger)
 	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
 	if _, err := exec.LookPath(orDefault(o.Squeue, "squeue")); err == nil {
-		resolver.Sources[facts.Slurm] = &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
+		resolver.Sources[schema.SchedulerSlurm] = &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
 	} else {
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", orDefault(o.Squeue, "squeue"))
 	}
 	if kube != nil {
-		resolver.Sources[facts.Kubernetes] = &facts.KubernetesSource{Client: kube.CoreV1()}
+		resolver.Sources[schema.SchedulerKubernetes] = &facts.KubernetesSource{Client: kube.CoreV1()}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())

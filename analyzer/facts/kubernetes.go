@@ -1,6 +1,8 @@
 package facts
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"maps"
@@ -20,7 +22,7 @@ type KubernetesSource struct {
 }
 
 // Scheduler implements Source.
-func (k *KubernetesSource) Scheduler() string { return Kubernetes }
+func (k *KubernetesSource) Scheduler() string { return schema.SchedulerKubernetes }
 
 // Lookup implements Source. Jobs are "namespace/pod".
 func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[string]*Facts, error) {
@@ -57,21 +59,21 @@ func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[strin
 			if !want[id] {
 				continue
 			}
-			f := &Facts{Scheduler: Kubernetes, State: string(p.Status.Phase)}
-			f.set(Namespace, p.Namespace)
-			f.setMap(PodLabels, maps.Clone(p.Labels))
-			f.setMap(PodAnnotations, maps.Clone(p.Annotations))
+			f := &Facts{Scheduler: schema.SchedulerKubernetes, State: string(p.Status.Phase)}
+			f.set(schema.AttrNamespace, p.Namespace)
+			f.setMap(schema.AttrPodLabels, maps.Clone(p.Labels))
+			f.setMap(schema.AttrPodAnnotations, maps.Clone(p.Annotations))
 			owner := ""
 			for _, r := range p.OwnerReferences {
 				if r.Controller != nil && *r.Controller {
 					owner = r.Kind
 				}
 			}
-			f.set(Owner, owner)
+			f.set(schema.AttrOwner, owner)
 			if nl, ok := nsLabels[p.Namespace]; ok {
-				f.setMap(NamespaceLabels, maps.Clone(nl))
+				f.setMap(schema.AttrNamespaceLabels, maps.Clone(nl))
 			} else {
-				f.Missing = map[Attr]string{NamespaceLabels: "namespace " + p.Namespace + " not listed"}
+				f.Missing = map[schema.Attr]string{schema.AttrNamespaceLabels: "namespace " + p.Namespace + " not listed"}
 			}
 			if p.Status.StartTime != nil {
 				f.Start = p.Status.StartTime.UTC()

@@ -14,7 +14,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
@@ -349,9 +348,9 @@ func (v *validator) match(key string, r rawMatch) Match {
 	for _, k := range keys {
 		n := r[k]
 		kk := key + "." + k
-		spec, ok := facts.ByMatchKey(k)
+		spec, ok := schema.AttrByMatchKey(k)
 		if !ok {
-			v.fail(kk, "unknown match key %q: nothing fills it (one of %s)", k, strings.Join(facts.MatchKeys(), ", "))
+			v.fail(kk, "unknown match key %q: nothing fills it (one of %s)", k, strings.Join(schema.MatchKeys(), ", "))
 			continue
 		}
 		if spec.Map {
@@ -372,7 +371,7 @@ func (v *validator) match(key string, r rawMatch) Match {
 				v.globs(kk+"."+name, []string{mv[name]})
 			}
 			if m.Maps == nil {
-				m.Maps = map[facts.Attr]map[string]string{}
+				m.Maps = map[schema.Attr]map[string]string{}
 			}
 			m.Maps[spec.Attr] = mv
 			continue
@@ -384,7 +383,7 @@ func (v *validator) match(key string, r rawMatch) Match {
 		}
 		v.globs(kk, lv)
 		if m.Values == nil {
-			m.Values = map[facts.Attr][]string{}
+			m.Values = map[schema.Attr][]string{}
 		}
 		m.Values[spec.Attr] = lv
 	}

@@ -50,13 +50,13 @@ exemptions:
 `
 
 func slurmFacts(partition, qos, user, team string) *facts.Facts {
-	return &facts.Facts{Scheduler: facts.Slurm, Values: map[facts.Attr]string{facts.Partition: partition, facts.QoS: qos,
-		facts.User: user, facts.Team: team, facts.Account: "acct", facts.JobName: "train", facts.Kind: "batch"}}
+	return &facts.Facts{Scheduler: schema.SchedulerSlurm, Values: map[schema.Attr]string{schema.AttrPartition: partition, schema.AttrQoS: qos,
+		schema.AttrUser: user, schema.AttrTeam: team, schema.AttrAccount: "acct", schema.AttrJobName: "train", schema.AttrKind: "batch"}}
 }
 
 func kubeFacts(ns string, labels, annotations map[string]string) *facts.Facts {
-	return &facts.Facts{Scheduler: facts.Kubernetes, Values: map[facts.Attr]string{facts.Namespace: ns, facts.Team: "vision", facts.Kind: "interactive"},
-		Maps: map[facts.Attr]map[string]string{facts.PodLabels: labels, facts.PodAnnotations: annotations, facts.NamespaceLabels: {}}}
+	return &facts.Facts{Scheduler: schema.SchedulerKubernetes, Values: map[schema.Attr]string{schema.AttrNamespace: ns, schema.AttrTeam: "vision", schema.AttrKind: "interactive"},
+		Maps: map[schema.Attr]map[string]string{schema.AttrPodLabels: labels, schema.AttrPodAnnotations: annotations, schema.AttrNamespaceLabels: {}}}
 }
 
 func TestEvaluate(t *testing.T) {
@@ -78,7 +78,7 @@ func TestEvaluate(t *testing.T) {
 		f.Pattern, f.Scheduler, f.Namespace, f.Pod, f.Job = schema.IdleSession, "kubernetes", "nb-7", "p", "nb-7/p"
 	}
 	annotated := func(v string) *facts.Facts {
-		return kubeFacts("nb-7", map[string]string{"app": "jupyter"}, map[string]string{facts.ExemptKey: v})
+		return kubeFacts("nb-7", map[string]string{"app": "jupyter"}, map[string]string{schema.ExemptKey: v})
 	}
 	cases := []struct {
 		name                              string
@@ -154,11 +154,11 @@ exemptions:
 	}
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	f := &finding.Finding{Pattern: schema.CPUOnly, Job: "1", Scheduler: "slurm", Start: now.Add(-3 * time.Hour), End: now, WastedGPUHours: 4}
-	down := &facts.Facts{Scheduler: facts.Slurm}
+	down := &facts.Facts{Scheduler: schema.SchedulerSlurm}
 	down.MarkMissing("squeue --json: connection refused")
 	noTeam := slurmFacts("dev", "normal", "bob", "")
-	delete(noTeam.Values, facts.Team)
-	noTeam.Missing = map[facts.Attr]string{facts.Team: "no teams file given to the analyzer"}
+	delete(noTeam.Values, schema.AttrTeam)
+	noTeam.Missing = map[schema.Attr]string{schema.AttrTeam: "no teams file given to the analyzer"}
 	for _, tc := range []struct {
 		name, want string
 		fa         *facts.Facts

@@ -129,7 +129,7 @@ func actuatorCalls(t *testing.T) []string {
 func leaseCalls(t *testing.T) []string {
 	t.Helper()
 	client := fake.NewClientset()
-	kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: client, Namespace: "gpuwatch", Identity: "a",
+	kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: client.CoordinationV1(), Namespace: "gpuwatch", Identity: "a",
 		LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 100 * time.Millisecond, ReleaseOnCancel: true})
 	if err != nil {
 		t.Fatal(err)

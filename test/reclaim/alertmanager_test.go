@@ -99,12 +99,12 @@ exemptions: [{user: carol}]
 		t.Fatal(err)
 	}
 	// Slurm's answers for these jobs (this test is about the delivery).
-	owners := &facts.Table{Name: facts.Slurm, Jobs: map[string]*facts.Facts{
+	owners := &facts.Table{Name: schema.SchedulerSlurm, Jobs: map[string]*facts.Facts{
 		"501": facts.SlurmJob("debug", "", "", "bob", "a"), "502": facts.SlurmJob("debug", "", "", "dave", "b"),
 		"503": facts.SlurmJob("debug", "", "", "erin", "c"), "504": facts.SlurmJob("debug", "", "", "carol", "d")}}
 	e := &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
 		"alertmanager": &action.Alertmanager{URL: pol.Channels.AlertmanagerURL, Duration: pol.Channels.AlertDuration}},
-		Facts: &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: owners}}}
+		Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: owners}}}
 	now := time.Now().UTC()
 	mk := func(job, user, team string, p schema.Pattern) finding.Finding {
 		f := idleFinding(job, now)

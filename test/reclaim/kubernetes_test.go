@@ -92,7 +92,7 @@ func kubeEscalator(t *testing.T, mode string, c *fake.Clientset) (*daemon.Escala
 	return &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
 		"webhook":    nopWarn{},
 		"kubernetes": &action.Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals},
-	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{facts.Kubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}}}, lg
+	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}}}, lg
 }
 
 // Evictions go to the idle pods only; a PodDisruptionBudget refusal (429)
@@ -222,7 +222,7 @@ tiers:
 	e := &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
 		"webhook":    nopWarn{},
 		"kubernetes": &action.Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: policy.KubeEvict},
-	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{facts.Kubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}, Teams: tm}}
+	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}, Teams: tm}}
 	t0 := time.Now().UTC().Truncate(time.Second)
 	var evicted []string
 	for _, m := range []int{0, 10, 20} {

@@ -109,7 +109,7 @@ func escalator(t *testing.T, dbPath, doc string, runner action.Runner) (*daemon.
 	if pol.Channels.WebhookURL != "" {
 		acts["webhook"] = &action.Webhook{URL: pol.Channels.WebhookURL}
 	}
-	res := &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}}}
+	res := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}}}
 	return &daemon.Escalator{Policy: pol, Log: lg, Actuators: acts, Facts: res}, lg, st
 }
 
