@@ -1,6 +1,6 @@
 // Package dashboards builds gpuwatch's Grafana dashboards with the Grafana
 // Foundation SDK, one file per dashboard, taking every metric name from
-// exporter/catalogue. `gpuwatch dashboards --out DIR` writes them as JSON; the
+// the schema package. `gpuwatch dashboards --out DIR` writes them as JSON; the
 // copies committed under dashboards/generated/ are checked by a test.
 package dashboards
 

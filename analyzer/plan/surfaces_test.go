@@ -23,8 +23,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/analyzer/web"
 	"github.com/gpuwatch/gpuwatch/dashboards"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // windowSource hands the web page the plan of one fixed window.
@@ -120,7 +120,7 @@ func TestSurfacesAgree(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	pool := p.Pools[0].Name
-	metric := func(mm *catalogue.Metric) int {
+	metric := func(mm *schema.Metric) int {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -138,12 +138,12 @@ func TestSurfacesAgree(t *testing.T) {
 		t.Fatalf("no %s{pool=%q}", mm.Name, pool)
 		return -1
 	}
-	panel := dashboardTable(t, reg, "Pools", catalogue.LabelPool)
+	panel := dashboardTable(t, reg, "Pools", schema.LabelPool)
 	for i, k := range []string{"held", "needed", "freeable"} {
 		ti, _ := strconv.Atoi(txt[i+1])
 		hi, _ := strconv.Atoi(html[i+1])
 		got := map[string]int{"report text": ti, "report html": hi, "web": card(k),
-			"metrics":   metric([]*catalogue.Metric{catalogue.PlannerGPUsHeld, catalogue.PlannerGPUsNeeded, catalogue.PlannerGPUsFreeable}[i]),
+			"metrics":   metric([]*schema.Metric{schema.PlannerGPUsHeld, schema.PlannerGPUsNeeded, schema.PlannerGPUsFreeable}[i]),
 			"dashboard": int(panel[string(rune('A'+i))][pool])}
 		for where, v := range got {
 			if v != want[k] {
@@ -158,7 +158,7 @@ func TestSurfacesAgree(t *testing.T) {
 	if !strings.Contains(page, p.Headline()) {
 		t.Errorf("planner page lacks the headline %q", p.Headline())
 	}
-	teams := dashboardTable(t, reg, "Teams", catalogue.LabelTeam)
+	teams := dashboardTable(t, reg, "Teams", schema.LabelTeam)
 	for _, tm := range p.Teams {
 		for i, want := range []int{tm.Held, tm.Needed, tm.Freeable} {
 			if got := teams[string(rune('A'+i))][tm.Team]; int(got) != want {
@@ -227,7 +227,7 @@ func windowMetric(m *plan.Metrics) prometheus.Collector {
 		all := make(chan prometheus.Metric, 64)
 		go func() { m.Collect(all); close(all) }()
 		for x := range all {
-			if strings.Contains(x.Desc().String(), catalogue.PlannerWindowSeconds.Name) {
+			if strings.Contains(x.Desc().String(), schema.PlannerWindowSeconds.Name) {
 				ch <- x
 			}
 		}
