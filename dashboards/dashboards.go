@@ -42,6 +42,7 @@ func All() []Spec {
 		{File: "gpuwatch-node.json", Build: func(Options) (dashboard.Dashboard, error) { return Node() }},
 		{File: "gpuwatch-waste.json", Build: func(Options) (dashboard.Dashboard, error) { return Waste() }},
 		{File: "gpuwatch-team.json", Build: Team},
+		{File: "gpuwatch-planner.json", Build: func(Options) (dashboard.Dashboard, error) { return Planner() }},
 	}
 }
 

@@ -161,6 +161,8 @@ func TestEveryRecordingRuleHasAConsumer(t *testing.T) {
 // may have a plain name.
 func TestHostInEveryLegend(t *testing.T) {
 	byTeam := regexp.MustCompile(`^sum by \(team\)`)
+	// The planner's figures are per node pool, a set of nodes: no one host.
+	byPool := regexp.MustCompile(`^(sum|min) by \(pool\)`)
 	for _, q := range allQueries(t) {
 		if q.PanelType != "timeseries" && q.PanelType != "state-timeline" {
 			continue
@@ -168,6 +170,7 @@ func TestHostInEveryLegend(t *testing.T) {
 		switch {
 		case strings.Contains(q.Legend, "{{hostname}}"):
 		case byTeam.MatchString(q.Expr) && strings.HasPrefix(q.Legend, "{{team}}"):
+		case byPool.MatchString(q.Expr) && strings.HasPrefix(q.Legend, "{{pool}}"):
 		case strings.HasPrefix(q.Expr, "count(") && !strings.Contains(q.Legend, "{{"):
 		default:
 			t.Errorf("%s / %s %s: legend %q names neither the node nor the team", q.Dashboard, q.Panel, q.RefID, q.Legend)
