@@ -10,8 +10,8 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/statetimeline"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 
-	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/rules"
+	c "github.com/gpuwatch/gpuwatch/schema"
 )
 
 // special lists the per-GPU metrics that have their own panels on the node

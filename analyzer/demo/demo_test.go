@@ -21,9 +21,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/dashboards"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // origin is a Monday, so the small scenario's span starts a report week.
@@ -230,7 +230,7 @@ func TestRunServes(t *testing.T) {
 		return string(body)
 	}
 	metrics := get("/metrics")
-	for _, want := range []string{catalogue.GPUUtil.Name, `hostname="a100-01"`, `hostname="h100-01"`} {
+	for _, want := range []string{schema.GPUUtil.Name, `hostname="a100-01"`, `hostname="h100-01"`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"testing"
 	"time"
 
@@ -293,14 +295,14 @@ func abs(x float64) float64 {
 
 func TestGuessKind(t *testing.T) {
 	for _, c := range []struct{ pod, name, kind, user string }{
-		{"jupyter-ann", "", KindInteractive, "ann"},
-		{"jupyter-ann--gpu", "", KindInteractive, "ann"},
-		{"", "interactive-bash", KindInteractive, ""},
-		{"", "sys/dashboard/sys/jupyter", KindInteractive, ""},
-		{"trainer-0", "", KindBatch, ""},
-		{"chat-api-7d9f8b6c5-x2k4p", "", KindService, ""},
-		{"bert-large-train-q8x2z", "", KindBatch, ""},
-		{"", "", KindBatch, ""},
+		{"jupyter-ann", "", schema.KindInteractive, "ann"},
+		{"jupyter-ann--gpu", "", schema.KindInteractive, "ann"},
+		{"", "interactive-bash", schema.KindInteractive, ""},
+		{"", "sys/dashboard/sys/jupyter", schema.KindInteractive, ""},
+		{"trainer-0", "", schema.KindBatch, ""},
+		{"chat-api-7d9f8b6c5-x2k4p", "", schema.KindService, ""},
+		{"bert-large-train-q8x2z", "", schema.KindBatch, ""},
+		{"", "", schema.KindBatch, ""},
 	} {
 		k, u := GuessKind(c.pod, c.name)
 		if k != c.kind || u != c.user {

@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"math"
 	"sort"
 	"time"
@@ -34,8 +36,8 @@ type history struct {
 
 func (d *Detector) newJudge(a *Alloc, t time.Time) *judge {
 	c := d.cfg.Patterns
-	j := &judge{cfg: d.cfg, a: a, t: t, n: float64(len(a.GPUs)), interactive: a.Kind == KindInteractive,
-		service: a.Kind == KindService || a.Resumes > 0}
+	j := &judge{cfg: d.cfg, a: a, t: t, n: float64(len(a.GPUs)), interactive: a.Kind == schema.KindInteractive,
+		service: a.Kind == schema.KindService || a.Resumes > 0}
 	for _, g := range a.GPUs {
 		j.fbMax = math.Max(j.fbMax, g.FBMaxMiB)
 		j.fbTotal = math.Max(j.fbTotal, g.FBTotalMiB)

@@ -21,9 +21,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 const corpusPath = "../../exporter/sim/scenarios/corpus.yaml"
@@ -77,7 +77,7 @@ type fixture struct {
 // Formats of the stock variants.
 var (
 	stockFormat = simload.Format{Stock: true, Counters: simload.DCGMDefault}
-	dcpFormat   = simload.Format{Stock: true, Counters: simload.DCGMDCP, Host: catalogue.LabelHostname,
+	dcpFormat   = simload.Format{Stock: true, Counters: simload.DCGMDCP, Host: schema.LabelHostname,
 		HonorLabelsFalse: true, ExporterRestart: 11 * time.Hour, Interval: time.Minute,
 		Outages: []simload.Window{{From: corpusOrigin.Add(50 * time.Hour), To: corpusOrigin.Add(50*time.Hour + 40*time.Minute)}}}
 )
@@ -364,7 +364,7 @@ func scoreStock(t *testing.T, q query.Querier, c corpus) []finding.Finding {
 	skipped := 0
 	skip := func(e sim.Expectation) bool {
 		guess, _ := detect.GuessKind(podOf(e), "")
-		return e.Behaviour == string(sim.Orphan) || guess != e.Kind && e.Kind == detect.KindInteractive
+		return e.Behaviour == string(sim.Orphan) || guess != e.Kind && e.Kind == schema.KindInteractive
 	}
 	sc := evaluate(t, exps, fs, func(e sim.Expectation) bool {
 		if skip(e) {

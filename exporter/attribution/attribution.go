@@ -26,8 +26,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/kubelet"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/procfs"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Attributor names, the values of the attributor label of the health metrics.
@@ -128,8 +128,8 @@ func New(opts Options) (*Chain, error) {
 		opts:       opts,
 		procs:      procfs.New(opts.ProcRoot, opts.Users),
 		cpu:        cgroup.CPU{Root: opts.CgroupRoot},
-		errors:     catalogue.AttributionErrors.CounterVec(),
-		refresh:    catalogue.AttributionLastRefresh.GaugeVec(),
+		errors:     schema.AttributionErrors.CounterVec(),
+		refresh:    schema.AttributionLastRefresh.GaugeVec(),
 		jobCgroups: map[string]jobCgroup{},
 		missing:    map[string]time.Time{},
 		lastErr:    map[string]string{},

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/source"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
@@ -387,7 +388,7 @@ func TestShippedScenarios(t *testing.T) {
 			t.Errorf("corpus: %s has several patterns %v; keep the corpus unambiguous", e.Job, e.Patterns)
 		}
 		end := min(e.EndOffset, 7*24*time.Hour)
-		if e.Behaviour != string(Overlong) && e.Kind != source.KindService && end-e.StartOffset >= 48*time.Hour {
+		if e.Behaviour != string(Overlong) && e.Kind != schema.KindService && end-e.StartOffset >= 48*time.Hour {
 			t.Errorf("corpus: %s runs %s: past the 48h tier maximum but not labelled overlong",
 				e.Job, e.EndOffset-e.StartOffset)
 		}

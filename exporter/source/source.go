@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Source produces snapshots. Collect must honour ctx's deadline and must
@@ -76,9 +76,9 @@ func DeviceKey(uuid string, mig *MIG) string {
 }
 
 // Sample is one value of one metric for a device. LabelValues holds the
-// values of the metric's extra labels (catalogue.Metric.Labels), in order.
+// values of the metric's extra labels (schema.Metric.Labels), in order.
 type Sample struct {
-	Metric      *catalogue.Metric
+	Metric      *schema.Metric
 	LabelValues []string
 	Value       float64
 }
@@ -104,13 +104,6 @@ type Process struct {
 	Job     string // hpc_job id, or namespace/pod
 	Orphan  bool   // holds GPU memory with no live allocation
 }
-
-// Kind of an allocation.
-const (
-	KindBatch       = "batch"
-	KindInteractive = "interactive"
-	KindService     = "service"
-)
 
 // Scheduler of an allocation.
 const (

@@ -1,12 +1,13 @@
-// Package catalogue lists every metric gpuwatch publishes or reads: its name,
-// type, unit, help and where its value comes from. The collector, the
+// The metric catalogue: every metric gpuwatch publishes or reads, with its
+// name, type, unit, help and where its value comes from. The collector, the
 // simulator, the dashboards, the rules and the docs all take names from here,
 // so no metric name is spelled twice in the code base.
 //
 // GPU series keep dcgm-exporter's names, units and label names so existing
 // dashboards and alerts work unchanged; everything dcgm-exporter lacks is named
 // gpuwatch_* and follows Prometheus naming conventions.
-package catalogue
+
+package schema
 
 import (
 	"fmt"
@@ -110,7 +111,7 @@ var all []*Metric
 func def(m Metric) *Metric {
 	for _, o := range all {
 		if o.Name == m.Name {
-			panic(fmt.Sprintf("catalogue: %s defined twice", m.Name))
+			panic(fmt.Sprintf("schema: metric %s defined twice", m.Name))
 		}
 	}
 	p := &m
