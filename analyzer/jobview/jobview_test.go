@@ -194,6 +194,13 @@ func TestSummaryRoundTrip(t *testing.T) {
 			t.Errorf("GPU %d util %v, was %v", i, *g.UtilMean, *r.GPUs[i].UtilMean)
 		}
 	}
+	// sacctmgr stores the AdminComment lowercased: the summary survives it.
+	if s != strings.ToLower(s) {
+		t.Errorf("summary not in lower case: %q", s)
+	}
+	if up, err := jobview.DecodeSummary(jobview.SummaryPrefix + strings.ToUpper(strings.TrimPrefix(s, jobview.SummaryPrefix))); err != nil || len(up.GPUs) != 4 {
+		t.Errorf("upper-cased summary: %v", err)
+	}
 	if !strings.Contains(back.Findings[0].Advice, "--gres=gpu:2") {
 		t.Errorf("advice after decoding: %q", back.Findings[0].Advice)
 	}
