@@ -34,6 +34,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // EvidenceOverLimit is the evidence key under which an overlong finding
@@ -176,7 +177,7 @@ func (l *Ledger) Close() *Book {
 		share := Clip(f.Start, f.End, l.from, l.to)
 		e := Entry{Finding: f}
 		switch {
-		case f.Pattern == finding.OrphanProcess:
+		case f.Pattern == schema.OrphanProcess:
 			e.Orphan = share * f.WastedGPUHours
 		default:
 			e.Wasted = share * f.WastedGPUHours

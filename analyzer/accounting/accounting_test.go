@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 var t0 = time.Date(2026, 11, 16, 0, 0, 0, 0, time.UTC)
@@ -52,15 +53,15 @@ func TestBook(t *testing.T) {
 	us = append(us, steps("h", "before", from.Add(-5*time.Hour), 5, 1, 1)...) // outside
 	fs := []finding.Finding{
 		// A lightly used GPU: 9 of its 10 active hours are waste.
-		{Pattern: finding.LowUtilization, Hostname: "h", Job: "light", Start: from, End: from.Add(10 * time.Hour), WastedGPUHours: 9},
+		{Pattern: schema.LowUtilization, Hostname: "h", Job: "light", Start: from, End: from.Add(10 * time.Hour), WastedGPUHours: 9},
 		// Two findings over the same idle hours: together more than allocated.
-		{Pattern: finding.CPUOnly, Hostname: "h", Job: "idle", Start: from, End: from.Add(4 * time.Hour), WastedGPUHours: 8},
-		{Pattern: finding.StartupOverhead, Hostname: "h", Job: "idle", Start: from, End: from.Add(4 * time.Hour), WastedGPUHours: 4},
+		{Pattern: schema.CPUOnly, Hostname: "h", Job: "idle", Start: from, End: from.Add(4 * time.Hour), WastedGPUHours: 8},
+		{Pattern: schema.StartupOverhead, Hostname: "h", Job: "idle", Start: from, End: from.Add(4 * time.Hour), WastedGPUHours: 4},
 		// Over the limit for the last 4 of its 6 hours.
-		{Pattern: finding.Overlong, Hostname: "h", Job: "long", Start: from.Add(2 * time.Hour), End: from.Add(6 * time.Hour),
+		{Pattern: schema.Overlong, Hostname: "h", Job: "long", Start: from.Add(2 * time.Hour), End: from.Add(6 * time.Hour),
 			Evidence: map[string]float64{EvidenceOverLimit: 4}},
 		// An orphan: no allocation holds it; half its span is in the window.
-		{Pattern: finding.OrphanProcess, Hostname: "h", Job: "gone", Start: to.Add(-time.Hour), End: to.Add(time.Hour), WastedGPUHours: 2},
+		{Pattern: schema.OrphanProcess, Hostname: "h", Job: "gone", Start: to.Add(-time.Hour), End: to.Add(time.Hour), WastedGPUHours: 2},
 	}
 	b := Build(from, to, us, fs)
 	for _, c := range []struct {
@@ -84,12 +85,12 @@ func TestBook(t *testing.T) {
 	}
 	// The overlapping findings are scaled alike, so the entries sum to the total.
 	var sum float64
-	by := map[finding.Pattern]float64{}
+	by := map[schema.Pattern]float64{}
 	for _, e := range b.Entries {
 		sum += e.Wasted
 		by[e.Finding.Pattern] += e.Wasted
 	}
-	if !near(sum, b.Wasted) || !near(by[finding.CPUOnly], 8*8.0/12) || !near(by[finding.StartupOverhead], 4*8.0/12) {
+	if !near(sum, b.Wasted) || !near(by[schema.CPUOnly], 8*8.0/12) || !near(by[schema.StartupOverhead], 4*8.0/12) {
 		t.Errorf("entries sum to %v (by pattern %v), want %v", sum, by, b.Wasted)
 	}
 }
@@ -97,7 +98,7 @@ func TestBook(t *testing.T) {
 // A finding whose allocation held nothing in the window wastes nothing there.
 func TestFindingWithoutAllocation(t *testing.T) {
 	from, to := t0, t0.Add(24*time.Hour)
-	b := Build(from, to, nil, []finding.Finding{{Pattern: finding.Stuck, Hostname: "h", Job: "j", Start: from, End: to, WastedGPUHours: 5,
+	b := Build(from, to, nil, []finding.Finding{{Pattern: schema.Stuck, Hostname: "h", Job: "j", Start: from, End: to, WastedGPUHours: 5,
 		Evidence: map[string]float64{}}})
 	if b.Wasted != 0 || b.Allocated != 0 {
 		t.Errorf("book %+v", b.Totals)

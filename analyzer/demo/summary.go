@@ -14,6 +14,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Reclaim is one job the dry-run would have reclaimed.
@@ -79,15 +80,15 @@ func WriteSummary(w io.Writer, res *Result) error {
 		p("  %s\t%s\t%d\t\n", r.Pattern, gh(r.WastedGPUHours), r.Findings)
 	}
 	// Over the limit and orphaned are totals of their own, beside waste.
-	count := map[finding.Pattern]int{}
+	count := map[schema.Pattern]int{}
 	for i := range res.Findings {
 		count[res.Findings[i].Pattern]++
 	}
 	if h := fleet.Totals.OverLimitGPUHours; h > 0 {
-		p("  %s\t%s\t%d\tover the limit, not waste\n", finding.Overlong, gh(h), count[finding.Overlong])
+		p("  %s\t%s\t%d\tover the limit, not waste\n", schema.Overlong, gh(h), count[schema.Overlong])
 	}
 	if h := fleet.Totals.OrphanGPUHours; h > 0 {
-		p("  %s\t%s\t%d\torphaned, outside allocated\n", finding.OrphanProcess, gh(h), count[finding.OrphanProcess])
+		p("  %s\t%s\t%d\torphaned, outside allocated\n", schema.OrphanProcess, gh(h), count[schema.OrphanProcess])
 	}
 	p("\nWASTE BY TEAM\tGPU-HOURS\tTOP PATTERN\t\n")
 	for _, r := range fleet.Teams {

@@ -4,6 +4,8 @@
 package present
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -98,22 +100,22 @@ func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage, book *accoun
 	}
 	if book != nil {
 		row()
-		totals := map[finding.Pattern]float64{}
-		counts := map[finding.Pattern]int{}
+		totals := map[schema.Pattern]float64{}
+		counts := map[schema.Pattern]int{}
 		for _, e := range book.Entries {
 			p := e.Finding.Pattern
 			totals[p] += e.Wasted + e.Orphan + e.OverLimit
 			counts[p]++
 		}
-		for _, p := range finding.Patterns {
+		for _, p := range schema.Patterns {
 			if counts[p] == 0 {
 				continue
 			}
 			note := fmt.Sprintf("%d findings", counts[p])
 			switch p {
-			case finding.Overlong:
+			case schema.Overlong:
 				note += ", over the limit (not waste)"
-			case finding.OrphanProcess:
+			case schema.OrphanProcess:
 				note += ", orphaned (outside allocated)"
 			}
 			row(num(totals[p]), string(p), note)

@@ -1,6 +1,8 @@
 package present
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"encoding/json"
 	"strings"
@@ -36,11 +38,11 @@ func TestParseTime(t *testing.T) {
 var t0 = time.Date(2026, 11, 16, 0, 0, 0, 0, time.UTC)
 
 var sample = []finding.Finding{
-	{Pattern: finding.CPUOnly, Severity: finding.Critical, Job: "12", User: "ann", Team: "nlp", Kind: "batch", Hostname: "n1",
-		GPUs: []string{"GPU-a", "GPU-b"}, WastedGPUHours: 4, Action: finding.ActionReclaim, Evidence: map[string]float64{"idle_minutes": 120},
+	{Pattern: schema.CPUOnly, Severity: schema.SeverityCritical, Job: "12", User: "ann", Team: "nlp", Kind: "batch", Hostname: "n1",
+		GPUs: []string{"GPU-a", "GPU-b"}, WastedGPUHours: 4, Action: schema.ActionReclaim, Evidence: map[string]float64{"idle_minutes": 120},
 		Start: t0, End: t0.Add(2 * time.Hour)},
-	{Pattern: finding.LowUtilization, Severity: finding.Info, Job: "ns/pod", Hostname: "n2", GPUs: []string{"GPU-c"},
-		WastedGPUHours: 9.5, Action: finding.ActionResize, Evidence: map[string]float64{"mean_sm_active": 0.1},
+	{Pattern: schema.LowUtilization, Severity: schema.SeverityInfo, Job: "ns/pod", Hostname: "n2", GPUs: []string{"GPU-c"},
+		WastedGPUHours: 9.5, Action: schema.ActionResize, Evidence: map[string]float64{"mean_sm_active": 0.1},
 		Start: t0, End: t0.Add(10 * time.Hour)},
 }
 
