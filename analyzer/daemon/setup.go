@@ -387,7 +387,7 @@ func (f FileSource) Findings(ctx context.Context, now time.Time) ([]finding.Find
 type EngineSource struct {
 	Engine *engine.Engine
 	// Metrics, when set, publishes what each cycle saw (GPUs, allocations,
-	// coverage).
+	// coverage) and what it accounted.
 	Metrics *engine.Metrics
 }
 
@@ -399,6 +399,7 @@ func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Fi
 	}
 	if s.Metrics != nil && !res.To.IsZero() {
 		s.Metrics.ObserveCoverage(res.Coverage)
+		s.Metrics.ObserveAccounting(res)
 	}
 	unknown := map[string]bool{}
 	for _, u := range res.Unknown {
