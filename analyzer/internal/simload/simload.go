@@ -67,20 +67,6 @@ type Format struct {
 // Window is [From, To) as offsets from the Unix epoch-aligned origin.
 type Window struct{ From, To time.Time }
 
-// DCGMDefault is dcgm-exporter 3.x's etc/default-counters.csv: no power
-// limit and no DCGM_FI_PROF_* activity fields (only the PCIe byte rates,
-// which the simulator does not publish).
-var DCGMDefault = []*catalogue.Metric{catalogue.SMClock, catalogue.MemClock, catalogue.MemoryTemp, catalogue.GPUTemp,
-	catalogue.PowerUsage, catalogue.TotalEnergy, catalogue.PCIeReplay, catalogue.GPUUtil, catalogue.MemCopyUtil,
-	catalogue.EncUtil, catalogue.DecUtil, catalogue.XIDLast, catalogue.FBFree, catalogue.FBUsed, catalogue.NVLinkBW,
-	catalogue.RemapUncorr, catalogue.RemapCorr, catalogue.RemapFailure, catalogue.ProfPCIeTX, catalogue.ProfPCIeRX}
-
-// DCGMDCP is dcgm-exporter's etc/dcp-metrics-included.csv (and 4.x's
-// default-counters.csv): the default set plus graphics-engine, tensor-pipe
-// and DRAM activity; still no SM activity and no power limit.
-var DCGMDCP = append(append([]*catalogue.Metric{}, DCGMDefault...),
-	catalogue.ProfGrEngineActive, catalogue.ProfTensorActive, catalogue.ProfDRAMActive)
-
 // Sink wraps next so that it receives the families in this format.
 func (f Format) Sink(next Sink) Sink {
 	return func(t time.Time, fams []*dto.MetricFamily) error {
