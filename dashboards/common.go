@@ -13,7 +13,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/table"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Variable names. Hardware panels filter on hostname and gpu only, so they
@@ -31,13 +31,13 @@ const (
 // that a shared GPU (one info series per holder) does not break it.
 var (
 	// hw selects one node's (or all nodes') GPUs.
-	hw = fmt.Sprintf(`%s=~"$%s", %s=~"$%s"`, catalogue.LabelHostname, varHostname, catalogue.LabelGPU, varGPU)
+	hw = fmt.Sprintf(`%s=~"$%s", %s=~"$%s"`, schema.LabelHostname, varHostname, schema.LabelGPU, varGPU)
 	// onDevice joins an allocation to its device's series.
-	onDevice = fmt.Sprintf("on (%s, %s, %s) group_left ()", catalogue.LabelHostname, catalogue.LabelUUID, catalogue.LabelGIID)
+	onDevice = fmt.Sprintf("on (%s, %s, %s) group_left ()", schema.LabelHostname, schema.LabelUUID, schema.LabelGIID)
 )
 
 // sel is a selector of m with the given matchers.
-func sel(m *catalogue.Metric, matchers string) string {
+func sel(m *schema.Metric, matchers string) string {
 	if matchers == "" {
 		return m.Name
 	}
@@ -47,30 +47,30 @@ func sel(m *catalogue.Metric, matchers string) string {
 // holders selects the allocations shown on a dashboard. Names are read from
 // the catalogue when a dashboard is built, never earlier.
 func holders() string {
-	return fmt.Sprintf(`%s{%s=~"$%s", %s=~"$%s", %s=~"$%s"}`, catalogue.AllocationInfo.Name,
-		catalogue.LabelHostname, varHostname, catalogue.LabelTeam, varTeam, catalogue.LabelJob, varJob)
+	return fmt.Sprintf(`%s{%s=~"$%s", %s=~"$%s", %s=~"$%s"}`, schema.AllocationInfo.Name,
+		schema.LabelHostname, varHostname, schema.LabelTeam, varTeam, schema.LabelJob, varJob)
 }
 
 // gpus selects metric m on the chosen nodes and GPUs, on gpuwatch's data and
 // on dcgm-exporter 3.x's alike. The latter names the node label Hostname:
 // its series are selected by that label and label_replace copies it into
 // hostname, so aggregations by hostname and legends work on both.
-func gpus(m *catalogue.Metric) string { return gpusFn(m, "%s") }
+func gpus(m *schema.Metric) string { return gpusFn(m, "%s") }
 
 // gpusFn applies fn, a format with one %s for the selector (such as
 // "rate(%s[$__rate_interval])"), to m on the chosen GPUs. A range function
 // needs a plain selector inside it, so the union is taken over fn's results.
-func gpusFn(m *catalogue.Metric, fn string) string {
+func gpusFn(m *schema.Metric, fn string) string {
 	newer := fmt.Sprintf(fn, sel(m, fmt.Sprintf(`%s=~"$%s", %s="", %s=~"$%s"`,
-		catalogue.LabelHostname, varHostname, catalogue.LabelOldHost, catalogue.LabelGPU, varGPU)))
+		schema.LabelHostname, varHostname, schema.LabelOldHost, schema.LabelGPU, varGPU)))
 	older := fmt.Sprintf(fn, sel(m, fmt.Sprintf(`%s=~"$%s", %s!="", %s=~"$%s"`,
-		catalogue.LabelOldHost, varHostname, catalogue.LabelOldHost, catalogue.LabelGPU, varGPU)))
+		schema.LabelOldHost, varHostname, schema.LabelOldHost, schema.LabelGPU, varGPU)))
 	return fmt.Sprintf(`(%s or %s)`, newer, copyOldHost(older))
 }
 
 // copyOldHost copies dcgm-exporter 3.x's Hostname label into hostname.
 func copyOldHost(expr string) string {
-	return fmt.Sprintf(`label_replace(%s, "%s", "$1", "%s", "(.+)")`, expr, catalogue.LabelHostname, catalogue.LabelOldHost)
+	return fmt.Sprintf(`label_replace(%s, "%s", "$1", "%s", "(.+)")`, expr, schema.LabelHostname, schema.LabelOldHost)
 }
 
 // perHolder charges each holder of a device with the device's value of expr.
@@ -83,7 +83,7 @@ func perHolder(expr string) string {
 // every GPU instead of leaving holes.
 func orZero(expr string) string {
 	return fmt.Sprintf("%s or on (%s, %s) (0 * max by (%s, %s) (%s))", expr,
-		catalogue.LabelHostname, catalogue.LabelGPU, catalogue.LabelHostname, catalogue.LabelGPU, gpus(catalogue.GPUTemp))
+		schema.LabelHostname, schema.LabelGPU, schema.LabelHostname, schema.LabelGPU, gpus(schema.GPUTemp))
 }
 
 func datasource() common.DataSourceRef {
@@ -192,8 +192,8 @@ func newDashboard(uid, title, description string, singleHost bool) *dashboard.Da
 		WithVariable(dashboard.NewDatasourceVariableBuilder(varDatasource).Label("Data source").Type("prometheus")).
 		WithVariable(hostVariable(!singleHost)).
 		WithVariable(gpuVariable()).
-		WithVariable(labelVariable(varTeam, "Team", sel(catalogue.AllocationInfo, ""), catalogue.LabelTeam, true)).
-		WithVariable(labelVariable(varJob, "Job", sel(catalogue.AllocationInfo, fmt.Sprintf(`%s=~"$%s"`, catalogue.LabelTeam, varTeam)), catalogue.LabelJob, true))
+		WithVariable(labelVariable(varTeam, "Team", sel(schema.AllocationInfo, ""), schema.LabelTeam, true)).
+		WithVariable(labelVariable(varJob, "Job", sel(schema.AllocationInfo, fmt.Sprintf(`%s=~"$%s"`, schema.LabelTeam, varTeam)), schema.LabelJob, true))
 }
 
 // labelVariable lists the values of label on series. Multi-value variables
@@ -207,16 +207,16 @@ func labelVariable(name, label, series, labelName string, multi bool) *dashboard
 // 3.x's Hostname: label_values reads one label only, so the names come from
 // a query that copies Hostname into hostname.
 func hostVariable(multi bool) *dashboard.QueryVariableBuilder {
-	q := fmt.Sprintf("query_result(count by (%s) (%s))", catalogue.LabelHostname, copyOldHost(catalogue.GPUTemp.Name))
-	return variable(varHostname, "Host", q, resultLabel(catalogue.LabelHostname), sortAlphabetical, multi)
+	q := fmt.Sprintf("query_result(count by (%s) (%s))", schema.LabelHostname, copyOldHost(schema.GPUTemp.Name))
+	return variable(varHostname, "Host", q, resultLabel(schema.LabelHostname), sortAlphabetical, multi)
 }
 
 // gpuVariable lists the GPUs of the chosen nodes, under either host label.
 func gpuVariable() *dashboard.QueryVariableBuilder {
-	q := fmt.Sprintf("query_result(count by (%s) (%s))", catalogue.LabelGPU, gpus(catalogue.GPUTemp))
+	q := fmt.Sprintf("query_result(count by (%s) (%s))", schema.LabelGPU, gpus(schema.GPUTemp))
 	// The GPU filter of gpus() is the variable itself: leave it out here.
-	q = strings.ReplaceAll(q, fmt.Sprintf(`, %s=~"$%s"`, catalogue.LabelGPU, varGPU), "")
-	return variable(varGPU, "GPU", q, resultLabel(catalogue.LabelGPU), sortNumerical, true)
+	q = strings.ReplaceAll(q, fmt.Sprintf(`, %s=~"$%s"`, schema.LabelGPU, varGPU), "")
+	return variable(varGPU, "GPU", q, resultLabel(schema.LabelGPU), sortNumerical, true)
 }
 
 // resultLabel is the variable regex that takes a label's value from a
@@ -240,7 +240,7 @@ func variable(name, label, q, regex string, sort dashboard.VariableSort, multi b
 }
 
 // unitOf maps a catalogue unit to a Grafana unit id.
-func unitOf(m *catalogue.Metric) string {
+func unitOf(m *schema.Metric) string {
 	switch strings.TrimSpace(m.Unit) {
 	case "%":
 		return "percent"

@@ -1,6 +1,6 @@
 // Package dashboards builds gpuwatch's Grafana dashboards with the Grafana
 // Foundation SDK, one file per dashboard, taking every metric name from
-// exporter/catalogue. `gpuwatch dashboards --out DIR` writes them as JSON; the
+// the schema package. `gpuwatch dashboards --out DIR` writes them as JSON; the
 // copies committed under dashboards/generated/ are checked by a test.
 package dashboards
 
@@ -42,6 +42,7 @@ func All() []Spec {
 		{File: "gpuwatch-node.json", Build: func(Options) (dashboard.Dashboard, error) { return Node() }},
 		{File: "gpuwatch-waste.json", Build: func(Options) (dashboard.Dashboard, error) { return Waste() }},
 		{File: "gpuwatch-team.json", Build: Team},
+		{File: "gpuwatch-planner.json", Build: func(Options) (dashboard.Dashboard, error) { return Planner() }},
 	}
 }
 

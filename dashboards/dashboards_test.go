@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/internal/cataloguetest"
 	"github.com/gpuwatch/gpuwatch/internal/promqltest"
 	"github.com/gpuwatch/gpuwatch/rules"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 var update = flag.Bool("update", false, "rewrite dashboards/generated/ from the builders")
@@ -103,8 +103,8 @@ func TestEveryMetricInCatalogue(t *testing.T) {
 			t.Errorf("%s / %s: no metric in %q", q.Dashboard, q.Panel, q.Expr)
 		}
 		for _, n := range names {
-			if _, ok := catalogue.Lookup(n); !ok && !recorded[n] {
-				t.Errorf("%s / %s reads %s, which is neither in exporter/catalogue nor a recording rule", q.Dashboard, q.Panel, n)
+			if _, ok := schema.Lookup(n); !ok && !recorded[n] {
+				t.Errorf("%s / %s reads %s, which is neither in the schema catalogue nor a recording rule", q.Dashboard, q.Panel, n)
 			}
 		}
 	}
@@ -161,6 +161,8 @@ func TestEveryRecordingRuleHasAConsumer(t *testing.T) {
 // may have a plain name.
 func TestHostInEveryLegend(t *testing.T) {
 	byTeam := regexp.MustCompile(`^sum by \(team\)`)
+	// The planner's figures are per node pool, a set of nodes: no one host.
+	byPool := regexp.MustCompile(`^(sum|min) by \(pool\)`)
 	for _, q := range allQueries(t) {
 		if q.PanelType != "timeseries" && q.PanelType != "state-timeline" {
 			continue
@@ -168,6 +170,7 @@ func TestHostInEveryLegend(t *testing.T) {
 		switch {
 		case strings.Contains(q.Legend, "{{hostname}}"):
 		case byTeam.MatchString(q.Expr) && strings.HasPrefix(q.Legend, "{{team}}"):
+		case byPool.MatchString(q.Expr) && strings.HasPrefix(q.Legend, "{{pool}}"):
 		case strings.HasPrefix(q.Expr, "count(") && !strings.Contains(q.Legend, "{{"):
 		default:
 			t.Errorf("%s / %s %s: legend %q names neither the node nor the team", q.Dashboard, q.Panel, q.RefID, q.Legend)
@@ -230,7 +233,7 @@ func TestHardwarePanelsWorkOnDCGMExporter(t *testing.T) {
 		names, _ := promqltest.MetricNames(q.Expr)
 		dcgmOnly := len(names) > 0
 		for _, name := range names {
-			if m, _ := catalogue.Lookup(name); m == nil || !m.DCGM {
+			if m, _ := schema.Lookup(name); m == nil || !m.DCGM {
 				dcgmOnly = false
 			}
 		}
@@ -313,7 +316,7 @@ func TestVariables(t *testing.T) {
 				continue
 			}
 			names, err := promqltest.MetricNames(expr)
-			if _, ok := catalogue.Lookup(strings.Join(names, "")); err != nil || len(names) != 1 || !ok {
+			if _, ok := schema.Lookup(strings.Join(names, "")); err != nil || len(names) != 1 || !ok {
 				t.Errorf("%s: variable %s query %q: names %v, %v", name, v.Name, v.Query, names, err)
 			}
 		}
@@ -349,8 +352,8 @@ func TestNodeDashboardShowsEveryGPUMetric(t *testing.T) {
 			read[n] = true
 		}
 	}
-	for _, m := range catalogue.All() {
-		if m.PerGPU && (m.Origin == catalogue.OriginNVML || m.Origin == catalogue.OriginGPM) && !read[m.Name] {
+	for _, m := range schema.All() {
+		if m.PerGPU && (m.Origin == schema.OriginNVML || m.Origin == schema.OriginGPM) && !read[m.Name] {
 			t.Errorf("node dashboard does not show %s", m.Name)
 		}
 	}
@@ -422,8 +425,8 @@ func TestNamesComeFromCatalogue(t *testing.T) {
 // health table may show a current count: any non-zero is the news there.)
 func TestCountersAsRates(t *testing.T) {
 	isCounter := func(n string) bool {
-		m, ok := catalogue.Lookup(n)
-		return ok && m.Type == catalogue.Counter
+		m, ok := schema.Lookup(n)
+		return ok && m.Type == schema.Counter
 	}
 	for _, q := range allQueries(t) {
 		if q.PanelType != "timeseries" && q.PanelType != "state-timeline" {

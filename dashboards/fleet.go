@@ -5,8 +5,8 @@ import (
 
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
-	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/rules"
+	c "github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Fleet is the fleet overview: how busy the GPUs are per node and team, power

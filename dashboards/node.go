@@ -10,15 +10,15 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/statetimeline"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 
-	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/rules"
+	c "github.com/gpuwatch/gpuwatch/schema"
 )
 
 // special lists the per-GPU metrics that have their own panels on the node
 // dashboard instead of a generic one.
 var special = map[*c.Metric]bool{
 	c.ClockEvents: true, c.ClockEventActive: true, c.XIDErrors: true, c.XIDLast: true,
-	c.ProcessMemory: true, c.AllocationInfo: true, c.OrphanProcess: true, c.Capabilities: true,
+	c.ProcessMemory: true, c.AllocationInfo: true, c.ProcessOrphaned: true, c.Capabilities: true,
 }
 
 // Node shows one node's GPUs in detail: every per-GPU metric of the

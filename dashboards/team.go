@@ -9,8 +9,8 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
-	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/rules"
+	c "github.com/gpuwatch/gpuwatch/schema"
 )
 
 // varPrice is the default price per GPU-hour; per-model prices are

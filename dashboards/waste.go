@@ -5,7 +5,7 @@ import (
 
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
-	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	c "github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Waste shows what the analyzer found and did: wasted GPU-hours by pattern

@@ -3,7 +3,7 @@ package rules
 import (
 	"fmt"
 
-	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	c "github.com/gpuwatch/gpuwatch/schema"
 )
 
 // XID codes by alert, after NVIDIA's XID catalogue

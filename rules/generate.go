@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	c "github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Generated returns the rule files as built from Go, keyed by file name

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	c "github.com/gpuwatch/gpuwatch/schema"
 )
 
 // onGPU matches a GPU's series across metrics: the node and the device.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	c "github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	c "github.com/gpuwatch/gpuwatch/schema"
 )
 
 // PoolingInterval is the evaluation interval of the pooling rules: a sum of

@@ -15,10 +15,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/internal/cataloguetest"
 	"github.com/gpuwatch/gpuwatch/internal/promqltest"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func runTool(t *testing.T, bin string, args ...string) string {
@@ -122,8 +122,8 @@ func TestEveryMetricInCatalogue(t *testing.T) {
 			t.Errorf("%s%s: no metric in %q", r.Alert, r.Record, r.Expr)
 		}
 		for _, n := range names {
-			if _, ok := catalogue.Lookup(n); !ok && !known[n] {
-				t.Errorf("%s%s reads %s, which is not in exporter/catalogue nor a recording rule", r.Alert, r.Record, n)
+			if _, ok := schema.Lookup(n); !ok && !known[n] {
+				t.Errorf("%s%s reads %s, which is not in the schema catalogue nor a recording rule", r.Alert, r.Record, n)
 			}
 		}
 	}

@@ -14,14 +14,13 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 const scenario = `
@@ -85,7 +84,7 @@ func TestCollectorFeedsCycles(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range res.Findings {
-			if f.Job != "77" || f.Pattern != finding.CPUOnly {
+			if f.Job != "77" || f.Pattern != schema.CPUOnly {
 				t.Fatalf("unexpected finding %s on %s", f.Pattern, f.Job)
 			}
 			if first.IsZero() {
@@ -98,7 +97,7 @@ func TestCollectorFeedsCycles(t *testing.T) {
 		t.Fatalf("cpu_only first reported at %v, want shortly after 2:10", first)
 	}
 	// One sample in 30s reached the store, not one in 10s.
-	v, err := db.Query(ctx, `count_over_time(`+catalogue.GPUUtil.Name+`{gpu="1"}[10m])`, origin.Add(time.Hour))
+	v, err := db.Query(ctx, `count_over_time(`+schema.GPUUtil.Name+`{gpu="1"}[10m])`, origin.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +151,7 @@ func TestRunStartsAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	v, err := db.Query(context.Background(), "count("+catalogue.GPUUtil.Name+")", time.Now())
+	v, err := db.Query(context.Background(), "count("+schema.GPUUtil.Name+")", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

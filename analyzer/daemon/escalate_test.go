@@ -17,7 +17,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // fakeActuator records calls and models a scheduler: a reclaimed job stops.
@@ -142,12 +142,12 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 	o.calls++
 	out := make([]*facts.Facts, len(fs))
 	for i, f := range fs {
-		fa := &facts.Facts{Scheduler: facts.Slurm}
+		fa := &facts.Facts{Scheduler: schema.SchedulerSlurm}
 		if o.down {
 			fa.MarkMissing("squeue --json: exit status 1")
 		} else {
-			fa.Values = map[facts.Attr]string{facts.Partition: partitionOf[f.Job], facts.User: f.User, facts.Team: f.Team,
-				facts.QoS: "normal", facts.Account: "a", facts.JobName: "j", facts.Kind: "batch"}
+			fa.Values = map[schema.Attr]string{schema.AttrPartition: partitionOf[f.Job], schema.AttrUser: f.User, schema.AttrTeam: f.Team,
+				schema.AttrQoS: "normal", schema.AttrAccount: "a", schema.AttrJobName: "j", schema.AttrKind: "batch"}
 		}
 		out[i] = fa
 	}
@@ -156,7 +156,7 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 
 func idle(job, user, partition string, at time.Time) finding.Finding {
 	partitionOf[job] = partition
-	return finding.Finding{Pattern: finding.CPUOnly, Severity: finding.Warning, Job: job, User: user, Team: "t",
+	return finding.Finding{Pattern: schema.CPUOnly, Severity: schema.SeverityWarning, Job: job, User: user, Team: "t",
 		Hostname: "n1", Scheduler: "slurm", Start: at.Add(-time.Hour), End: at, WastedGPUHours: 2}
 }
 
@@ -515,24 +515,24 @@ func TestFindingMetrics(t *testing.T) {
 	fresh.Start, fresh.WastedGPUHours = r.start.Add(time.Minute), 0.5
 	old.WastedGPUHours = 5.25
 	m.ObserveFindings(r.start.Add(5*time.Minute), []finding.Finding{old, fresh})
-	if v := gathered(t, r.reg, catalogue.AnalyzerWastedGPUSeconds, "n1", "cpu_only", "t"); v != 0.75*3600 {
+	if v := gathered(t, r.reg, schema.AnalyzerWastedGPUSeconds, "n1", "cpu_only", "t"); v != 0.75*3600 {
 		t.Errorf("wasted counter = %v GPU-seconds, want (0.25 h growth of the old finding + 0.5 h of the new one) × 3600", v)
 	}
-	if v := gathered(t, r.reg, catalogue.AnalyzerJobWastedGPUSeconds, "n1", "1", "bob", "t", "cpu_only"); v != 5.25*3600 {
+	if v := gathered(t, r.reg, schema.AnalyzerJobWastedGPUSeconds, "n1", "1", "bob", "t", "cpu_only"); v != 5.25*3600 {
 		t.Errorf("job gauge = %v", v)
 	}
-	if v := gathered(t, r.reg, catalogue.AnalyzerFindings, "n1", "cpu_only", "warning", "t"); v != 2 {
+	if v := gathered(t, r.reg, schema.AnalyzerFindings, "n1", "cpu_only", "warning", "t"); v != 2 {
 		t.Errorf("findings gauge = %v", v)
 	}
 	m.ObserveFindings(r.start.Add(10*time.Minute), nil)
-	if n := testutil.CollectAndCount(m.Found, catalogue.AnalyzerFindings.Name); n != 0 {
+	if n := testutil.CollectAndCount(m.Found, schema.AnalyzerFindings.Name); n != 0 {
 		t.Errorf("closed findings still published: %d series", n)
 	}
 }
 
 // gathered reads one series of metric, by its label values in catalogue
 // order, from reg (-1 when absent).
-func gathered(t *testing.T, reg *prometheus.Registry, metric *catalogue.Metric, values ...string) float64 {
+func gathered(t *testing.T, reg *prometheus.Registry, metric *schema.Metric, values ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -7,12 +7,12 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Metrics are the daemon's own series, its actions and cycles, plus the
 // findings the dashboards and alert rules read (engine.Metrics, the one
-// publisher of catalogue.Analyzer* findings series, shared with the agent).
+// publisher of schema.Analyzer* findings series, shared with the agent).
 type Metrics struct {
 	Actions       *prometheus.CounterVec
 	Cycles        *prometheus.CounterVec
@@ -23,9 +23,9 @@ type Metrics struct {
 // NewMetrics registers the daemon's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Actions:       catalogue.AnalyzerActions.CounterVec(),
-		Cycles:        catalogue.AnalyzerEscalationCycles.CounterVec(),
-		LastEscalated: catalogue.AnalyzerLastEscalation.Gauge(),
+		Actions:       schema.AnalyzerActions.CounterVec(),
+		Cycles:        schema.AnalyzerEscalationCycles.CounterVec(),
+		LastEscalated: schema.AnalyzerLastEscalation.Gauge(),
 		Found:         engine.NewMetrics(),
 	}
 	reg.MustRegister(m.Actions, m.Cycles, m.LastEscalated, m.Found)

@@ -21,9 +21,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/dashboards"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // origin is a Monday, so the small scenario's span starts a report week.
@@ -85,17 +85,17 @@ func TestSimulateWritesEverything(t *testing.T) {
 		Findings []finding.Finding `json:"findings"`
 	}
 	readJSON(t, filepath.Join(out, "findings.json"), &doc)
-	got := map[finding.Pattern]bool{}
+	got := map[schema.Pattern]bool{}
 	for _, f := range doc.Findings {
 		got[f.Pattern] = true
 		switch {
-		case f.Pattern == finding.Overlong && f.Evidence["over_limit_gpu_hours"] <= 0:
+		case f.Pattern == schema.Overlong && f.Evidence["over_limit_gpu_hours"] <= 0:
 			t.Errorf("finding %s is %.2f GPU-hours over the limit", f.Key(), f.Evidence["over_limit_gpu_hours"])
-		case f.Pattern != finding.Overlong && f.WastedGPUHours <= 0:
+		case f.Pattern != schema.Overlong && f.WastedGPUHours <= 0:
 			t.Errorf("finding %s wastes %.2f GPU-hours", f.Key(), f.WastedGPUHours)
 		}
 	}
-	for _, p := range finding.Patterns {
+	for _, p := range schema.Patterns {
 		if !got[p] {
 			t.Errorf("findings.json has no %s finding", p)
 		}
@@ -168,7 +168,7 @@ func TestSimulateWritesEverything(t *testing.T) {
 	if err := WriteSummary(&sum, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range finding.Patterns {
+	for _, p := range schema.Patterns {
 		if !strings.Contains(sum.String(), string(p)) {
 			t.Errorf("summary lacks pattern %s:\n%s", p, sum.String())
 		}
@@ -230,7 +230,7 @@ func TestRunServes(t *testing.T) {
 		return string(body)
 	}
 	metrics := get("/metrics")
-	for _, want := range []string{catalogue.GPUUtil.Name, `hostname="a100-01"`, `hostname="h100-01"`} {
+	for _, want := range []string{schema.GPUUtil.Name, `hostname="a100-01"`, `hostname="h100-01"`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -296,7 +296,7 @@ tiers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &finding.Finding{Pattern: finding.OrphanProcess, Job: "1", Hostname: "n", Start: origin, End: origin.Add(time.Hour), WastedGPUHours: 5}
+	f := &finding.Finding{Pattern: schema.OrphanProcess, Job: "1", Hostname: "n", Start: origin, End: origin.Add(time.Hour), WastedGPUHours: 5}
 	if ev := p.Evaluate(f, nil, origin.Add(time.Hour)); ev.DryRun || ev.Tier == nil {
 		t.Fatalf("the policy does not act for real: %+v", ev)
 	}

@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"context"
 	"errors"
@@ -14,7 +16,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
-func fnd(job, host, team string, p finding.Pattern, gpus int, wasted float64, end time.Duration) finding.Finding {
+func fnd(job, host, team string, p schema.Pattern, gpus int, wasted float64, end time.Duration) finding.Finding {
 	f := finding.Finding{Job: job, Hostname: host, Team: team, User: "u-" + job, Pattern: p, WastedGPUHours: wasted,
 		Start: origin, End: origin.Add(end)}
 	for i := 0; i < gpus; i++ {
@@ -30,9 +32,9 @@ func ev(job, host, pattern, step string, state audit.State, at time.Duration) au
 func TestReclaims(t *testing.T) {
 	res := &Result{
 		Findings: []finding.Finding{
-			fnd("1", "a", "t1", finding.Stuck, 4, 20, 10*time.Hour),
-			fnd("2", "a", "t1", finding.CPUOnly, 1, 5, 3*time.Hour),
-			fnd("3", "b", "t2", finding.IdleSession, 1, 2, time.Hour),
+			fnd("1", "a", "t1", schema.Stuck, 4, 20, 10*time.Hour),
+			fnd("2", "a", "t1", schema.CPUOnly, 1, 5, 3*time.Hour),
+			fnd("3", "b", "t2", schema.IdleSession, 1, 2, time.Hour),
 		},
 		Audit: []audit.Event{
 			ev("1", "a", "stuck", "warn", audit.Done, 0),
@@ -63,9 +65,9 @@ func TestWriteSummary(t *testing.T) {
 	// Seven jobs, so that only the five worst are listed; job 7 has two
 	// patterns whose sum makes it the worst.
 	for i, w := range []float64{3, 9, 1, 7, 2, 5} {
-		res.Findings = append(res.Findings, fnd(fmt.Sprint(i+1), "h", "team-long-name", finding.LowUtilization, 1, w, time.Hour))
+		res.Findings = append(res.Findings, fnd(fmt.Sprint(i+1), "h", "team-long-name", schema.LowUtilization, 1, w, time.Hour))
 	}
-	res.Findings = append(res.Findings, fnd("7", "h", "x", finding.Stuck, 1, 6, time.Hour), fnd("7", "h", "x", finding.Overlong, 1, 6, time.Hour))
+	res.Findings = append(res.Findings, fnd("7", "h", "x", schema.Stuck, 1, 6, time.Hour), fnd("7", "h", "x", schema.Overlong, 1, 6, time.Hour))
 	var b bytes.Buffer
 	if err := WriteSummary(&b, res); err != nil {
 		t.Fatal(err)
@@ -143,7 +145,7 @@ func TestActuatorsOnlyRecord(t *testing.T) {
 		{"kubernetes", "checkpoint", true},
 		{"process", "reclaim", true},
 	} {
-		req := &action.Request{Step: tc.step, Finding: fnd("9", "h", "t", finding.Stuck, 1, 1, time.Hour), DryRun: true}
+		req := &action.Request{Step: tc.step, Finding: fnd("9", "h", "t", schema.Stuck, 1, 1, time.Hour), DryRun: true}
 		detail, err := acts[tc.actuator].Act(context.Background(), req)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("%s %s: err = %v, want error %v", tc.actuator, tc.step, err, tc.wantErr)

@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"math"
 	"sort"
 	"time"
@@ -34,8 +36,8 @@ type history struct {
 
 func (d *Detector) newJudge(a *Alloc, t time.Time) *judge {
 	c := d.cfg.Patterns
-	j := &judge{cfg: d.cfg, a: a, t: t, n: float64(len(a.GPUs)), interactive: a.Kind == KindInteractive,
-		service: a.Kind == KindService || a.Resumes > 0}
+	j := &judge{cfg: d.cfg, a: a, t: t, n: float64(len(a.GPUs)), interactive: a.Kind == schema.KindInteractive,
+		service: a.Kind == schema.KindService || a.Resumes > 0}
 	for _, g := range a.GPUs {
 		j.fbMax = math.Max(j.fbMax, g.FBMaxMiB)
 		j.fbTotal = math.Max(j.fbTotal, g.FBTotalMiB)
@@ -74,7 +76,7 @@ func (d *Detector) newJudge(a *Alloc, t time.Time) *judge {
 // since is the time from a run's start to the judged step.
 func (j *judge) since(from time.Time) time.Duration { return j.t.Sub(from) }
 
-func (d *Detector) base(a *Alloc, p finding.Pattern) finding.Finding {
+func (d *Detector) base(a *Alloc, p schema.Pattern) finding.Finding {
 	s, _ := Lookup(p)
 	f := finding.Finding{Pattern: p, Severity: s.Severity, Action: s.Action,
 		Job: a.Job, User: a.User, Team: a.Team, Kind: a.Kind, Hostname: a.Host, Scheduler: a.Scheduler,
@@ -91,7 +93,7 @@ func (d *Detector) base(a *Alloc, p finding.Pattern) finding.Finding {
 // findings.
 func (d *Detector) evaluate(a *Alloc, t time.Time) []finding.Finding {
 	j := d.newJudge(a, t)
-	hits := map[finding.Pattern]*finding.Finding{}
+	hits := map[schema.Pattern]*finding.Finding{}
 	var out []finding.Finding
 	for _, s := range Specs() {
 		if s.judge == nil || d.cfg.Patterns.Disabled(string(s.Pattern)) {
@@ -106,7 +108,7 @@ func (d *Detector) evaluate(a *Alloc, t time.Time) []finding.Finding {
 		}
 		if s.OneOff {
 			if a.Reported == nil {
-				a.Reported = map[finding.Pattern]bool{}
+				a.Reported = map[schema.Pattern]bool{}
 			}
 			a.Reported[s.Pattern] = true
 			if v.quiet {
@@ -137,7 +139,7 @@ func (d *Detector) evaluate(a *Alloc, t time.Time) []finding.Finding {
 			delete(a.Open, p)
 		}
 	}
-	for _, p := range finding.Patterns {
+	for _, p := range schema.Patterns {
 		f, ok := hits[p]
 		if !ok {
 			continue

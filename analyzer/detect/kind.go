@@ -1,18 +1,10 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"regexp"
 	"strings"
-
-	"github.com/gpuwatch/gpuwatch/exporter/attribution/kind"
-	"github.com/gpuwatch/gpuwatch/exporter/source"
-)
-
-// Kinds (the values of gpuwatch_allocation_info's kind label).
-const (
-	KindBatch       = source.KindBatch
-	KindInteractive = source.KindInteractive
-	KindService     = source.KindService
 )
 
 // deploymentPod matches the names Kubernetes gives a Deployment's pods:
@@ -28,11 +20,11 @@ var deploymentPod = regexp.MustCompile(`-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[bc
 // matches, service for a Deployment's pod, else batch. It also returns the user a JupyterHub pod name
 // carries, if any.
 func GuessKind(pod, jobName string) (k, user string) {
-	k = kind.Classify(jobName, pod)
-	if k == KindBatch && deploymentPod.MatchString(pod) {
-		k = KindService
+	k = schema.ClassifyKind(jobName, pod)
+	if k == schema.KindBatch && deploymentPod.MatchString(pod) {
+		k = schema.KindService
 	}
-	if u, ok := strings.CutPrefix(pod, "jupyter-"); ok && k == KindInteractive {
+	if u, ok := strings.CutPrefix(pod, "jupyter-"); ok && k == schema.KindInteractive {
 		// KubeSpawner: jupyter-<user>[--<server>].
 		user, _, _ = strings.Cut(u, "--")
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // benchSize is the size a scale test runs at: full, or small under -race.
@@ -51,8 +51,8 @@ func fillWeek(t *testing.T, db *embedded.DB, n int, from time.Time, span time.Du
 		ref storage.SeriesRef
 		l   labels.Labels
 	}
-	metrics := []*catalogue.Metric{catalogue.GPUUtil, catalogue.FBUsed, catalogue.FBFree, catalogue.PowerUsage,
-		catalogue.PowerLimit, catalogue.ProfSMActive, catalogue.ProfDRAMActive}
+	metrics := []*schema.Metric{schema.GPUUtil, schema.FBUsed, schema.FBFree, schema.PowerUsage,
+		schema.PowerLimit, schema.ProfSMActive, schema.ProfDRAMActive}
 	refs := map[string]*series{}
 	rng := rand.New(rand.NewPCG(7, 11))
 	total := 0
@@ -92,12 +92,12 @@ func fillWeek(t *testing.T, db *embedded.DB, n int, from time.Time, span time.Du
 				if s == nil {
 					b := labels.NewScratchBuilder(8)
 					b.Add("__name__", m.Name)
-					b.Add(catalogue.LabelUUID, fmt.Sprintf("GPU-%s-%d", host, idx))
-					b.Add(catalogue.LabelGPU, strconv.Itoa(idx))
-					b.Add(catalogue.LabelHostname, host)
-					b.Add(catalogue.LabelModelName, "NVIDIA H100 80GB HBM3")
+					b.Add(schema.LabelUUID, fmt.Sprintf("GPU-%s-%d", host, idx))
+					b.Add(schema.LabelGPU, strconv.Itoa(idx))
+					b.Add(schema.LabelHostname, host)
+					b.Add(schema.LabelModelName, "NVIDIA H100 80GB HBM3")
 					if inJob {
-						b.Add(catalogue.LabelHPCJob, job)
+						b.Add(schema.LabelHPCJob, job)
 					}
 					b.Sort()
 					s = &series{l: b.Labels()}

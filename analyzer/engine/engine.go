@@ -7,6 +7,8 @@
 package engine
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -118,7 +120,7 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 			cov.add(s)
 			res := e.det.Step(st, s)
 			for _, f := range res.Open {
-				if f.Pattern == finding.OrphanProcess {
+				if f.Pattern == schema.OrphanProcess {
 					orphans[f.Key()] = f
 				}
 			}
@@ -199,7 +201,7 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 			continue
 		}
 		for _, f := range r.Open {
-			if f.Pattern == finding.StartupOverhead {
+			if f.Pattern == schema.StartupOverhead {
 				oneOffs = append(oneOffs, f)
 			}
 		}

@@ -11,12 +11,11 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 var base = time.Date(2026, 4, 6, 0, 0, 0, 0, time.UTC)
@@ -42,27 +41,27 @@ func (s synth) samples() []embedded.Sample {
 		}
 		ts := base.Add(off)
 		for i := 0; i < s.n; i++ {
-			l := map[string]string{catalogue.LabelUUID: fmt.Sprintf("GPU-%s-%d", s.host, i), catalogue.LabelGPU: fmt.Sprint(i),
-				catalogue.LabelHostname: s.host, catalogue.LabelModelName: "H100"}
+			l := map[string]string{schema.LabelUUID: fmt.Sprintf("GPU-%s-%d", s.host, i), schema.LabelGPU: fmt.Sprint(i),
+				schema.LabelHostname: s.host, schema.LabelModelName: "H100"}
 			if off >= s.startAfter {
-				l[catalogue.LabelHPCJob] = fmt.Sprintf("j%d", i)
+				l[schema.LabelHPCJob] = fmt.Sprintf("j%d", i)
 			}
 			util, fb, pw := 95.0, 40000.0, 600.0
 			if s.idle {
 				util, fb, pw = 0, 0, 70
 			}
-			add := func(m *catalogue.Metric, v float64) {
+			add := func(m *schema.Metric, v float64) {
 				ll := map[string]string{"__name__": m.Name}
 				for k, v := range l {
 					ll[k] = v
 				}
 				out = append(out, embedded.Sample{Labels: ll, T: ts, V: v})
 			}
-			add(catalogue.GPUUtil, util)
-			add(catalogue.FBUsed, fb)
-			add(catalogue.FBFree, 81920-fb)
-			add(catalogue.PowerUsage, pw)
-			add(catalogue.PowerLimit, 700)
+			add(schema.GPUUtil, util)
+			add(schema.FBUsed, fb)
+			add(schema.FBFree, 81920-fb)
+			add(schema.PowerUsage, pw)
+			add(schema.PowerLimit, 700)
 		}
 	}
 	return out
@@ -144,7 +143,7 @@ func TestCyclesAcrossRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range res.Findings {
-			if f.Pattern == finding.CPUOnly {
+			if f.Pattern == schema.CPUOnly {
 				if off < 2*time.Hour+10*time.Minute {
 					t.Errorf("cpu_only at %s, before two hours of idleness", off)
 				}
@@ -260,7 +259,7 @@ func TestPartialDataIsUnknown(t *testing.T) {
 	}
 	n := 0
 	for _, f := range fs {
-		if f.Hostname == "ok" && f.Pattern == finding.CPUOnly {
+		if f.Hostname == "ok" && f.Pattern == schema.CPUOnly {
 			n++
 		}
 	}
@@ -287,7 +286,7 @@ func TestFirstCycleWarmUp(t *testing.T) {
 	}
 	n := 0
 	for _, f := range res.Findings {
-		if f.Pattern == finding.CPUOnly {
+		if f.Pattern == schema.CPUOnly {
 			n++
 		}
 	}

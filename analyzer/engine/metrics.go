@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Metrics publishes the open findings under the catalogue's
@@ -96,16 +96,16 @@ func (m *Metrics) ObserveFindings(now time.Time, fs []finding.Finding) {
 }
 
 var (
-	descWasted   = desc(catalogue.AnalyzerWastedGPUSeconds)
-	descFindings = desc(catalogue.AnalyzerFindings)
-	descJob      = desc(catalogue.AnalyzerJobWastedGPUSeconds)
-	descLast     = desc(catalogue.AnalyzerLastCycle)
-	descGPUs     = desc(catalogue.AnalyzerGPUsSeen)
-	descAllocs   = desc(catalogue.AnalyzerAllocationsSeen)
-	descCoverage = desc(catalogue.AnalyzerCoverage)
+	descWasted   = desc(schema.AnalyzerWastedGPUSeconds)
+	descFindings = desc(schema.AnalyzerFindings)
+	descJob      = desc(schema.AnalyzerJobWastedGPUSeconds)
+	descLast     = desc(schema.AnalyzerLastCycle)
+	descGPUs     = desc(schema.AnalyzerGPUsSeen)
+	descAllocs   = desc(schema.AnalyzerAllocationsSeen)
+	descCoverage = desc(schema.AnalyzerCoverage)
 )
 
-func desc(c *catalogue.Metric) *prometheus.Desc {
+func desc(c *schema.Metric) *prometheus.Desc {
 	return prometheus.NewDesc(c.Name, c.Help, c.Labels, nil)
 }
 

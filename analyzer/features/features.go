@@ -24,7 +24,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // GPU is one device's features in one step, for one holder (Job) or for
@@ -134,24 +134,24 @@ const (
 // the same answer from both is part of the contract.
 func Exprs(step time.Duration) []string {
 	w := fmt.Sprintf("[%dms]", step.Milliseconds()-1)
-	o := func(fn string, m *catalogue.Metric) string { return fn + "_over_time(" + m.Name + w + ")" }
+	o := func(fn string, m *schema.Metric) string { return fn + "_over_time(" + m.Name + w + ")" }
 	return []string{
-		fCount:   o("count", catalogue.FBUsed),
-		fUtilAvg: o("avg", catalogue.GPUUtil),
-		fUtilMax: o("max", catalogue.GPUUtil),
-		fFBMax:   o("max", catalogue.FBUsed),
+		fCount:   o("count", schema.FBUsed),
+		fUtilAvg: o("avg", schema.GPUUtil),
+		fUtilMax: o("max", schema.GPUUtil),
+		fFBMax:   o("max", schema.FBUsed),
 		// At the peak of used memory free memory is at its least: their
 		// sum is the device's memory, read without a second pass over used.
-		fFBFreeMin:  o("min", catalogue.FBFree),
-		fPowerW:     o("avg", catalogue.PowerUsage),
-		fLimit:      o("max", catalogue.PowerLimit),
-		fSMAvg:      o("avg", catalogue.ProfSMActive),
-		fDRAMAvg:    o("avg", catalogue.ProfDRAMActive),
-		fGRAvg:      o("avg", catalogue.ProfGrEngineActive),
-		fTensorAvg:  o("avg", catalogue.ProfTensorActive),
-		fMemCopyAvg: o("avg", catalogue.MemCopyUtil),
-		fInfo:       o("max", catalogue.AllocationInfo),
-		fOrphan:     o("count", catalogue.OrphanProcess),
+		fFBFreeMin:  o("min", schema.FBFree),
+		fPowerW:     o("avg", schema.PowerUsage),
+		fLimit:      o("max", schema.PowerLimit),
+		fSMAvg:      o("avg", schema.ProfSMActive),
+		fDRAMAvg:    o("avg", schema.ProfDRAMActive),
+		fGRAvg:      o("avg", schema.ProfGrEngineActive),
+		fTensorAvg:  o("avg", schema.ProfTensorActive),
+		fMemCopyAvg: o("avg", schema.MemCopyUtil),
+		fInfo:       o("max", schema.AllocationInfo),
+		fOrphan:     o("count", schema.ProcessOrphaned),
 	}
 }
 
@@ -240,8 +240,8 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 				case fOrphan:
 					if val > 0 {
 						steps[i].Orphans = append(steps[i].Orphans, Orphan{Host: id.Host, Device: id.Device, UUID: id.UUID,
-							Model: id.Model, PID: lv(ss.Metric, catalogue.LabelPID), Command: lv(ss.Metric, catalogue.LabelCommand),
-							User: lv(ss.Metric, catalogue.LabelUser), Job: lv(ss.Metric, catalogue.LabelJob), Samples: val})
+							Model: id.Model, PID: lv(ss.Metric, schema.LabelPID), Command: lv(ss.Metric, schema.LabelCommand),
+							User: lv(ss.Metric, schema.LabelUser), Job: lv(ss.Metric, schema.LabelJob), Samples: val})
 					}
 					continue
 				}
@@ -342,10 +342,10 @@ func lv(m model.Metric, name string) string { return string(m[model.LabelName(na
 // Host returns the node name of a series: dcgm-exporter's hostname label, the
 // older Hostname, or Prometheus' instance when neither is set.
 func Host(m model.Metric) string {
-	if h := lv(m, catalogue.LabelHostname); h != "" {
+	if h := lv(m, schema.LabelHostname); h != "" {
 		return h
 	}
-	if h := lv(m, catalogue.LabelOldHost); h != "" {
+	if h := lv(m, schema.LabelOldHost); h != "" {
 		return h
 	}
 	return lv(m, "instance")
@@ -366,11 +366,11 @@ var exporterPod = regexp.MustCompile(`^(nvidia-)?dcgm-exporter(-|$)|^gpuwatch(-e
 // pod/namespace name the scrape target, the exporter itself; a series
 // carrying only the exporter's own pod is held by no one.
 func Holder(m model.Metric) (pod, namespace string) {
-	if p := lv(m, ExportedPrefix+catalogue.LabelPod); p != "" {
-		return p, lv(m, ExportedPrefix+catalogue.LabelNamespace)
+	if p := lv(m, ExportedPrefix+schema.LabelPod); p != "" {
+		return p, lv(m, ExportedPrefix+schema.LabelNamespace)
 	}
-	pod, namespace = lv(m, catalogue.LabelPod), lv(m, catalogue.LabelNamespace)
-	if exporterPod.MatchString(pod) || exporterPod.MatchString(lv(m, catalogue.LabelContainer)) {
+	pod, namespace = lv(m, schema.LabelPod), lv(m, schema.LabelNamespace)
+	if exporterPod.MatchString(pod) || exporterPod.MatchString(lv(m, schema.LabelContainer)) {
 		return "", ""
 	}
 	return pod, namespace
@@ -378,16 +378,16 @@ func Holder(m model.Metric) (pod, namespace string) {
 
 // identify extracts host, device and holder from a GPU series.
 func identify(m model.Metric) (GPU, bool) {
-	uuid := lv(m, catalogue.LabelUUID)
+	uuid := lv(m, schema.LabelUUID)
 	if uuid == "" {
 		return GPU{}, false
 	}
 	dev := uuid
-	if gi := lv(m, catalogue.LabelGIID); gi != "" {
+	if gi := lv(m, schema.LabelGIID); gi != "" {
 		dev = uuid + "/" + gi
 	}
-	g := GPU{Host: Host(m), Device: dev, UUID: uuid, Model: lv(m, catalogue.LabelModelName),
-		HPCJob: lv(m, catalogue.LabelHPCJob)}
+	g := GPU{Host: Host(m), Device: dev, UUID: uuid, Model: lv(m, schema.LabelModelName),
+		HPCJob: lv(m, schema.LabelHPCJob)}
 	g.Pod, g.NS = Holder(m)
 	switch {
 	case g.HPCJob != "":
@@ -401,13 +401,13 @@ func identify(m model.Metric) (GPU, bool) {
 // infoJob is the holder an allocation_info series describes: its job_id,
 // else the allocation labels it carries like any GPU series.
 func infoJob(m model.Metric, id GPU) string {
-	if j := lv(m, catalogue.LabelJob); j != "" {
+	if j := lv(m, schema.LabelJob); j != "" {
 		return j
 	}
 	return id.Job
 }
 
 func info(m model.Metric) Info {
-	return Info{User: lv(m, catalogue.LabelUser), Team: lv(m, catalogue.LabelTeam), Kind: strings.ToLower(lv(m, catalogue.LabelKind)),
-		Account: lv(m, catalogue.LabelAccount), JobName: lv(m, catalogue.LabelJobName), Scheduler: lv(m, catalogue.LabelScheduler)}
+	return Info{User: lv(m, schema.LabelUser), Team: lv(m, schema.LabelTeam), Kind: strings.ToLower(lv(m, schema.LabelKind)),
+		Account: lv(m, schema.LabelAccount), JobName: lv(m, schema.LabelJobName), Scheduler: lv(m, schema.LabelScheduler)}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // fake fails the expressions that read one metric and answers the others
@@ -43,16 +43,16 @@ func TestFetchJoinsSeries(t *testing.T) {
 	gpu := []string{"UUID", "GPU-a", "hostname", "h1", "modelName", "H100", "hpc_job", "77"}
 	// Each expression's answer, keyed by its function and metric.
 	answers := map[string]model.Matrix{
-		"count_over_time|" + catalogue.FBUsed.Name:        {series(10, gpu...), series(10, mig...)},
-		"max_over_time|" + catalogue.FBUsed.Name:          {series(40000, gpu...), series(2000, mig...)},
-		"min_over_time|" + catalogue.FBFree.Name:          {series(41000, gpu...), series(7800, mig...)},
-		"avg_over_time|" + catalogue.GPUUtil.Name:         {series(55, gpu...)},
-		"max_over_time|" + catalogue.GPUUtil.Name:         {series(90, gpu...)},
-		"avg_over_time|" + catalogue.ProfSMActive.Name:    {series(0.4, gpu...), series(0.2, mig...)},
-		"max_over_time|" + catalogue.AllocationInfo.Name:  {series(1, append(gpu, "job_id", "77", "user", "ann", "team", "nlp", "kind", "Batch")...)},
-		"count_over_time|" + catalogue.OrphanProcess.Name: {series(10, "UUID", "GPU-b", "hostname", "h1", "pid", "4242", "job_id", "66", "command", "python")},
-		"avg_over_time|" + catalogue.PowerUsage.Name:      {series(350, gpu...)},
-		"max_over_time|" + catalogue.PowerLimit.Name:      {series(700, gpu...)},
+		"count_over_time|" + schema.FBUsed.Name:          {series(10, gpu...), series(10, mig...)},
+		"max_over_time|" + schema.FBUsed.Name:            {series(40000, gpu...), series(2000, mig...)},
+		"min_over_time|" + schema.FBFree.Name:            {series(41000, gpu...), series(7800, mig...)},
+		"avg_over_time|" + schema.GPUUtil.Name:           {series(55, gpu...)},
+		"max_over_time|" + schema.GPUUtil.Name:           {series(90, gpu...)},
+		"avg_over_time|" + schema.ProfSMActive.Name:      {series(0.4, gpu...), series(0.2, mig...)},
+		"max_over_time|" + schema.AllocationInfo.Name:    {series(1, append(gpu, "job_id", "77", "user", "ann", "team", "nlp", "kind", "Batch")...)},
+		"count_over_time|" + schema.ProcessOrphaned.Name: {series(10, "UUID", "GPU-b", "hostname", "h1", "pid", "4242", "job_id", "66", "command", "python")},
+		"avg_over_time|" + schema.PowerUsage.Name:        {series(350, gpu...)},
+		"max_over_time|" + schema.PowerLimit.Name:        {series(700, gpu...)},
 	}
 	q := &answerer{answers: answers}
 	steps, err := Fetch(context.Background(), q, end, 1, 5*time.Minute)
@@ -103,7 +103,7 @@ func (a *answerer) QueryRange(_ context.Context, expr string, _ query.Range) (mo
 }
 
 func TestFetchErrors(t *testing.T) {
-	f := &fake{fail: catalogue.PowerUsage.Name}
+	f := &fake{fail: schema.PowerUsage.Name}
 	if _, err := Fetch(context.Background(), f, end, 1, 5*time.Minute); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("error %v, want the query's", err)
 	}
@@ -164,10 +164,10 @@ func TestExporterRestartIsOneHolder(t *testing.T) {
 	old := []string{"UUID", "GPU-a", "hostname", "h1", "pod", "nvidia-dcgm-exporter-b2x4k", "exported_pod", "etl", "exported_namespace", "data"}
 	cur := []string{"UUID", "GPU-a", "hostname", "h1", "pod", "nvidia-dcgm-exporter-q9z7m", "exported_pod", "etl", "exported_namespace", "data"}
 	answers := map[string]model.Matrix{
-		"count_over_time|" + catalogue.FBUsed.Name: {series(4, old...), series(6, cur...)},
-		"max_over_time|" + catalogue.FBUsed.Name:   {series(100, old...), series(300, cur...)},
-		"avg_over_time|" + catalogue.GPUUtil.Name:  {series(10, old...), series(30, cur...)},
-		"max_over_time|" + catalogue.GPUUtil.Name:  {series(12, old...), series(40, cur...)},
+		"count_over_time|" + schema.FBUsed.Name: {series(4, old...), series(6, cur...)},
+		"max_over_time|" + schema.FBUsed.Name:   {series(100, old...), series(300, cur...)},
+		"avg_over_time|" + schema.GPUUtil.Name:  {series(10, old...), series(30, cur...)},
+		"max_over_time|" + schema.GPUUtil.Name:  {series(12, old...), series(40, cur...)},
 	}
 	steps, err := Fetch(context.Background(), &answerer{answers: answers}, end, 1, 5*time.Minute)
 	if err != nil {

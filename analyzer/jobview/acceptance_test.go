@@ -14,7 +14,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // A real Slurm job, mapped to its GPUs by the shipped prolog, on a
@@ -52,14 +52,14 @@ func TestJobViewMatchesPromQL(t *testing.T) {
 	}
 
 	// The window: the job's raw samples, read as a range vector.
-	v, err := c.Query(context.Background(), catalogue.FBUsed.Name+`{hpc_job="`+id+`"}[10m]`, now)
+	v, err := c.Query(context.Background(), schema.FBUsed.Name+`{hpc_job="`+id+`"}[10m]`, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var first, last model.Time
 	samples := map[string]int{}
 	for _, ss := range v.(model.Matrix) {
-		samples[string(ss.Metric[catalogue.LabelUUID])] += len(ss.Values)
+		samples[string(ss.Metric[schema.LabelUUID])] += len(ss.Values)
 		for _, p := range ss.Values {
 			if first == 0 || p.Timestamp < first {
 				first = p.Timestamp
@@ -106,19 +106,19 @@ func TestJobViewMatchesPromQL(t *testing.T) {
 	}
 	for _, g := range r.GPUs {
 		sel := fmt.Sprintf(`{hpc_job=%q,UUID=%q}`, id, g.UUID)
-		f := func(fn string, m *catalogue.Metric) string { return fn + "(" + m.Name + sel + w + ")" }
+		f := func(fn string, m *schema.Metric) string { return fn + "(" + m.Name + sel + w + ")" }
 		if g.Samples != samples[g.UUID] {
 			t.Errorf("GPU %s: %d samples, raw %d", g.UUID, g.Samples, samples[g.UUID])
 		}
-		check(g.UUID+" util mean", g.UtilMean, f("avg_over_time", catalogue.GPUUtil))
-		check(g.UUID+" util peak", g.UtilPeak, f("max_over_time", catalogue.GPUUtil))
-		check(g.UUID+" SM mean", g.SMActiveMean, f("avg_over_time", catalogue.ProfSMActive))
-		check(g.UUID+" SM peak", g.SMActivePeak, f("max_over_time", catalogue.ProfSMActive))
-		check(g.UUID+" memory peak", g.MemPeakMiB, f("max_over_time", catalogue.FBUsed))
-		check(g.UUID+" memory total", g.MemTotalMiB, f("max_over_time", catalogue.FBUsed)+" + "+f("min_over_time", catalogue.FBFree))
-		check(g.UUID+" memory share", g.MemPeakShare, f("max_over_time", catalogue.FBUsed)+" / ("+f("max_over_time", catalogue.FBUsed)+" + "+f("min_over_time", catalogue.FBFree)+")")
-		check(g.UUID+" power", g.PowerMeanW, f("avg_over_time", catalogue.PowerUsage))
-		check(g.UUID+" energy", g.EnergyKWh, f("increase", catalogue.TotalEnergy)+" / 3.6e9")
+		check(g.UUID+" util mean", g.UtilMean, f("avg_over_time", schema.GPUUtil))
+		check(g.UUID+" util peak", g.UtilPeak, f("max_over_time", schema.GPUUtil))
+		check(g.UUID+" SM mean", g.SMActiveMean, f("avg_over_time", schema.ProfSMActive))
+		check(g.UUID+" SM peak", g.SMActivePeak, f("max_over_time", schema.ProfSMActive))
+		check(g.UUID+" memory peak", g.MemPeakMiB, f("max_over_time", schema.FBUsed))
+		check(g.UUID+" memory total", g.MemTotalMiB, f("max_over_time", schema.FBUsed)+" + "+f("min_over_time", schema.FBFree))
+		check(g.UUID+" memory share", g.MemPeakShare, f("max_over_time", schema.FBUsed)+" / ("+f("max_over_time", schema.FBUsed)+" + "+f("min_over_time", schema.FBFree)+")")
+		check(g.UUID+" power", g.PowerMeanW, f("avg_over_time", schema.PowerUsage))
+		check(g.UUID+" energy", g.EnergyKWh, f("increase", schema.TotalEnergy)+" / 3.6e9")
 		if g.EnergyFrom != "counter" || g.Coverage < 0.8 {
 			t.Errorf("GPU %s: energy from %q, coverage %.2f", g.UUID, g.EnergyFrom, g.Coverage)
 		}
@@ -129,9 +129,9 @@ func TestJobViewMatchesPromQL(t *testing.T) {
 	if r.CPU == nil {
 		t.Fatal("no CPU figures")
 	}
-	check("cpu seconds", &r.CPU.Seconds, `increase(`+catalogue.JobCPUSeconds.Name+`{job_id="`+id+`"}`+w+`)`)
+	check("cpu seconds", &r.CPU.Seconds, `increase(`+schema.JobCPUSeconds.Name+`{job_id="`+id+`"}`+w+`)`)
 	wantCores := r.CPU.Seconds / r.End.Sub(r.Start).Seconds()
-	check("cpu cores", &wantCores, `increase(`+catalogue.JobCPUSeconds.Name+`{job_id="`+id+`"}`+w+`) / `+fmt.Sprint(r.End.Sub(r.Start).Seconds()))
+	check("cpu cores", &wantCores, `increase(`+schema.JobCPUSeconds.Name+`{job_id="`+id+`"}`+w+`) / `+fmt.Sprint(r.End.Sub(r.Start).Seconds()))
 	if r.CPU.Allocated != sched.CPUs || r.CPU.Efficiency == nil || !near(*r.CPU.Efficiency, r.CPU.MeanCores/float64(sched.CPUs)) {
 		t.Errorf("cpu allocated %d (slurm %d), efficiency %v", r.CPU.Allocated, sched.CPUs, r.CPU.Efficiency)
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // weekJob is one 8-GPU job running for 7 days, scraped every 30s.
@@ -43,7 +43,7 @@ func weekProm(t testing.TB) (string, int) {
 	dir := t.TempDir()
 	om := simload.NewOpenMetrics(dir)
 	if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: 1, Origin: origin, From: 0, To: 168 * time.Hour,
-		Resolution: 30 * time.Second, Extra: []*catalogue.Metric{catalogue.TotalEnergy, catalogue.JobCPUSeconds}}, om.Sink); err != nil {
+		Resolution: 30 * time.Second, Extra: []*schema.Metric{schema.TotalEnergy, schema.JobCPUSeconds}}, om.Sink); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "week.om")

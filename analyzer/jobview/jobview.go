@@ -28,7 +28,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // ErrNoData: the query backend holds no series of the job in the lookback.
@@ -69,14 +69,14 @@ func (r Ref) String() string {
 // Selector returns the label matchers that pick the job's GPU series.
 func (r Ref) Selector() string {
 	if r.Slurm != "" {
-		return "{" + eq(catalogue.LabelHPCJob, r.Slurm) + "}"
+		return "{" + eq(schema.LabelHPCJob, r.Slurm) + "}"
 	}
-	return "{" + eq(catalogue.LabelNamespace, r.Namespace) + "," + eq(catalogue.LabelPod, r.Pod) + "}"
+	return "{" + eq(schema.LabelNamespace, r.Namespace) + "," + eq(schema.LabelPod, r.Pod) + "}"
 }
 
 // JobSelector picks the job's series that name it by job_id
 // (gpuwatch_allocation_info, gpuwatch_job_cpu_seconds_total).
-func (r Ref) JobSelector() string { return "{" + eq(catalogue.LabelJob, r.String()) + "}" }
+func (r Ref) JobSelector() string { return "{" + eq(schema.LabelJob, r.String()) + "}" }
 
 func eq(name, value string) string {
 	return labels.MustNewMatcher(labels.MatchEqual, name, value).String()
@@ -285,8 +285,8 @@ type device struct {
 }
 
 func deviceKey(m model.Metric) string {
-	k := string(m[catalogue.LabelUUID])
-	if gi := m[catalogue.LabelGIID]; gi != "" {
+	k := string(m[schema.LabelUUID])
+	if gi := m[schema.LabelGIID]; gi != "" {
 		k += "/" + string(gi)
 	}
 	return k
@@ -299,7 +299,7 @@ func locate(ctx context.Context, o Options, sel string) (time.Time, time.Time, [
 	bucket := (o.Lookback / coarsePoints).Round(time.Second)
 	bucket = max(bucket, time.Second)
 	from := o.Now.Add(-o.Lookback).Add(bucket)
-	fb := catalogue.FBUsed.Name + sel
+	fb := schema.FBUsed.Name + sel
 	v, err := o.Querier.QueryRange(ctx, fmt.Sprintf("count_over_time(%s[%s])", fb, rangeOf(bucket)),
 		query.Range{Start: from, End: o.Now, Step: bucket})
 	if err != nil {
@@ -327,9 +327,9 @@ func locate(ctx context.Context, o Options, sel string) (time.Time, time.Time, [
 			continue
 		}
 		seen[k] = true
-		devs = append(devs, device{key: k, uuid: string(ss.Metric[catalogue.LabelUUID]), gi: string(ss.Metric[catalogue.LabelGIID]),
-			index: string(ss.Metric[catalogue.LabelGPU]), model: string(ss.Metric[catalogue.LabelModelName]),
-			prof: string(ss.Metric[catalogue.LabelGIProfile]), host: features.Host(ss.Metric)})
+		devs = append(devs, device{key: k, uuid: string(ss.Metric[schema.LabelUUID]), gi: string(ss.Metric[schema.LabelGIID]),
+			index: string(ss.Metric[schema.LabelGPU]), model: string(ss.Metric[schema.LabelModelName]),
+			prof: string(ss.Metric[schema.LabelGIProfile]), host: features.Host(ss.Metric)})
 	}
 	if first.IsZero() || len(devs) == 0 {
 		return time.Time{}, time.Time{}, nil, fmt.Errorf("%w in the last %s (is it older than the retention, or not a GPU job?)", ErrNoData, model.Duration(o.Lookback))
@@ -422,22 +422,22 @@ func rangeOf(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds
 // of length w (run at the window's end), by name. Tests and docs read them.
 func Exprs(ref Ref, w time.Duration) map[string]string {
 	sel, r := ref.Selector(), "["+rangeOf(w)+"]"
-	by := " by (" + catalogue.LabelUUID + ", " + catalogue.LabelGIID + ") "
-	o := func(agg, fn string, m *catalogue.Metric) string {
+	by := " by (" + schema.LabelUUID + ", " + schema.LabelGIID + ") "
+	o := func(agg, fn string, m *schema.Metric) string {
 		return agg + by + "(" + fn + "(" + m.Name + sel + r + "))"
 	}
 	return map[string]string{
-		"samples":     o("sum", "count_over_time", catalogue.FBUsed),
-		"util_mean":   o("avg", "avg_over_time", catalogue.GPUUtil),
-		"util_peak":   o("max", "max_over_time", catalogue.GPUUtil),
-		"sm_mean":     o("avg", "avg_over_time", catalogue.ProfSMActive),
-		"sm_peak":     o("max", "max_over_time", catalogue.ProfSMActive),
-		"mem_peak":    o("max", "max_over_time", catalogue.FBUsed),
-		"mem_free":    o("min", "min_over_time", catalogue.FBFree),
-		"power_mean":  o("avg", "avg_over_time", catalogue.PowerUsage),
-		"energy_mj":   o("sum", "increase", catalogue.TotalEnergy),
-		"cpu_seconds": "sum(increase(" + catalogue.JobCPUSeconds.Name + ref.JobSelector() + r + "))",
-		"info":        "max by (" + strings.Join([]string{catalogue.LabelUser, catalogue.LabelTeam, catalogue.LabelKind, catalogue.LabelAccount, catalogue.LabelJobName, catalogue.LabelScheduler}, ", ") + ") (max_over_time(" + catalogue.AllocationInfo.Name + ref.JobSelector() + r + "))",
+		"samples":     o("sum", "count_over_time", schema.FBUsed),
+		"util_mean":   o("avg", "avg_over_time", schema.GPUUtil),
+		"util_peak":   o("max", "max_over_time", schema.GPUUtil),
+		"sm_mean":     o("avg", "avg_over_time", schema.ProfSMActive),
+		"sm_peak":     o("max", "max_over_time", schema.ProfSMActive),
+		"mem_peak":    o("max", "max_over_time", schema.FBUsed),
+		"mem_free":    o("min", "min_over_time", schema.FBFree),
+		"power_mean":  o("avg", "avg_over_time", schema.PowerUsage),
+		"energy_mj":   o("sum", "increase", schema.TotalEnergy),
+		"cpu_seconds": "sum(increase(" + schema.JobCPUSeconds.Name + ref.JobSelector() + r + "))",
+		"info":        "max by (" + strings.Join([]string{schema.LabelUser, schema.LabelTeam, schema.LabelKind, schema.LabelAccount, schema.LabelJobName, schema.LabelScheduler}, ", ") + ") (max_over_time(" + schema.AllocationInfo.Name + ref.JobSelector() + r + "))",
 	}
 }
 
@@ -536,12 +536,12 @@ func figures(ctx context.Context, o Options, ref Ref, r *Report, devs []device, 
 	}
 	if v := res["info"]; len(v) > 0 {
 		m := v[0].Metric
-		r.User, r.Account, r.JobName = string(m[catalogue.LabelUser]), string(m[catalogue.LabelAccount]), string(m[catalogue.LabelJobName])
-		r.Kind = string(m[catalogue.LabelKind])
-		if t := string(m[catalogue.LabelTeam]); t != "" {
+		r.User, r.Account, r.JobName = string(m[schema.LabelUser]), string(m[schema.LabelAccount]), string(m[schema.LabelJobName])
+		r.Kind = string(m[schema.LabelKind])
+		if t := string(m[schema.LabelTeam]); t != "" {
 			r.Team = t
 		}
-		if s := string(m[catalogue.LabelScheduler]); s != "" {
+		if s := string(m[schema.LabelScheduler]); s != "" {
 			r.Scheduler = s
 		}
 	}
@@ -559,11 +559,11 @@ func sparklines(ctx context.Context, o Options, sel string, r *Report) error {
 	}
 	rg := query.Range{Start: r.End.Add(-time.Duration(n-1) * step), End: r.End, Step: step}
 	win := "[" + rangeOf(step-time.Millisecond) + "]"
-	by := " by (" + catalogue.LabelUUID + ", " + catalogue.LabelGIID + ") "
+	by := " by (" + schema.LabelUUID + ", " + schema.LabelGIID + ") "
 	exprs := []string{
-		"avg" + by + "(avg_over_time(" + catalogue.GPUUtil.Name + sel + win + "))",
-		"max" + by + "(max_over_time(" + catalogue.FBUsed.Name + sel + win + "))",
-		"sum" + by + "(count_over_time(" + catalogue.FBUsed.Name + sel + win + "))",
+		"avg" + by + "(avg_over_time(" + schema.GPUUtil.Name + sel + win + "))",
+		"max" + by + "(max_over_time(" + schema.FBUsed.Name + sel + win + "))",
+		"sum" + by + "(count_over_time(" + schema.FBUsed.Name + sel + win + "))",
 	}
 	ms := make([]map[string][]*float64, len(exprs))
 	errs := make([]error, len(exprs))

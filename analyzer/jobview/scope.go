@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // scoped narrows every series selector of the queries it passes on to the
@@ -29,7 +29,7 @@ func newScoped(q query.Querier, uuids []string) (*scoped, error) {
 	for i, u := range uuids {
 		quoted[i] = regexp.QuoteMeta(u)
 	}
-	m, err := labels.NewMatcher(labels.MatchRegexp, catalogue.LabelUUID, strings.Join(quoted, "|"))
+	m, err := labels.NewMatcher(labels.MatchRegexp, schema.LabelUUID, strings.Join(quoted, "|"))
 	if err != nil {
 		return nil, fmt.Errorf("device matcher: %w", err)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Metrics publishes the latest plan as the gpuwatch_planner_* gauges. It
@@ -25,22 +25,22 @@ func (m *Metrics) Observe(p *Plan) {
 	m.mu.Unlock()
 }
 
-func desc(m *catalogue.Metric) *prometheus.Desc {
+func desc(m *schema.Metric) *prometheus.Desc {
 	return prometheus.NewDesc(m.Name, m.Help, m.Labels, nil)
 }
 
 var (
-	descHeld         = desc(catalogue.PlannerGPUsHeld)
-	descNeeded       = desc(catalogue.PlannerGPUsNeeded)
-	descFreeable     = desc(catalogue.PlannerGPUsFreeable)
-	descUnknown      = desc(catalogue.PlannerGPUsUnknown)
-	descCoverage     = desc(catalogue.PlannerCoverage)
-	descTeamHeld     = desc(catalogue.PlannerTeamGPUsHeld)
-	descTeamNeeded   = desc(catalogue.PlannerTeamGPUsNeeded)
-	descTeamFreeable = desc(catalogue.PlannerTeamGPUsFreeable)
-	descForecast     = desc(catalogue.PlannerForecastPeakGPUs)
-	descWindow       = desc(catalogue.PlannerWindowSeconds)
-	descLast         = desc(catalogue.PlannerLastPlan)
+	descHeld         = desc(schema.PlannerGPUsHeld)
+	descNeeded       = desc(schema.PlannerGPUsNeeded)
+	descFreeable     = desc(schema.PlannerGPUsFreeable)
+	descUnknown      = desc(schema.PlannerGPUsUnknown)
+	descCoverage     = desc(schema.PlannerCoverage)
+	descTeamHeld     = desc(schema.PlannerTeamGPUsHeld)
+	descTeamNeeded   = desc(schema.PlannerTeamGPUsNeeded)
+	descTeamFreeable = desc(schema.PlannerTeamGPUsFreeable)
+	descForecast     = desc(schema.PlannerForecastPeakGPUs)
+	descWindow       = desc(schema.PlannerWindowSeconds)
+	descLast         = desc(schema.PlannerLastPlan)
 )
 
 // Describe implements prometheus.Collector.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // writeOpenMetrics writes the synthetic fleet of n GPUs over span at step
@@ -28,7 +28,7 @@ func writeOpenMetrics(t testing.TB, path string, n int, from time.Time, span, st
 	}
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
-	for mi, m := range []*catalogue.Metric{catalogue.ProfSMActive, catalogue.GPUUtil, catalogue.FBUsed, catalogue.FBFree} {
+	for mi, m := range []*schema.Metric{schema.ProfSMActive, schema.GPUUtil, schema.FBUsed, schema.FBFree} {
 		fmt.Fprintf(w, "# TYPE %s gauge\n", m.Name)
 		for off := time.Duration(0); off < span; off += step {
 			ts := strconv.FormatInt(from.Add(off).Unix(), 10)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // fleetSample is the synthetic fleet of the scale tests: GPU g runs one job
@@ -50,7 +50,7 @@ func fillFleet(t testing.TB, db *embedded.DB, n int, from time.Time, span, step 
 		ref storage.SeriesRef
 		l   labels.Labels
 	}
-	metrics := []*catalogue.Metric{catalogue.ProfSMActive, catalogue.GPUUtil, catalogue.FBUsed, catalogue.FBFree}
+	metrics := []*schema.Metric{schema.ProfSMActive, schema.GPUUtil, schema.FBUsed, schema.FBFree}
 	refs := map[string]*series{}
 	ctx := context.Background()
 	app := db.TSDB().Appender(ctx)
@@ -67,12 +67,12 @@ func fillFleet(t testing.TB, db *embedded.DB, n int, from time.Time, span, step 
 				if s == nil {
 					b := labels.NewScratchBuilder(8)
 					b.Add("__name__", m.Name)
-					b.Add(catalogue.LabelUUID, fmt.Sprintf("GPU-%s-%d", host, idx))
-					b.Add(catalogue.LabelGPU, strconv.Itoa(idx))
-					b.Add(catalogue.LabelHostname, host)
-					b.Add(catalogue.LabelModelName, "NVIDIA H100 80GB HBM3")
+					b.Add(schema.LabelUUID, fmt.Sprintf("GPU-%s-%d", host, idx))
+					b.Add(schema.LabelGPU, strconv.Itoa(idx))
+					b.Add(schema.LabelHostname, host)
+					b.Add(schema.LabelModelName, "NVIDIA H100 80GB HBM3")
 					if job != "" {
-						b.Add(catalogue.LabelHPCJob, job)
+						b.Add(schema.LabelHPCJob, job)
 					}
 					b.Sort()
 					s = &series{l: b.Labels()}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
@@ -21,8 +22,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/analyzer/web"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/dashboards"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // windowSource hands the web page the plan of one fixed window.
@@ -35,8 +37,8 @@ func (w windowSource) Plan(ctx context.Context) (*plan.Plan, error) {
 	return w.src.PlanBetween(ctx, w.from, w.to)
 }
 
-// TestSurfacesAgree: the fleet report, the Planner tab and the
-// gpuwatch_planner_* metrics show the same held, needed and freeable GPUs
+// TestSurfacesAgree: the fleet report, the Planner tab, the
+// gpuwatch_planner_* metrics and the planner dashboard's tables show the same held, needed and freeable GPUs
 // and coverage for the same window, planned from real telemetry.
 func TestSurfacesAgree(t *testing.T) {
 	sc, err := sim.Builtin("planner-daynight")
@@ -118,7 +120,7 @@ func TestSurfacesAgree(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	pool := p.Pools[0].Name
-	metric := func(mm *catalogue.Metric) int {
+	metric := func(mm *schema.Metric) int {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -136,11 +138,13 @@ func TestSurfacesAgree(t *testing.T) {
 		t.Fatalf("no %s{pool=%q}", mm.Name, pool)
 		return -1
 	}
+	panel := dashboardTable(t, reg, "Pools", schema.LabelPool)
 	for i, k := range []string{"held", "needed", "freeable"} {
 		ti, _ := strconv.Atoi(txt[i+1])
 		hi, _ := strconv.Atoi(html[i+1])
 		got := map[string]int{"report text": ti, "report html": hi, "web": card(k),
-			"metrics": metric([]*catalogue.Metric{catalogue.PlannerGPUsHeld, catalogue.PlannerGPUsNeeded, catalogue.PlannerGPUsFreeable}[i])}
+			"metrics":   metric([]*schema.Metric{schema.PlannerGPUsHeld, schema.PlannerGPUsNeeded, schema.PlannerGPUsFreeable}[i]),
+			"dashboard": int(panel[string(rune('A'+i))][pool])}
 		for where, v := range got {
 			if v != want[k] {
 				t.Errorf("%s: %s %d, the plan says %d", where, k, v, want[k])
@@ -154,6 +158,14 @@ func TestSurfacesAgree(t *testing.T) {
 	if !strings.Contains(page, p.Headline()) {
 		t.Errorf("planner page lacks the headline %q", p.Headline())
 	}
+	teams := dashboardTable(t, reg, "Teams", schema.LabelTeam)
+	for _, tm := range p.Teams {
+		for i, want := range []int{tm.Held, tm.Needed, tm.Freeable} {
+			if got := teams[string(rune('A'+i))][tm.Team]; int(got) != want {
+				t.Errorf("dashboard team %s column %c: %g, the plan says %d", tm.Team, 'A'+i, got, want)
+			}
+		}
+	}
 	if testutil.ToFloat64(windowMetric(m)) != period.End.Sub(period.Start).Seconds() {
 		t.Error("window metric is not the report's period")
 	}
@@ -162,13 +174,60 @@ func TestSurfacesAgree(t *testing.T) {
 	}
 }
 
+// dashboardTable scrapes reg into a store once, as Prometheus would, and
+// evaluates the instant queries of the planner dashboard's table panel
+// titled title with real PromQL: value by query refId and by the label by.
+func dashboardTable(t *testing.T, reg *prometheus.Registry, title, by string) map[string]map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	at := time.Now().Truncate(time.Minute)
+	if err := db.Appender().AppendFamilies(ctx, at, mfs); err != nil {
+		t.Fatal(err)
+	}
+	data, err := dashboards.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := dashboards.Queries(data["gpuwatch-planner.json"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]float64{}
+	for _, q := range qs {
+		if q.Panel != title {
+			continue
+		}
+		v, err := db.Query(ctx, strings.ReplaceAll(q.Expr, "$team", ".*"), at)
+		if err != nil {
+			t.Fatalf("%s %s: %v", title, q.RefID, err)
+		}
+		out[q.RefID] = map[string]float64{}
+		for _, s := range v.(model.Vector) {
+			out[q.RefID][string(s.Metric[model.LabelName(by)])] = float64(s.Value)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("the planner dashboard has no table %q", title)
+	}
+	return out
+}
+
 // windowMetric picks the window gauge out of the collector.
 func windowMetric(m *plan.Metrics) prometheus.Collector {
 	return collectorFunc(func(ch chan<- prometheus.Metric) {
 		all := make(chan prometheus.Metric, 64)
 		go func() { m.Collect(all); close(all) }()
 		for x := range all {
-			if strings.Contains(x.Desc().String(), catalogue.PlannerWindowSeconds.Name) {
+			if strings.Contains(x.Desc().String(), schema.PlannerWindowSeconds.Name) {
 				ch <- x
 			}
 		}

@@ -4,6 +4,8 @@
 package present
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -82,8 +84,8 @@ func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage) error {
 		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	}
 	row("WASTED_GPU_H", "PATTERN", "SEVERITY", "ACTION", "JOB", "USER", "TEAM", "KIND", "HOST", "GPUS", "START", "END")
-	totals := map[finding.Pattern]float64{}
-	counts := map[finding.Pattern]int{}
+	totals := map[schema.Pattern]float64{}
+	counts := map[schema.Pattern]int{}
 	var total float64
 	for _, f := range sorted {
 		row(num(f.WastedGPUHours), string(f.Pattern), string(f.Severity), string(f.Action), f.Job, dash(f.User), dash(f.Team),
@@ -93,7 +95,7 @@ func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage) error {
 		total += f.WastedGPUHours
 	}
 	row()
-	for _, p := range finding.Patterns {
+	for _, p := range schema.Patterns {
 		if counts[p] > 0 {
 			row(num(totals[p]), string(p), fmt.Sprintf("%d findings", counts[p]))
 		}

@@ -1,6 +1,8 @@
 package present
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"encoding/json"
 	"strings"
@@ -32,10 +34,10 @@ func TestParseTime(t *testing.T) {
 }
 
 var sample = []finding.Finding{
-	{Pattern: finding.CPUOnly, Severity: finding.Critical, Job: "12", User: "ann", Team: "nlp", Kind: "batch", Hostname: "n1",
-		GPUs: []string{"GPU-a", "GPU-b"}, WastedGPUHours: 4, Action: finding.ActionReclaim, Evidence: map[string]float64{"idle_minutes": 120}},
-	{Pattern: finding.LowUtilization, Severity: finding.Info, Job: "ns/pod", Hostname: "n2", GPUs: []string{"GPU-c"},
-		WastedGPUHours: 9.5, Action: finding.ActionResize, Evidence: map[string]float64{"mean_sm_active": 0.1}},
+	{Pattern: schema.CPUOnly, Severity: schema.SeverityCritical, Job: "12", User: "ann", Team: "nlp", Kind: "batch", Hostname: "n1",
+		GPUs: []string{"GPU-a", "GPU-b"}, WastedGPUHours: 4, Action: schema.ActionReclaim, Evidence: map[string]float64{"idle_minutes": 120}},
+	{Pattern: schema.LowUtilization, Severity: schema.SeverityInfo, Job: "ns/pod", Hostname: "n2", GPUs: []string{"GPU-c"},
+		WastedGPUHours: 9.5, Action: schema.ActionResize, Evidence: map[string]float64{"mean_sm_active": 0.1}},
 }
 
 func TestJSON(t *testing.T) {

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"net/url"
@@ -268,7 +270,7 @@ type agg struct {
 	users                                   map[string]*UserRow
 	jobs                                    map[string]*JobRow
 	jobIDs                                  map[string]bool
-	patterns                                map[finding.Pattern]*patAgg
+	patterns                                map[schema.Pattern]*patAgg
 	findings                                []adviceItem
 }
 
@@ -284,7 +286,7 @@ type adviceItem struct {
 
 func newAgg(days int) *agg {
 	return &agg{daily: make([]DayRow, days), users: map[string]*UserRow{}, jobs: map[string]*JobRow{},
-		jobIDs: map[string]bool{}, patterns: map[finding.Pattern]*patAgg{}}
+		jobIDs: map[string]bool{}, patterns: map[schema.Pattern]*patAgg{}}
 }
 
 func (a *agg) user(name, team string) *UserRow {
@@ -351,7 +353,7 @@ func (a *agg) fill(r *Report, days []Period, cfg *Config, p Period) {
 		a.daily[i].Date = days[i].Label
 	}
 	r.Daily = a.daily
-	for _, pat := range finding.Patterns {
+	for _, pat := range schema.Patterns {
 		if pa := a.patterns[pat]; pa != nil {
 			r.ByPattern = append(r.ByPattern, PatternRow{Pattern: pat, Label: PatternLabel(pat), WastedGPUHours: pa.hours,
 				Share: ratio(pa.hours, a.wasted), WastedCost: pa.cost, Findings: pa.n})
@@ -411,7 +413,7 @@ func top[T any](s []T, n int) []T {
 	return s
 }
 
-func containsPattern(ps []finding.Pattern, p finding.Pattern) bool {
+func containsPattern(ps []schema.Pattern, p schema.Pattern) bool {
 	for _, q := range ps {
 		if q == p {
 			return true

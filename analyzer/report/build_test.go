@@ -1,6 +1,8 @@
 package report
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"math"
 	"strings"
@@ -47,18 +49,18 @@ func handStore(t *testing.T) *store.Store {
 	if err := st.AddUsage(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	low := finding.Finding{Pattern: finding.LowUtilization, Job: "1", User: "alice", Team: "ml", Hostname: "h1", ModelName: a100,
+	low := finding.Finding{Pattern: schema.LowUtilization, Job: "1", User: "alice", Team: "ml", Hostname: "h1", ModelName: a100,
 		GPUs: []string{"g0", "g1"}, Start: w47, End: w47.Add(10 * time.Hour), WastedGPUHours: 3,
 		Evidence: map[string]float64{"mean_util_percent": 12, "fb_max_mib": 7000}}
 	if err := st.SaveFindings(ctx, w47.Add(5*time.Hour), []finding.Finding{low}); err != nil {
 		t.Fatal(err)
 	}
 	low.WastedGPUHours = 8 // a later cycle supersedes the earlier one
-	cpu := finding.Finding{Pattern: finding.CPUOnly, Job: "3", User: "carol", Team: "cv", Hostname: "h3", ModelName: a100,
+	cpu := finding.Finding{Pattern: schema.CPUOnly, Job: "3", User: "carol", Team: "cv", Hostname: "h3", ModelName: a100,
 		GPUs: []string{"a", "b", "c", "d"}, Start: w47.Add(48 * time.Hour), End: w47.Add(50 * time.Hour), WastedGPUHours: 8}
 	// Overlong from Sunday noon of W46 to Monday noon of W47: half of it
 	// falls in W47. Priced by usage's model when the finding lacks one.
-	long := finding.Finding{Pattern: finding.Overlong, Job: "5", User: "bob", Team: "ml", Hostname: "h4", GPUs: []string{"x"},
+	long := finding.Finding{Pattern: schema.Overlong, Job: "5", User: "bob", Team: "ml", Hostname: "h4", GPUs: []string{"x"},
 		Start: w47.Add(-12 * time.Hour), End: w47.Add(12 * time.Hour), WastedGPUHours: 24}
 	if err := st.AddUsage(ctx, []store.Usage{{Start: w47.Add(-14 * 24 * time.Hour), End: w47.Add(-14*24*time.Hour + time.Hour),
 		Hostname: "h4", Job: "5", User: "bob", Team: "ml", Model: h100, GPUs: 1, AllocatedGPUHours: 0}}); err != nil {
@@ -131,8 +133,8 @@ func TestBuildTeam(t *testing.T) {
 	if r.Totals.Jobs != 2 || r.Totals.Users != 2 {
 		t.Errorf("jobs %d users %d, want 2 2", r.Totals.Jobs, r.Totals.Users)
 	}
-	if len(r.ByPattern) != 2 || r.ByPattern[0].Pattern != finding.Overlong || !near(r.ByPattern[0].WastedGPUHours, 12) ||
-		r.ByPattern[1].Pattern != finding.LowUtilization || !near(r.ByPattern[1].Share, 0.4) {
+	if len(r.ByPattern) != 2 || r.ByPattern[0].Pattern != schema.Overlong || !near(r.ByPattern[0].WastedGPUHours, 12) ||
+		r.ByPattern[1].Pattern != schema.LowUtilization || !near(r.ByPattern[1].Share, 0.4) {
 		t.Errorf("by pattern = %+v", r.ByPattern)
 	}
 	if len(r.TopJobs) != 2 || r.TopJobs[0].Job != "5" || r.TopJobs[1].Job != "1" || r.TopJobs[1].GPUs != 2 {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // analyzeStore writes 3 hours of one idle Slurm job into an embedded store,
@@ -27,13 +27,13 @@ func analyzeStore(t *testing.T, from time.Time) string {
 	var ss []embedded.Sample
 	for off := time.Duration(0); off < 3*time.Hour; off += 30 * time.Second {
 		for _, m := range []struct {
-			metric *catalogue.Metric
+			metric *schema.Metric
 			v      float64
-		}{{catalogue.GPUUtil, 0}, {catalogue.FBUsed, 0}, {catalogue.FBFree, 81000}} {
-			l := map[string]string{"__name__": m.metric.Name, catalogue.LabelUUID: "GPU-1", catalogue.LabelGPU: "0",
-				catalogue.LabelOldHost: "node-7", catalogue.LabelModelName: "A100"}
+		}{{schema.GPUUtil, 0}, {schema.FBUsed, 0}, {schema.FBFree, 81000}} {
+			l := map[string]string{"__name__": m.metric.Name, schema.LabelUUID: "GPU-1", schema.LabelGPU: "0",
+				schema.LabelOldHost: "node-7", schema.LabelModelName: "A100"}
 			if off >= 10*time.Minute {
-				l[catalogue.LabelHPCJob] = "4242"
+				l[schema.LabelHPCJob] = "4242"
 			}
 			ss = append(ss, embedded.Sample{Labels: l, T: from.Add(off), V: m.v})
 		}

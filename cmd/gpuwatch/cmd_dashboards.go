@@ -14,7 +14,7 @@ import (
 )
 
 func dashboardsCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
-	cmd := app.Command("dashboards", "Write gpuwatch's Grafana dashboards (fleet, node and GPU detail, waste, team and job) as JSON files.")
+	cmd := app.Command("dashboards", "Write gpuwatch's Grafana dashboards (fleet, node and GPU detail, waste, team and job, capacity planner) as JSON files.")
 	out := cmd.Flag("out", "Directory to write the dashboard JSON files into (created if missing).").Required().String()
 	reportConfig := cmd.Flag("report.config", "Report configuration (YAML) whose default_price and prices (per GPU-hour, by model) become the team dashboard's price variables; one editable price when empty.").String()
 	return cmd.FullCommand(), func(ctx context.Context) error {

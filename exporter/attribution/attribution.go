@@ -26,8 +26,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/kubelet"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/procfs"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Attributor names, the values of the attributor label of the health metrics.
@@ -128,8 +128,8 @@ func New(opts Options) (*Chain, error) {
 		opts:       opts,
 		procs:      procfs.New(opts.ProcRoot, opts.Users),
 		cpu:        cgroup.CPU{Root: opts.CgroupRoot},
-		errors:     catalogue.AttributionErrors.CounterVec(),
-		refresh:    catalogue.AttributionLastRefresh.GaugeVec(),
+		errors:     schema.AttributionErrors.CounterVec(),
+		refresh:    schema.AttributionLastRefresh.GaugeVec(),
 		jobCgroups: map[string]jobCgroup{},
 		missing:    map[string]time.Time{},
 		lastErr:    map[string]string{},
@@ -317,7 +317,7 @@ func (c *Chain) kubeAllocations(devs devices) []source.Allocation {
 				}
 				seen[k] = true
 				out = append(out, source.Allocation{
-					DeviceKey: dev.Key(), Scheduler: source.SchedulerKubernetes,
+					DeviceKey: dev.Key(), Scheduler: schema.SchedulerKubernetes,
 					Pod: h.Pod, Namespace: h.Namespace, Container: h.Container,
 				})
 			}
@@ -388,7 +388,7 @@ func (c *Chain) jobMapAllocations(devs devices) []source.Allocation {
 		for _, d := range targets {
 			for _, e := range m[slot] {
 				out = append(out, source.Allocation{
-					DeviceKey: d.Key(), Scheduler: source.SchedulerSlurm,
+					DeviceKey: d.Key(), Scheduler: schema.SchedulerSlurm,
 					HPCJob: e.Job, User: e.User, Account: e.Account, JobName: e.Name, Start: e.Start,
 				})
 			}
@@ -451,7 +451,7 @@ func (c *Chain) attributeProcesses(snap *source.Snapshot) {
 				p.Orphan = kubeKnown && !live[p.Job]
 			} else {
 				// A pod's process on a GPU no pod holds now.
-				p.Orphan = kubeKnown && !hasScheduler(allocs, source.SchedulerKubernetes)
+				p.Orphan = kubeKnown && !hasScheduler(allocs, schema.SchedulerKubernetes)
 			}
 			if info.JobPath != "" && p.Job != "" {
 				c.rememberCgroup(p.Job, info.JobPath, info.Owner.Version)
@@ -508,7 +508,7 @@ func (c *Chain) dropCgroup(job string) {
 func onlyPod(allocs []*source.Allocation) string {
 	job := ""
 	for _, a := range allocs {
-		if a.Scheduler != source.SchedulerKubernetes {
+		if a.Scheduler != schema.SchedulerKubernetes {
 			continue
 		}
 		if job != "" && job != a.JobID() {
@@ -533,7 +533,7 @@ func onlyJob(allocs []*source.Allocation) string {
 func batchAllocs(allocs []*source.Allocation) []*source.Allocation {
 	var out []*source.Allocation
 	for _, a := range allocs {
-		if a.Scheduler != source.SchedulerKubernetes {
+		if a.Scheduler != schema.SchedulerKubernetes {
 			out = append(out, a)
 		}
 	}

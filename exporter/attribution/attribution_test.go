@@ -19,9 +19,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/kubelet/kubelettest"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/procfs"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 type fixedClock struct{ t time.Time }
@@ -37,7 +37,7 @@ func snapshot(n int, procs ...source.Process) *source.Snapshot {
 		s.Devices = append(s.Devices, source.Device{
 			Index: i, UUID: fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", i), PCIBusID: fmt.Sprintf("00000000:%02X:00.0", i+1),
 			Model: "NVIDIA H100 80GB HBM3", Up: true,
-			Samples: []source.Sample{{Metric: catalogue.GPUUtil, Value: float64(10 * i)}},
+			Samples: []source.Sample{{Metric: schema.GPUUtil, Value: float64(10 * i)}},
 		})
 	}
 	s.Processes = procs
@@ -107,14 +107,14 @@ func TestKubeletPodsOnRenderedSeries(t *testing.T) {
 	gpuLabels := []string{"gpu", "pod", "namespace", "container", "hpc_job"}
 	want := []string{"container=main,gpu=0,namespace=ml,pod=train-0", "container=main,gpu=1,namespace=ml,pod=train-0",
 		"container=notebook,gpu=2,namespace=hub,pod=jupyter-alice", "gpu=3"}
-	if got := series(fams, catalogue.GPUUtil.Name, gpuLabels...); !reflect.DeepEqual(got, want) {
+	if got := series(fams, schema.GPUUtil.Name, gpuLabels...); !reflect.DeepEqual(got, want) {
 		t.Fatalf("GPU util series:\n got %v\nwant %v", got, want)
 	}
 	infoLabels := []string{"gpu", "job_id", "team", "kind", "scheduler"}
 	wantInfo := []string{"gpu=0,job_id=ml/train-0,kind=batch,scheduler=kubernetes,team=research",
 		"gpu=1,job_id=ml/train-0,kind=batch,scheduler=kubernetes,team=research",
 		"gpu=2,job_id=hub/jupyter-alice,kind=interactive,scheduler=kubernetes,team=teaching"}
-	if got := series(fams, catalogue.AllocationInfo.Name, infoLabels...); !reflect.DeepEqual(got, wantInfo) {
+	if got := series(fams, schema.AllocationInfo.Name, infoLabels...); !reflect.DeepEqual(got, wantInfo) {
 		t.Fatalf("allocation info:\n got %v\nwant %v", got, wantInfo)
 	}
 
@@ -125,7 +125,7 @@ func TestKubeletPodsOnRenderedSeries(t *testing.T) {
 	}
 	_, fams = attrib(t, c, 4)
 	want = []string{"container=main,gpu=3,namespace=ml,pod=train-1", "gpu=0", "gpu=1", "gpu=2"}
-	if got := series(fams, catalogue.GPUUtil.Name, gpuLabels...); !reflect.DeepEqual(got, want) {
+	if got := series(fams, schema.GPUUtil.Name, gpuLabels...); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after pods changed:\n got %v\nwant %v", got, want)
 	}
 
@@ -135,7 +135,7 @@ func TestKubeletPodsOnRenderedSeries(t *testing.T) {
 		t.Fatal("refresh with the kubelet down succeeded")
 	}
 	_, fams = attrib(t, c, 4)
-	if got := series(fams, catalogue.GPUUtil.Name, gpuLabels...); !reflect.DeepEqual(got, want) {
+	if got := series(fams, schema.GPUUtil.Name, gpuLabels...); !reflect.DeepEqual(got, want) {
 		t.Fatalf("kubelet down, last map not served:\n got %v\nwant %v", got, want)
 	}
 	if v := testutil.ToFloat64(c.errors.WithLabelValues(AttributorKubelet)); v != 1 {
@@ -156,7 +156,7 @@ func TestKubeletPodsOnRenderedSeries(t *testing.T) {
 	}
 	_, fams = attrib(t, c, 4)
 	want = []string{"container=main,gpu=0,namespace=ml,pod=train-2", "gpu=1", "gpu=2", "gpu=3"}
-	if got := series(fams, catalogue.GPUUtil.Name, gpuLabels...); !reflect.DeepEqual(got, want) {
+	if got := series(fams, schema.GPUUtil.Name, gpuLabels...); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after kubelet restart:\n got %v\nwant %v", got, want)
 	}
 	if v := testutil.ToFloat64(c.refresh.WithLabelValues(AttributorKubelet)); v != float64(now.Unix()) {
@@ -264,7 +264,7 @@ func TestBatchJobsProcessesAndCPU(t *testing.T) {
 	c.Attribute(snap)
 	fams := collector.Render(snap)
 
-	if got, want := series(fams, catalogue.GPUUtil.Name, "gpu", "hpc_job"), []string{"gpu=0,hpc_job=42", "gpu=1,hpc_job=42", "gpu=2,hpc_job=43", "gpu=3,hpc_job=44", "gpu=4"}; !reflect.DeepEqual(got, want) {
+	if got, want := series(fams, schema.GPUUtil.Name, "gpu", "hpc_job"), []string{"gpu=0,hpc_job=42", "gpu=1,hpc_job=42", "gpu=2,hpc_job=43", "gpu=3,hpc_job=44", "gpu=4"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("hpc_job labels:\n got %v\nwant %v", got, want)
 	}
 	wantInfo := []string{
@@ -274,7 +274,7 @@ func TestBatchJobsProcessesAndCPU(t *testing.T) {
 		"gpu=3,job_id=44,kind=batch,scheduler=slurm",
 	}
 	sort.Strings(wantInfo)
-	if got := series(fams, catalogue.AllocationInfo.Name, "gpu", "job_id", "user", "account", "job_name", "kind", "scheduler"); !reflect.DeepEqual(got, wantInfo) {
+	if got := series(fams, schema.AllocationInfo.Name, "gpu", "job_id", "user", "account", "job_name", "kind", "scheduler"); !reflect.DeepEqual(got, wantInfo) {
 		t.Errorf("allocation info:\n got %v\nwant %v", got, wantInfo)
 	}
 	if !snap.Allocations[0].Start.Equal(time.Unix(1764417600, 0)) {
@@ -289,13 +289,13 @@ func TestBatchJobsProcessesAndCPU(t *testing.T) {
 		"gpu=4,pid=1006", // exited before attribution: kept, unnamed
 		"command=tool,gpu=1,job_id=42,pid=1007,user=alice",
 	}
-	got := series(fams, catalogue.ProcessMemory.Name, "gpu", "pid", "command", "user", "job_id")
+	got := series(fams, schema.ProcessMemory.Name, "gpu", "pid", "command", "user", "job_id")
 	sort.Strings(wantProcs)
 	if !reflect.DeepEqual(got, wantProcs) {
 		t.Errorf("process series:\n got %v\nwant %v", got, wantProcs)
 	}
 	// Orphans: job 41 is no live allocation; the miner runs on a GPU nobody holds.
-	if got, want := series(fams, catalogue.OrphanProcess.Name, "pid", "job_id"), []string{"job_id=41,pid=1002", "pid=1004"}; !reflect.DeepEqual(got, want) {
+	if got, want := series(fams, schema.ProcessOrphaned.Name, "pid", "job_id"), []string{"job_id=41,pid=1002", "pid=1004"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("orphans:\n got %v\nwant %v", got, want)
 	}
 	// CPU: job 42 through its process's cgroup, job 43 found by looking, 44 has none.
@@ -317,7 +317,7 @@ func TestBatchJobsProcessesAndCPU(t *testing.T) {
 	if v := testutil.ToFloat64(c.errors.WithLabelValues(AttributorJobMap)); v != 1 {
 		t.Errorf("jobmap errors = %v, want 1", v)
 	}
-	if n, err := testutil.GatherAndCount(reg, catalogue.AttributionErrors.Name, catalogue.AttributionLastRefresh.Name); err != nil || n != 6 {
+	if n, err := testutil.GatherAndCount(reg, schema.AttributionErrors.Name, schema.AttributionLastRefresh.Name); err != nil || n != 6 {
 		t.Errorf("registered health series = %d, %v; want 3 errors + 3 refresh", n, err)
 	}
 }

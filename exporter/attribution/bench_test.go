@@ -12,9 +12,9 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/exporter/attribution"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/procfs"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // benchSource reports 8 GPUs with every per-GPU catalogue metric that has no
@@ -30,8 +30,8 @@ func (s *benchSource) Collect(context.Context) (*source.Snapshot, error) {
 	for i := 0; i < s.gpus; i++ {
 		d := source.Device{Index: i, UUID: fmt.Sprintf("GPU-b0000000-0000-0000-0000-%012d", i), PCIBusID: fmt.Sprintf("00000000:%02X:00.0", i+1),
 			Model: "NVIDIA H100 80GB HBM3", Up: true, Capabilities: []string{"nvml", "gpm"}}
-		for _, m := range catalogue.All() {
-			if m.PerGPU && len(m.Labels) == 0 && m.Origin != catalogue.OriginAttribution {
+		for _, m := range schema.All() {
+			if m.PerGPU && len(m.Labels) == 0 && m.Origin != schema.OriginAttribution {
 				d.Samples = append(d.Samples, source.Sample{Metric: m, Value: float64(i)})
 			}
 		}

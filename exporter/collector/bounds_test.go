@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // sharedSnapshot is one GPU held by n Slurm jobs at once.
@@ -20,8 +20,8 @@ func sharedSnapshot(n int) *source.Snapshot {
 	snap := fullSnapshot(1, 0)
 	k := snap.Devices[0].Key()
 	for j := 0; j < n; j++ {
-		snap.Allocations = append(snap.Allocations, source.Allocation{DeviceKey: k, Scheduler: source.SchedulerSlurm,
-			HPCJob: fmt.Sprintf("%d", 1000000+j), User: fmt.Sprintf("user%d", j), Account: "acct", JobName: "train", Kind: source.KindBatch})
+		snap.Allocations = append(snap.Allocations, source.Allocation{DeviceKey: k, Scheduler: schema.SchedulerSlurm,
+			HPCJob: fmt.Sprintf("%d", 1000000+j), User: fmt.Sprintf("user%d", j), Account: "acct", JobName: "train", Kind: schema.KindBatch})
 	}
 	return snap
 }
@@ -47,7 +47,7 @@ func TestExpositionLinearInHolders(t *testing.T) {
 		t.Fatalf("10x the holders gave %.1fx the bytes: not linear", ratio)
 	}
 	for _, line := range strings.Split(string(large), "\n") {
-		if strings.HasPrefix(line, catalogue.AllocationInfo.Name+"{") && strings.Count(line, ",") > 20 {
+		if strings.HasPrefix(line, schema.AllocationInfo.Name+"{") && strings.Count(line, ",") > 20 {
 			t.Fatalf("allocation_info series carries other holders: %.200s", line)
 		}
 	}
@@ -75,7 +75,7 @@ func TestLabelValuesCapped(t *testing.T) {
 				if len(l.GetValue()) > MaxLabelValueBytes || !utf8.ValidString(l.GetValue()) {
 					t.Fatalf("%s{%s} value of %d bytes (valid UTF-8: %v)", mf.GetName(), l.GetName(), len(l.GetValue()), utf8.ValidString(l.GetValue()))
 				}
-				if mf.GetName() == catalogue.GPUUtil.Name && l.GetName() == catalogue.LabelHPCJob {
+				if mf.GetName() == schema.GPUUtil.Name && l.GetName() == schema.LabelHPCJob {
 					joined = l.GetValue()
 				}
 			}
@@ -86,10 +86,10 @@ func TestLabelValuesCapped(t *testing.T) {
 	if !strings.HasPrefix(last, "+") || len(ids)-1+atoi(t, last[1:]) != len(snap.Allocations) {
 		t.Fatalf("joined holders %q: want whole ids then ,+N adding up to %d", joined, len(snap.Allocations))
 	}
-	if v := testutil.ToFloat64(c.truncated.WithLabelValues(catalogue.LabelJobName)); v != 1 {
+	if v := testutil.ToFloat64(c.truncated.WithLabelValues(schema.LabelJobName)); v != 1 {
 		t.Errorf("job_name truncations counted %v, want 1", v)
 	}
-	if v := testutil.ToFloat64(c.truncated.WithLabelValues(catalogue.LabelHPCJob)); v < 1 {
+	if v := testutil.ToFloat64(c.truncated.WithLabelValues(schema.LabelHPCJob)); v < 1 {
 		t.Errorf("hpc_job truncations counted %v, want at least 1", v)
 	}
 }

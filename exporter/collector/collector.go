@@ -19,9 +19,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Options configure a Collector.
@@ -112,10 +112,10 @@ func New(opts Options) (*Collector, error) {
 	}
 	c := &Collector{
 		opts:          opts,
-		collectErrors: catalogue.CollectErrors.CounterVec(),
-		truncated:     catalogue.LabelsTruncated.CounterVec(),
-		lastCollect:   catalogue.LastCollect.Gauge(),
-		duration:      catalogue.CollectDuration.Histogram(),
+		collectErrors: schema.CollectErrors.CounterVec(),
+		truncated:     schema.LabelsTruncated.CounterVec(),
+		lastCollect:   schema.LastCollect.Gauge(),
+		duration:      schema.CollectDuration.Histogram(),
 	}
 	for _, col := range []prometheus.Collector{c.collectErrors, c.truncated, c.lastCollect, c.duration, buildinfo.Collector()} {
 		if err := opts.Registry.Register(col); err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 type fakeClock struct {
@@ -84,7 +84,7 @@ func TestExpositionLabelsAndValues(t *testing.T) {
 	snap := fullSnapshot(2, 1)
 	snap.Devices = append(snap.Devices, source.Device{Index: 1, UUID: snap.Devices[1].UUID, PCIBusID: snap.Devices[1].PCIBusID,
 		Model: snap.Devices[1].Model, Up: true, MIG: &source.MIG{Profile: "1g.10gb", GIID: 7},
-		Samples: []source.Sample{{Metric: catalogue.FBUsed, Value: 512}}})
+		Samples: []source.Sample{{Metric: schema.FBUsed, Value: 512}}})
 	c := newTestCollector(t, &fakeSource{snap: snap}, &fakeClock{t: snap.Time})
 	e, err := c.CollectOnce(context.Background())
 	if err != nil {
@@ -92,9 +92,9 @@ func TestExpositionLabelsAndValues(t *testing.T) {
 	}
 	mfs := parse(t, e.Text)
 
-	util := mfs[catalogue.GPUUtil.Name]
+	util := mfs[schema.GPUUtil.Name]
 	if util == nil || len(util.Metric) != 2 {
-		t.Fatalf("want 2 %s series, got %v", catalogue.GPUUtil.Name, util)
+		t.Fatalf("want 2 %s series, got %v", schema.GPUUtil.Name, util)
 	}
 	m := find(util, map[string]string{"gpu": "0"})
 	want := map[string]string{"gpu": "0", "UUID": snap.Devices[0].UUID, "pci_bus_id": snap.Devices[0].PCIBusID,
@@ -119,23 +119,23 @@ func TestExpositionLabelsAndValues(t *testing.T) {
 		}
 	}
 	// MIG instance: its own series with the MIG labels.
-	fb := find(mfs[catalogue.FBUsed.Name], map[string]string{"GPU_I_ID": "7"})
+	fb := find(mfs[schema.FBUsed.Name], map[string]string{"GPU_I_ID": "7"})
 	if fb == nil || labels(fb)["GPU_I_PROFILE"] != "1g.10gb" || value(fb) != 512 {
 		t.Errorf("MIG series: %v", fb)
 	}
 	// Allocation info, process memory and job CPU.
-	ai := find(mfs[catalogue.AllocationInfo.Name], map[string]string{"job_id": "4242", "user": "alice", "team": "vision", "kind": "batch", "scheduler": "slurm", "gpu": "0"})
+	ai := find(mfs[schema.AllocationInfo.Name], map[string]string{"job_id": "4242", "user": "alice", "team": "vision", "kind": "batch", "scheduler": "slurm", "gpu": "0"})
 	if ai == nil {
-		t.Errorf("allocation info missing: %v", mfs[catalogue.AllocationInfo.Name])
+		t.Errorf("allocation info missing: %v", mfs[schema.AllocationInfo.Name])
 	}
-	pm := find(mfs[catalogue.ProcessMemory.Name], map[string]string{"pid": "1000", "command": "python3", "user": "alice", "job_id": "4242", "gpu": "0"})
+	pm := find(mfs[schema.ProcessMemory.Name], map[string]string{"pid": "1000", "command": "python3", "user": "alice", "job_id": "4242", "gpu": "0"})
 	if pm == nil || value(pm) != 1<<30 {
 		t.Errorf("process memory: %v", pm)
 	}
-	if cpu := mfs[catalogue.JobCPUSeconds.Name]; cpu == nil || value(cpu.Metric[0]) != 12.5 {
+	if cpu := mfs[schema.JobCPUSeconds.Name]; cpu == nil || value(cpu.Metric[0]) != 12.5 {
 		t.Errorf("job cpu: %v", cpu)
 	}
-	if mfs[catalogue.LastCollect.Name] == nil || mfs[catalogue.CollectDuration.Name] == nil {
+	if mfs[schema.LastCollect.Name] == nil || mfs[schema.CollectDuration.Name] == nil {
 		t.Error("self metrics missing")
 	}
 }
@@ -167,17 +167,17 @@ func TestLostGPUHidesNothingElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	mfs := parse(t, e.Text)
-	up := mfs[catalogue.GPUUp.Name]
+	up := mfs[schema.GPUUp.Name]
 	for gpu, want := range map[string]float64{"0": 1, "1": 0, "2": 1} {
 		if got := value(find(up, map[string]string{"gpu": gpu})); got != want {
 			t.Errorf("gpu_up{gpu=%s} = %v, want %v", gpu, got, want)
 		}
 	}
-	util := mfs[catalogue.GPUUtil.Name]
+	util := mfs[schema.GPUUtil.Name]
 	if len(util.Metric) != 2 || find(util, map[string]string{"gpu": "1"}) != nil {
 		t.Errorf("lost GPU must publish no telemetry, others must: %v", util)
 	}
-	errs := mfs[catalogue.CollectErrors.Name]
+	errs := mfs[schema.CollectErrors.Name]
 	for _, f := range []string{"device", "ecc"} {
 		if m := find(errs, map[string]string{"field": f}); m == nil || value(m) != 1 {
 			t.Errorf("collect errors{field=%s}: %v", f, m)
@@ -240,18 +240,18 @@ func TestSharedGPUListsEveryHolder(t *testing.T) {
 	snap := fullSnapshot(1, 0)
 	k := snap.Devices[0].Key()
 	snap.Allocations = []source.Allocation{
-		{DeviceKey: k, Scheduler: source.SchedulerKubernetes, Pod: "b", Namespace: "ml", Container: "c", User: "u2", Team: "t"},
-		{DeviceKey: k, Scheduler: source.SchedulerKubernetes, Pod: "a", Namespace: "ml", Container: "c", User: "u1", Team: "t"},
+		{DeviceKey: k, Scheduler: schema.SchedulerKubernetes, Pod: "b", Namespace: "ml", Container: "c", User: "u2", Team: "t"},
+		{DeviceKey: k, Scheduler: schema.SchedulerKubernetes, Pod: "a", Namespace: "ml", Container: "c", User: "u1", Team: "t"},
 	}
 	mfs := map[string]*dto.MetricFamily{}
 	for _, mf := range Render(snap) {
 		mfs[mf.GetName()] = mf
 	}
-	util := mfs[catalogue.GPUUtil.Name]
+	util := mfs[schema.GPUUtil.Name]
 	if len(util.Metric) != 1 || labels(util.Metric[0])["pod"] != "a,b" {
 		t.Errorf("shared GPU series must not be duplicated and name both pods: %v", util.Metric)
 	}
-	if n := len(mfs[catalogue.AllocationInfo.Name].Metric); n != 2 {
+	if n := len(mfs[schema.AllocationInfo.Name].Metric); n != 2 {
 		t.Errorf("allocation_info must list both holders, got %d", n)
 	}
 }

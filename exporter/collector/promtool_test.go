@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // TestPromtoolCheckMetrics holds the metric contract: promtool's lint
@@ -41,7 +41,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 			continue
 		}
 		name, msg, _ := strings.Cut(line, " ")
-		m, ok := catalogue.Lookup(name)
+		m, ok := schema.Lookup(name)
 		if !ok || !m.DCGM || !allowed[msg] {
 			t.Errorf("unexpected lint: %s", line)
 			continue
@@ -52,8 +52,8 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	}
 	// Exactly the DCGM counters without _total are flagged for it.
 	var want, got []string
-	for _, m := range catalogue.All() {
-		if m.DCGM && m.Type == catalogue.Counter && !strings.HasSuffix(m.Name, "_total") {
+	for _, m := range schema.All() {
+		if m.DCGM && m.Type == schema.Counter && !strings.HasSuffix(m.Name, "_total") {
 			want = append(want, m.Name)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // MaxLabelValueBytes bounds every label value the exporter writes. Job names,
@@ -32,10 +32,10 @@ func Render(snap *source.Snapshot) []*dto.MetricFamily {
 // RenderCounting is Render that also returns how many label values it cut,
 // by label name.
 func RenderCounting(snap *source.Snapshot) ([]*dto.MetricFamily, map[string]int) {
-	r := renderer{families: map[*catalogue.Metric]*dto.MetricFamily{}, truncated: map[string]int{}}
+	r := renderer{families: map[*schema.Metric]*dto.MetricFamily{}, truncated: map[string]int{}}
 	r.render(snap)
 	out := make([]*dto.MetricFamily, 0, len(r.families))
-	for _, m := range catalogue.All() {
+	for _, m := range schema.All() {
 		if mf, ok := r.families[m]; ok {
 			out = append(out, mf)
 		}
@@ -44,15 +44,15 @@ func RenderCounting(snap *source.Snapshot) ([]*dto.MetricFamily, map[string]int)
 }
 
 type renderer struct {
-	families  map[*catalogue.Metric]*dto.MetricFamily
+	families  map[*schema.Metric]*dto.MetricFamily
 	truncated map[string]int
 }
 
-func (r *renderer) family(m *catalogue.Metric) *dto.MetricFamily {
+func (r *renderer) family(m *schema.Metric) *dto.MetricFamily {
 	mf, ok := r.families[m]
 	if !ok {
 		t := dto.MetricType_GAUGE
-		if m.Type == catalogue.Counter {
+		if m.Type == schema.Counter {
 			t = dto.MetricType_COUNTER
 		}
 		mf = &dto.MetricFamily{Name: proto.String(m.Name), Help: proto.String(m.Help), Type: t.Enum()}
@@ -61,10 +61,10 @@ func (r *renderer) family(m *catalogue.Metric) *dto.MetricFamily {
 	return mf
 }
 
-func (r *renderer) add(m *catalogue.Metric, labels []*dto.LabelPair, v float64) {
+func (r *renderer) add(m *schema.Metric, labels []*dto.LabelPair, v float64) {
 	mf := r.family(m)
 	metric := &dto.Metric{Label: labels}
-	if m.Type == catalogue.Counter {
+	if m.Type == schema.Counter {
 		metric.Counter = &dto.Counter{Value: proto.Float64(v)}
 	} else {
 		metric.Gauge = &dto.Gauge{Value: proto.Float64(v)}
@@ -119,15 +119,15 @@ func (r *renderer) joinCapped(name string, ids []string) string {
 func (r *renderer) identityLabels(hostname string, d *source.Device) []*dto.LabelPair {
 	l := make([]*dto.LabelPair, 0, 12)
 	l = append(l,
-		r.pair(catalogue.LabelGPU, strconv.Itoa(d.Index)),
-		r.pair(catalogue.LabelUUID, d.UUID),
-		r.pair(catalogue.LabelPCIBusID, d.PCIBusID),
-		r.pair(catalogue.LabelDevice, "nvidia"+strconv.Itoa(d.Index)),
-		r.pair(catalogue.LabelModelName, d.Model),
-		r.pair(catalogue.LabelHostname, hostname),
+		r.pair(schema.LabelGPU, strconv.Itoa(d.Index)),
+		r.pair(schema.LabelUUID, d.UUID),
+		r.pair(schema.LabelPCIBusID, d.PCIBusID),
+		r.pair(schema.LabelDevice, "nvidia"+strconv.Itoa(d.Index)),
+		r.pair(schema.LabelModelName, d.Model),
+		r.pair(schema.LabelHostname, hostname),
 	)
 	if d.MIG != nil {
-		l = append(l, r.pair(catalogue.LabelGIProfile, d.MIG.Profile), r.pair(catalogue.LabelGIID, strconv.Itoa(d.MIG.GIID)))
+		l = append(l, r.pair(schema.LabelGIProfile, d.MIG.Profile), r.pair(schema.LabelGIID, strconv.Itoa(d.MIG.GIID)))
 	}
 	return l
 }
@@ -149,7 +149,7 @@ func (r *renderer) deviceLabels(identity []*dto.LabelPair, alloc []source.Alloca
 		for _, kv := range []struct {
 			name string
 			vals []string
-		}{{catalogue.LabelPod, pods}, {catalogue.LabelNamespace, nss}, {catalogue.LabelContainer, ctrs}, {catalogue.LabelHPCJob, jobs}} {
+		}{{schema.LabelPod, pods}, {schema.LabelNamespace, nss}, {schema.LabelContainer, ctrs}, {schema.LabelHPCJob, jobs}} {
 			if len(kv.vals) > 0 {
 				sort.Strings(kv.vals)
 				l = append(l, &dto.LabelPair{Name: proto.String(kv.name), Value: proto.String(r.joinCapped(kv.name, kv.vals))})
@@ -163,7 +163,7 @@ func (r *renderer) deviceLabels(identity []*dto.LabelPair, alloc []source.Alloca
 // allocation_info series: never the joined list of every holder, so the
 // series stay linear in the number of holders.
 func (r *renderer) holderLabels(identity []*dto.LabelPair, a *source.Allocation) []*dto.LabelPair {
-	return r.with(identity, []string{catalogue.LabelPod, catalogue.LabelNamespace, catalogue.LabelContainer, catalogue.LabelHPCJob},
+	return r.with(identity, []string{schema.LabelPod, schema.LabelNamespace, schema.LabelContainer, schema.LabelHPCJob},
 		a.Pod, a.Namespace, a.Container, a.HPCJob)
 }
 
@@ -220,15 +220,15 @@ func (r *renderer) render(snap *source.Snapshot) {
 		key := d.Key()
 		identity := r.identityLabels(snap.Hostname, d)
 		dcgmLabels := r.deviceLabels(identity, allocs[key])
-		labels := withoutLabel(dcgmLabels, catalogue.LabelModelName)
+		labels := withoutLabel(dcgmLabels, schema.LabelModelName)
 		base[key] = labels
 		up := 0.0
 		if d.Up {
 			up = 1
 		}
-		r.add(catalogue.GPUUp, labels, up)
+		r.add(schema.GPUUp, labels, up)
 		for _, c := range d.Capabilities {
-			r.add(catalogue.Capabilities, r.with(labels, catalogue.Capabilities.Labels, c), 1)
+			r.add(schema.Capabilities, r.with(labels, schema.Capabilities.Labels, c), 1)
 		}
 		if !d.Up {
 			continue
@@ -244,10 +244,10 @@ func (r *renderer) render(snap *source.Snapshot) {
 				r.add(s.Metric, r.with(l, s.Metric.Labels, s.LabelValues...), s.Value)
 			}
 		}
-		holderBase := withoutLabel(identity, catalogue.LabelModelName)
+		holderBase := withoutLabel(identity, schema.LabelModelName)
 		for i := range allocs[key] {
 			a := &allocs[key][i]
-			r.add(catalogue.AllocationInfo, r.with(r.holderLabels(holderBase, a), catalogue.AllocationInfo.Labels,
+			r.add(schema.AllocationInfo, r.with(r.holderLabels(holderBase, a), schema.AllocationInfo.Labels,
 				a.JobID(), a.User, a.Team, a.Kind, a.Account, a.JobName, a.Scheduler), 1)
 		}
 	}
@@ -257,13 +257,13 @@ func (r *renderer) render(snap *source.Snapshot) {
 			continue
 		}
 		pid := strconv.Itoa(p.PID)
-		r.add(catalogue.ProcessMemory, r.with(labels, catalogue.ProcessMemory.Labels,
+		r.add(schema.ProcessMemory, r.with(labels, schema.ProcessMemory.Labels,
 			pid, p.Command, p.User, p.Job, string(p.Type)), float64(p.MemoryBytes))
 		if p.Orphan {
-			r.add(catalogue.OrphanProcess, r.with(labels, catalogue.OrphanProcess.Labels, pid, p.Command, p.User, p.Job), 1)
+			r.add(schema.ProcessOrphaned, r.with(labels, schema.ProcessOrphaned.Labels, pid, p.Command, p.User, p.Job), 1)
 		}
 	}
 	for _, j := range snap.JobCPU {
-		r.add(catalogue.JobCPUSeconds, r.with(nil, catalogue.JobCPUSeconds.Labels, snap.Hostname, j.Job), j.Seconds)
+		r.add(schema.JobCPUSeconds, r.with(nil, schema.JobCPUSeconds.Labels, snap.Hostname, j.Job), j.Seconds)
 	}
 }

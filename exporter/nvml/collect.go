@@ -6,8 +6,8 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 const mib = 1 << 20
@@ -21,8 +21,8 @@ type clockReason struct {
 // newClockReasons builds the per-reason label values once, from the
 // catalogue (TestClockEventBitsMatchNVML checks the bits against go-nvml).
 func newClockReasons() []clockReason {
-	out := make([]clockReason, len(catalogue.ClockEventReasons))
-	for i, r := range catalogue.ClockEventReasons {
+	out := make([]clockReason, len(schema.ClockEventReasons))
+	for i, r := range schema.ClockEventReasons {
 		out[i] = clockReason{bit: r.Bit, labels: []string{r.Name}}
 	}
 	return out
@@ -103,9 +103,9 @@ func (s *Source) readMemory(d *device, r *reader) bool {
 	if !r.skip(fMemoryV2) {
 		m, ret := d.h.GetMemoryInfo_v2()
 		if r.ok(fMemoryV2, ret) {
-			r.add(catalogue.FBUsed, float64(m.Used/mib))
-			r.add(catalogue.FBFree, float64(m.Free/mib))
-			r.add(catalogue.FBReserved, float64(m.Reserved/mib))
+			r.add(schema.FBUsed, float64(m.Used/mib))
+			r.add(schema.FBFree, float64(m.Free/mib))
+			r.add(schema.FBReserved, float64(m.Reserved/mib))
 			return true
 		}
 		if r.lost {
@@ -123,8 +123,8 @@ func (s *Source) readMemory(d *device, r *reader) bool {
 	if !r.ok(fMemory, ret) {
 		return false
 	}
-	r.add(catalogue.FBUsed, float64(m.Used/mib))
-	r.add(catalogue.FBFree, float64(m.Free/mib))
+	r.add(schema.FBUsed, float64(m.Used/mib))
+	r.add(schema.FBFree, float64(m.Free/mib))
 	return true
 }
 
@@ -166,9 +166,9 @@ func (s *Source) readClockEvents(d *device, r *reader) {
 	default:
 		return
 	}
-	r.add(catalogue.ClockEvents, float64(mask))
+	r.add(schema.ClockEvents, float64(mask))
 	for _, cr := range s.reasons {
-		r.addLabelled(catalogue.ClockEventActive, cr.labels, boolValue(mask&cr.bit != 0))
+		r.addLabelled(schema.ClockEventActive, cr.labels, boolValue(mask&cr.bit != 0))
 	}
 }
 
@@ -187,7 +187,7 @@ func (s *Source) readFieldValues(d *device, r *reader) {
 	}
 	if !r.skip(fMemoryTemp) {
 		if v, ok := fieldValue(r, fMemoryTemp, &d.fv[0]); ok {
-			r.add(catalogue.MemoryTemp, v)
+			r.add(schema.MemoryTemp, v)
 		}
 	}
 	if len(d.links) > 0 && !r.skip(fNVLinkBandwidth) {
@@ -199,7 +199,7 @@ func (s *Source) readFieldValues(d *device, r *reader) {
 			}
 			sum += v
 		}
-		r.add(catalogue.NVLinkBW, sum)
+		r.add(schema.NVLinkBW, sum)
 	}
 }
 
@@ -254,12 +254,12 @@ func (s *Source) enumerateLinks(d *device) {
 var nvlinkCounters = []struct {
 	f       field
 	counter gonvml.NvLinkErrorCounter
-	m       *catalogue.Metric
+	m       *schema.Metric
 }{
-	{fNVLinkCRCFlit, gonvml.NVLINK_ERROR_DL_CRC_FLIT, catalogue.NVLinkCRCFlit},
-	{fNVLinkCRCData, gonvml.NVLINK_ERROR_DL_CRC_DATA, catalogue.NVLinkCRCData},
-	{fNVLinkReplay, gonvml.NVLINK_ERROR_DL_REPLAY, catalogue.NVLinkReplay},
-	{fNVLinkRecovery, gonvml.NVLINK_ERROR_DL_RECOVERY, catalogue.NVLinkRecovery},
+	{fNVLinkCRCFlit, gonvml.NVLINK_ERROR_DL_CRC_FLIT, schema.NVLinkCRCFlit},
+	{fNVLinkCRCData, gonvml.NVLINK_ERROR_DL_CRC_DATA, schema.NVLinkCRCData},
+	{fNVLinkReplay, gonvml.NVLINK_ERROR_DL_REPLAY, schema.NVLinkReplay},
+	{fNVLinkRecovery, gonvml.NVLINK_ERROR_DL_RECOVERY, schema.NVLinkRecovery},
 }
 
 // readNVLink sums each error counter over the device's links (the _TOTAL

@@ -5,8 +5,8 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // field is one thing read from a device. A device remembers, one bit per
@@ -169,10 +169,10 @@ func (r *reader) fail(f field, err error) {
 	r.snap.Errors = append(r.snap.Errors, source.FieldError{DeviceKey: r.key, Field: f.String(), Err: err})
 }
 
-func (r *reader) add(m *catalogue.Metric, v float64) {
+func (r *reader) add(m *schema.Metric, v float64) {
 	r.samples = append(r.samples, source.Sample{Metric: m, Value: v})
 }
 
-func (r *reader) addLabelled(m *catalogue.Metric, labels []string, v float64) {
+func (r *reader) addLabelled(m *schema.Metric, labels []string, v float64) {
 	r.samples = append(r.samples, source.Sample{Metric: m, LabelValues: labels, Value: v})
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // docRow is one row of doc.go's table of NVML calls.
@@ -15,7 +15,7 @@ type docRow struct {
 	note    string
 }
 
-func names(ms ...*catalogue.Metric) []string {
+func names(ms ...*schema.Metric) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.Name
@@ -26,13 +26,13 @@ func names(ms ...*catalogue.Metric) []string {
 // docRows is the table of calls: the plain reads from the reads table, the
 // others from the tables and code that make them.
 func docRows() []docRow {
-	rows := []docRow{{"GetMemoryInfo_v2 (else GetMemoryInfo)", names(catalogue.FBUsed, catalogue.FBFree, catalogue.FBReserved),
+	rows := []docRow{{"GetMemoryInfo_v2 (else GetMemoryInfo)", names(schema.FBUsed, schema.FBFree, schema.FBReserved),
 		"bytes / 2^20, MiB; reserved from v2 only"}}
 	for _, rd := range reads {
 		rows = append(rows, docRow{rd.call, names(rd.metrics...), rd.note})
 	}
-	reasons := make([]string, len(catalogue.ClockEventReasons))
-	for i, r := range catalogue.ClockEventReasons {
+	reasons := make([]string, len(schema.ClockEventReasons))
+	for i, r := range schema.ClockEventReasons {
 		reasons[i] = r.Name
 	}
 	var nvlink []string
@@ -44,17 +44,17 @@ func docRows() []docRow {
 		gpm = append(gpm, g.m.Name)
 	}
 	return append(rows,
-		docRow{"GetFieldValues(FI_DEV_MEMORY_TEMP)", names(catalogue.MemoryTemp), "C"},
-		docRow{"GetCurrentClocksEventReasons (else GetCurrentClocksThrottleReasons)", names(catalogue.ClockEvents, catalogue.ClockEventActive),
+		docRow{"GetFieldValues(FI_DEV_MEMORY_TEMP)", names(schema.MemoryTemp), "C"},
+		docRow{"GetCurrentClocksEventReasons (else GetCurrentClocksThrottleReasons)", names(schema.ClockEvents, schema.ClockEventActive),
 			"the bitmask, and 0/1 per reason: " + strings.Join(reasons, ", ")},
 		docRow{"GetNvLinkErrorCounter(link, DL_CRC_FLIT, DL_CRC_DATA, DL_REPLAY, DL_RECOVERY)", nvlink, "sum over enabled links"},
-		docRow{"GetFieldValues(FI_DEV_NVLINK_THROUGHPUT_DATA_TX/_RX, scope = link)", names(catalogue.NVLinkBW), "KiB of data, TX + RX, sum over links"},
-		docRow{"GetComputeRunningProcesses, GetGraphicsRunningProcesses", names(catalogue.ProcessMemory),
+		docRow{"GetFieldValues(FI_DEV_NVLINK_THROUGHPUT_DATA_TX/_RX, scope = link)", names(schema.NVLinkBW), "KiB of data, TX + RX, sum over links"},
+		docRow{"GetComputeRunningProcesses, GetGraphicsRunningProcesses", names(schema.ProcessMemory),
 			"bytes, with pid and type; on a MIG GPU the process belongs to its GPU instance; attribution adds the rest"},
-		docRow{"EventSetWait (XID critical error events)", names(catalogue.XIDLast, catalogue.XIDErrors), "last XID, 0 before any; count per XID"},
+		docRow{"EventSetWait (XID critical error events)", names(schema.XIDLast, schema.XIDErrors), "last XID, 0 before any; count per XID"},
 		docRow{"GPM: GpmSampleGet / GpmMigSampleGet, GpmMetricsGet over the previous and the current sample", gpm,
 			"utilisations: percent / 100, ratio 0-1; PCIe and NVLink: MiB/s x 2^20, bytes/s"},
-		docRow{"(every collection)", names(catalogue.GPUUp, catalogue.Capabilities), `capabilities: source="nvml" or "gpm"`},
+		docRow{"(every collection)", names(schema.GPUUp, schema.Capabilities), `capabilities: source="nvml" or "gpm"`},
 	)
 }
 

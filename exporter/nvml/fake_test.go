@@ -14,9 +14,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // fake drives a go-nvml mock server: it sets every function the source
@@ -368,12 +368,12 @@ func seriesKey(name string, labels []*dto.LabelPair) string {
 // key is the series key of a metric of a GPU: DCGM names carry the full
 // label set; gpuwatch_* series leave out the camelCase modelName (the
 // collector drops it so promtool's lint stays clean on gpuwatch names).
-func key(m *catalogue.Metric, g *fakeGPU, extra ...string) string {
+func key(m *schema.Metric, g *fakeGPU, extra ...string) string {
 	ls := gpuLabels(g, host, extra...)
 	if !m.DCGM {
 		keep := ls[:0]
 		for _, l := range ls {
-			if l.GetName() != catalogue.LabelModelName {
+			if l.GetName() != schema.LabelModelName {
 				keep = append(keep, l)
 			}
 		}

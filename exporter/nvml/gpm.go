@@ -5,7 +5,7 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // gpmMetric maps one GPM metric onto its DCGM profiling name. GPM reports
@@ -13,23 +13,23 @@ import (
 // bytes/s); scale converts.
 type gpmMetric struct {
 	id    gonvml.GpmMetricId
-	m     *catalogue.Metric
+	m     *schema.Metric
 	scale float64
 }
 
 var gpmMetrics = [...]gpmMetric{
-	{gonvml.GPM_METRIC_GRAPHICS_UTIL, catalogue.ProfGrEngineActive, 0.01},
-	{gonvml.GPM_METRIC_SM_UTIL, catalogue.ProfSMActive, 0.01},
-	{gonvml.GPM_METRIC_SM_OCCUPANCY, catalogue.ProfSMOccupancy, 0.01},
-	{gonvml.GPM_METRIC_ANY_TENSOR_UTIL, catalogue.ProfTensorActive, 0.01},
-	{gonvml.GPM_METRIC_DRAM_BW_UTIL, catalogue.ProfDRAMActive, 0.01},
-	{gonvml.GPM_METRIC_FP64_UTIL, catalogue.ProfFP64Active, 0.01},
-	{gonvml.GPM_METRIC_FP32_UTIL, catalogue.ProfFP32Active, 0.01},
-	{gonvml.GPM_METRIC_FP16_UTIL, catalogue.ProfFP16Active, 0.01},
-	{gonvml.GPM_METRIC_PCIE_TX_PER_SEC, catalogue.ProfPCIeTX, mib},
-	{gonvml.GPM_METRIC_PCIE_RX_PER_SEC, catalogue.ProfPCIeRX, mib},
-	{gonvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, catalogue.ProfNVLinkTX, mib},
-	{gonvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, catalogue.ProfNVLinkRX, mib},
+	{gonvml.GPM_METRIC_GRAPHICS_UTIL, schema.ProfGrEngineActive, 0.01},
+	{gonvml.GPM_METRIC_SM_UTIL, schema.ProfSMActive, 0.01},
+	{gonvml.GPM_METRIC_SM_OCCUPANCY, schema.ProfSMOccupancy, 0.01},
+	{gonvml.GPM_METRIC_ANY_TENSOR_UTIL, schema.ProfTensorActive, 0.01},
+	{gonvml.GPM_METRIC_DRAM_BW_UTIL, schema.ProfDRAMActive, 0.01},
+	{gonvml.GPM_METRIC_FP64_UTIL, schema.ProfFP64Active, 0.01},
+	{gonvml.GPM_METRIC_FP32_UTIL, schema.ProfFP32Active, 0.01},
+	{gonvml.GPM_METRIC_FP16_UTIL, schema.ProfFP16Active, 0.01},
+	{gonvml.GPM_METRIC_PCIE_TX_PER_SEC, schema.ProfPCIeTX, mib},
+	{gonvml.GPM_METRIC_PCIE_RX_PER_SEC, schema.ProfPCIeRX, mib},
+	{gonvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, schema.ProfNVLinkTX, mib},
+	{gonvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, schema.ProfNVLinkRX, mib},
 }
 
 // gpmSampler holds the two GPM sample buffers of one GPU or GPU instance.

@@ -13,28 +13,28 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // dcgmProf is DCGM's name and unit for each GPM metric: utilisations from
 // percent to a ratio, throughput from MiB/s to bytes/s.
 var dcgmProf = []struct {
 	id    nvml.GpmMetricId
-	m     *catalogue.Metric
+	m     *schema.Metric
 	scale float64
 }{
-	{nvml.GPM_METRIC_GRAPHICS_UTIL, catalogue.ProfGrEngineActive, 1.0 / 100},
-	{nvml.GPM_METRIC_SM_UTIL, catalogue.ProfSMActive, 1.0 / 100},
-	{nvml.GPM_METRIC_SM_OCCUPANCY, catalogue.ProfSMOccupancy, 1.0 / 100},
-	{nvml.GPM_METRIC_ANY_TENSOR_UTIL, catalogue.ProfTensorActive, 1.0 / 100},
-	{nvml.GPM_METRIC_DRAM_BW_UTIL, catalogue.ProfDRAMActive, 1.0 / 100},
-	{nvml.GPM_METRIC_FP64_UTIL, catalogue.ProfFP64Active, 1.0 / 100},
-	{nvml.GPM_METRIC_FP32_UTIL, catalogue.ProfFP32Active, 1.0 / 100},
-	{nvml.GPM_METRIC_FP16_UTIL, catalogue.ProfFP16Active, 1.0 / 100},
-	{nvml.GPM_METRIC_PCIE_TX_PER_SEC, catalogue.ProfPCIeTX, 1024 * 1024},
-	{nvml.GPM_METRIC_PCIE_RX_PER_SEC, catalogue.ProfPCIeRX, 1024 * 1024},
-	{nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, catalogue.ProfNVLinkTX, 1024 * 1024},
-	{nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, catalogue.ProfNVLinkRX, 1024 * 1024},
+	{nvml.GPM_METRIC_GRAPHICS_UTIL, schema.ProfGrEngineActive, 1.0 / 100},
+	{nvml.GPM_METRIC_SM_UTIL, schema.ProfSMActive, 1.0 / 100},
+	{nvml.GPM_METRIC_SM_OCCUPANCY, schema.ProfSMOccupancy, 1.0 / 100},
+	{nvml.GPM_METRIC_ANY_TENSOR_UTIL, schema.ProfTensorActive, 1.0 / 100},
+	{nvml.GPM_METRIC_DRAM_BW_UTIL, schema.ProfDRAMActive, 1.0 / 100},
+	{nvml.GPM_METRIC_FP64_UTIL, schema.ProfFP64Active, 1.0 / 100},
+	{nvml.GPM_METRIC_FP32_UTIL, schema.ProfFP32Active, 1.0 / 100},
+	{nvml.GPM_METRIC_FP16_UTIL, schema.ProfFP16Active, 1.0 / 100},
+	{nvml.GPM_METRIC_PCIE_TX_PER_SEC, schema.ProfPCIeTX, 1024 * 1024},
+	{nvml.GPM_METRIC_PCIE_RX_PER_SEC, schema.ProfPCIeRX, 1024 * 1024},
+	{nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, schema.ProfNVLinkTX, 1024 * 1024},
+	{nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, schema.ProfNVLinkRX, 1024 * 1024},
 }
 
 func profCount(got map[string]float64, g *fakeGPU) int {
@@ -88,7 +88,7 @@ func TestGPMMetricsFromTwoSamples(t *testing.T) {
 				if n := profCount(got, g); n != 0 {
 					t.Errorf("GPU %d: %d PROF series from one sample, want none", g.index, n)
 				}
-				_, hasGPM := got[key(catalogue.Capabilities, g, "source", "gpm")]
+				_, hasGPM := got[key(schema.Capabilities, g, "source", "gpm")]
 				if hasGPM != g.gpm {
 					t.Errorf("GPU %d: gpm capability %v, want %v", g.index, hasGPM, g.gpm)
 				}
@@ -151,7 +151,7 @@ func TestGPMPerMIGInstance(t *testing.T) {
 	for _, m := range g.mig {
 		mig := []string{"GPU_I_PROFILE", names[m.giid], "GPU_I_ID", fmt.Sprint(m.giid)}
 		checkProf(t, got, g, m.giid, 10, 11, mig...)
-		if _, ok := got[key(catalogue.Capabilities, g, append(mig, "source", "gpm")...)]; !ok {
+		if _, ok := got[key(schema.Capabilities, g, append(mig, "source", "gpm")...)]; !ok {
 			t.Errorf("GPU instance %d lacks the gpm capability", m.giid)
 		}
 	}
@@ -205,10 +205,10 @@ func TestGPMUnsupportedMetricIsLeftOut(t *testing.T) {
 			continue
 		}
 		for _, g := range f.gpus {
-			if _, ok := got[key(catalogue.ProfFP64Active, g)]; ok {
+			if _, ok := got[key(schema.ProfFP64Active, g)]; ok {
 				t.Fatalf("cycle %d: unsupported FP64 activity published", i)
 			}
-			if _, ok := got[key(catalogue.ProfSMActive, g)]; !ok {
+			if _, ok := got[key(schema.ProfSMActive, g)]; !ok {
 				t.Fatalf("cycle %d: SM activity missing", i)
 			}
 		}

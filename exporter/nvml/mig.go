@@ -7,8 +7,8 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // enumerateMIG finds the GPU instances of a GPU in MIG mode, once. A MIG
@@ -122,8 +122,8 @@ func (s *Source) collectMIG(d *device, gi *migInstance, parentUp bool, snap *sou
 	if gi.h != nil && !r.skip(fMemory) {
 		m, ret := gi.h.GetMemoryInfo()
 		if r.ok(fMemory, ret) {
-			r.add(catalogue.FBUsed, float64(m.Used/mib))
-			r.add(catalogue.FBFree, float64(m.Free/mib))
+			r.add(schema.FBUsed, float64(m.Used/mib))
+			r.add(schema.FBFree, float64(m.Free/mib))
 		}
 	}
 	if s.gpm != nil && gi.gpm != nil && !r.lost {

@@ -15,8 +15,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 const host = "node-a"
@@ -51,7 +51,7 @@ func collect(t testing.TB, s *Source) *source.Snapshot {
 
 // want is a series expectation: metric, extra label pairs, value.
 type want struct {
-	m     *catalogue.Metric
+	m     *schema.Metric
 	extra []string
 	v     float64
 }
@@ -67,55 +67,55 @@ func expected(g *fakeGPU) []want {
 		return float64(s)
 	}
 	w := []want{
-		{catalogue.GPUUp, nil, 1},
-		{catalogue.Capabilities, []string{"source", "nvml"}, 1},
-		{catalogue.GPUUtil, nil, float64(g.util.Gpu)},
-		{catalogue.MemCopyUtil, nil, float64(g.util.Memory)},
-		{catalogue.EncUtil, nil, float64(g.enc)},
-		{catalogue.DecUtil, nil, float64(g.dec)},
-		{catalogue.FBUsed, nil, float64(1000 + g.index)}, // (1000+i) MiB + 123 bytes
-		{catalogue.FBReserved, nil, 512},
-		{catalogue.FBFree, nil, float64((g.mem.Total - g.mem.Used - g.mem.Reserved) >> 20)},
-		{catalogue.GPUTemp, nil, float64(g.temp)},
-		{catalogue.MemoryTemp, nil, float64(g.memTemp)},
-		{catalogue.PowerUsage, nil, 250.5 + float64(g.index)},
-		{catalogue.PowerLimit, nil, 700},
-		{catalogue.TotalEnergy, nil, float64(g.energy)},
-		{catalogue.SMClock, nil, float64(g.smClk)},
-		{catalogue.MemClock, nil, float64(g.memClk)},
-		{catalogue.ClockEvents, nil, float64(g.reasons)},
-		{catalogue.PowerViolation, nil, float64(g.powerViol)},
-		{catalogue.ThermViolation, nil, float64(g.thermViol)},
-		{catalogue.ECCSBEVol, nil, float64(g.ecc[0][0])},
-		{catalogue.ECCSBEAgg, nil, float64(g.ecc[0][1])},
-		{catalogue.ECCDBEVol, nil, float64(g.ecc[1][0])},
-		{catalogue.ECCDBEAgg, nil, float64(g.ecc[1][1])},
-		{catalogue.RetiredSBE, nil, 2},
-		{catalogue.RetiredDBE, nil, 1},
-		{catalogue.RetiredPending, nil, boolValue(g.retiredPending)},
-		{catalogue.RemapCorr, nil, float64(g.remapCorr)},
-		{catalogue.RemapUncorr, nil, float64(g.remapUnc)},
-		{catalogue.RemapPending, nil, 0},
-		{catalogue.RemapFailure, nil, boolValue(g.remapFailed)},
-		{catalogue.PCIeReplay, nil, float64(g.pcieReplay)},
-		{catalogue.XIDLast, nil, 0},
+		{schema.GPUUp, nil, 1},
+		{schema.Capabilities, []string{"source", "nvml"}, 1},
+		{schema.GPUUtil, nil, float64(g.util.Gpu)},
+		{schema.MemCopyUtil, nil, float64(g.util.Memory)},
+		{schema.EncUtil, nil, float64(g.enc)},
+		{schema.DecUtil, nil, float64(g.dec)},
+		{schema.FBUsed, nil, float64(1000 + g.index)}, // (1000+i) MiB + 123 bytes
+		{schema.FBReserved, nil, 512},
+		{schema.FBFree, nil, float64((g.mem.Total - g.mem.Used - g.mem.Reserved) >> 20)},
+		{schema.GPUTemp, nil, float64(g.temp)},
+		{schema.MemoryTemp, nil, float64(g.memTemp)},
+		{schema.PowerUsage, nil, 250.5 + float64(g.index)},
+		{schema.PowerLimit, nil, 700},
+		{schema.TotalEnergy, nil, float64(g.energy)},
+		{schema.SMClock, nil, float64(g.smClk)},
+		{schema.MemClock, nil, float64(g.memClk)},
+		{schema.ClockEvents, nil, float64(g.reasons)},
+		{schema.PowerViolation, nil, float64(g.powerViol)},
+		{schema.ThermViolation, nil, float64(g.thermViol)},
+		{schema.ECCSBEVol, nil, float64(g.ecc[0][0])},
+		{schema.ECCSBEAgg, nil, float64(g.ecc[0][1])},
+		{schema.ECCDBEVol, nil, float64(g.ecc[1][0])},
+		{schema.ECCDBEAgg, nil, float64(g.ecc[1][1])},
+		{schema.RetiredSBE, nil, 2},
+		{schema.RetiredDBE, nil, 1},
+		{schema.RetiredPending, nil, boolValue(g.retiredPending)},
+		{schema.RemapCorr, nil, float64(g.remapCorr)},
+		{schema.RemapUncorr, nil, float64(g.remapUnc)},
+		{schema.RemapPending, nil, 0},
+		{schema.RemapFailure, nil, boolValue(g.remapFailed)},
+		{schema.PCIeReplay, nil, float64(g.pcieReplay)},
+		{schema.XIDLast, nil, 0},
 	}
 	for name, bit := range map[string]uint64{
 		"gpu_idle": 1, "applications_clocks_setting": 2, "sw_power_cap": 4, "hw_slowdown": 8, "sync_boost": 16,
 		"sw_thermal_slowdown": 32, "hw_thermal_slowdown": 64, "hw_power_brake_slowdown": 128, "display_clock_setting": 256,
 	} {
-		w = append(w, want{catalogue.ClockEventActive, []string{"reason", name}, boolValue(g.reasons&bit != 0)})
+		w = append(w, want{schema.ClockEventActive, []string{"reason", name}, boolValue(g.reasons&bit != 0)})
 	}
 	if g.links > 0 {
 		w = append(w,
-			want{catalogue.NVLinkCRCFlit, nil, sumLinks(g.nvlinkErr[nvml.NVLINK_ERROR_DL_CRC_FLIT])},
-			want{catalogue.NVLinkCRCData, nil, sumLinks(g.nvlinkErr[nvml.NVLINK_ERROR_DL_CRC_DATA])},
-			want{catalogue.NVLinkReplay, nil, sumLinks(g.nvlinkErr[nvml.NVLINK_ERROR_DL_REPLAY])},
-			want{catalogue.NVLinkRecovery, nil, sumLinks(g.nvlinkErr[nvml.NVLINK_ERROR_DL_RECOVERY])},
-			want{catalogue.NVLinkBW, nil, sumLinks(g.nvlinkTX) + sumLinks(g.nvlinkRX)})
+			want{schema.NVLinkCRCFlit, nil, sumLinks(g.nvlinkErr[nvml.NVLINK_ERROR_DL_CRC_FLIT])},
+			want{schema.NVLinkCRCData, nil, sumLinks(g.nvlinkErr[nvml.NVLINK_ERROR_DL_CRC_DATA])},
+			want{schema.NVLinkReplay, nil, sumLinks(g.nvlinkErr[nvml.NVLINK_ERROR_DL_REPLAY])},
+			want{schema.NVLinkRecovery, nil, sumLinks(g.nvlinkErr[nvml.NVLINK_ERROR_DL_RECOVERY])},
+			want{schema.NVLinkBW, nil, sumLinks(g.nvlinkTX) + sumLinks(g.nvlinkRX)})
 	}
 	for _, p := range g.compute {
-		w = append(w, want{catalogue.ProcessMemory, []string{"pid", fmt.Sprint(p.Pid), "type", "compute"}, float64(p.UsedGpuMemory)})
+		w = append(w, want{schema.ProcessMemory, []string{"pid", fmt.Sprint(p.Pid), "type", "compute"}, float64(p.UsedGpuMemory)})
 	}
 	return w
 }
@@ -231,7 +231,7 @@ func TestFaultsStayOnTheirGPU(t *testing.T) {
 		break_   func(f *fake)
 		down     map[int]bool
 		errField map[int]string // GPU -> field reported as FieldError
-		missing  map[int][]*catalogue.Metric
+		missing  map[int][]*schema.Metric
 	}{
 		{
 			name: "lost on memory",
@@ -248,7 +248,7 @@ func TestFaultsStayOnTheirGPU(t *testing.T) {
 			},
 			down:     map[int]bool{4: true},
 			errField: map[int]string{6: "utilization"},
-			missing:  map[int][]*catalogue.Metric{6: {catalogue.GPUUtil, catalogue.MemCopyUtil}},
+			missing:  map[int][]*schema.Metric{6: {schema.GPUUtil, schema.MemCopyUtil}},
 		},
 		{
 			name: "must-have call fails",
@@ -267,7 +267,7 @@ func TestFaultsStayOnTheirGPU(t *testing.T) {
 			snap := collect(t, s)
 			got := series(snap)
 			for _, g := range f.gpus {
-				up := got[key(catalogue.GPUUp, g)]
+				up := got[key(schema.GPUUp, g)]
 				if tc.down[g.index] {
 					if up != 0 {
 						t.Errorf("GPU %d up = %v, want 0", g.index, up)
@@ -343,8 +343,8 @@ func TestUnsupportedFieldsAreAbsentAndAskedOnce(t *testing.T) {
 		t.Fatalf("unsupported fields reported as errors: %v", snap.Errors)
 	}
 	got := series(snap)
-	gone := map[*catalogue.Metric]bool{catalogue.PCIeReplay: true, catalogue.RetiredSBE: true, catalogue.RetiredDBE: true,
-		catalogue.RetiredPending: true, catalogue.FBReserved: true}
+	gone := map[*schema.Metric]bool{schema.PCIeReplay: true, schema.RetiredSBE: true, schema.RetiredDBE: true,
+		schema.RetiredPending: true, schema.FBReserved: true}
 	var ws []want
 	for _, w := range expected(g) {
 		if gone[w.m] {
@@ -384,8 +384,8 @@ func TestXIDEventsCount(t *testing.T) {
 	var got map[string]float64
 	for {
 		got = series(collect(t, s))
-		if got[key(catalogue.XIDErrors, f.gpus[5], "xid", "13")] == 1 &&
-			got[key(catalogue.XIDErrors, f.gpus[2], "xid", "79")] == 2 {
+		if got[key(schema.XIDErrors, f.gpus[5], "xid", "13")] == 1 &&
+			got[key(schema.XIDErrors, f.gpus[2], "xid", "79")] == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -396,21 +396,21 @@ func TestXIDEventsCount(t *testing.T) {
 	for _, w := range []struct {
 		gpu    int
 		labels []string
-		m      *catalogue.Metric
+		m      *schema.Metric
 		v      float64
 	}{
-		{2, []string{"xid", "79"}, catalogue.XIDErrors, 2},
-		{2, []string{"xid", "48"}, catalogue.XIDErrors, 1},
-		{2, nil, catalogue.XIDLast, 79},
-		{5, nil, catalogue.XIDLast, 13},
-		{0, nil, catalogue.XIDLast, 0},
+		{2, []string{"xid", "79"}, schema.XIDErrors, 2},
+		{2, []string{"xid", "48"}, schema.XIDErrors, 1},
+		{2, nil, schema.XIDLast, 79},
+		{5, nil, schema.XIDLast, 13},
+		{0, nil, schema.XIDLast, 0},
 	} {
 		k := key(w.m, f.gpus[w.gpu], w.labels...)
 		if got[k] != w.v {
 			t.Errorf("%s = %v, want %v", k, got[k], w.v)
 		}
 	}
-	if _, ok := got[key(catalogue.XIDErrors, f.gpus[0], "xid", "79")]; ok {
+	if _, ok := got[key(schema.XIDErrors, f.gpus[0], "xid", "79")]; ok {
 		t.Error("XID counted on the wrong GPU")
 	}
 	if err := s.Close(); err != nil {
@@ -426,10 +426,10 @@ func TestXIDUnsupportedLeavesGaugeOut(t *testing.T) {
 	f.gpus[1].dev.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.ERROR_NOT_SUPPORTED }
 	s := open(t, f, Options{})
 	got := series(collect(t, s))
-	if _, ok := got[key(catalogue.XIDLast, f.gpus[1])]; ok {
+	if _, ok := got[key(schema.XIDLast, f.gpus[1])]; ok {
 		t.Error("XID gauge published for a GPU without XID events")
 	}
-	if _, ok := got[key(catalogue.XIDLast, f.gpus[0])]; !ok {
+	if _, ok := got[key(schema.XIDLast, f.gpus[0])]; !ok {
 		t.Error("XID gauge missing on a GPU with XID events")
 	}
 }
@@ -464,20 +464,20 @@ func TestMIGInstancesHaveTheirOwnSeries(t *testing.T) {
 	for k, m := range g.mig {
 		mig := []string{"GPU_I_PROFILE", profiles[m.giid], "GPU_I_ID", fmt.Sprint(m.giid)}
 		ws := []want{
-			{catalogue.GPUUp, nil, 1},
-			{catalogue.Capabilities, []string{"source", "nvml"}, 1},
-			{catalogue.FBUsed, nil, float64(100 + m.giid)},
-			{catalogue.FBFree, nil, float64(m.mem.Free >> 20)},
-			{catalogue.ProcessMemory, []string{"pid", fmt.Sprint(41 + k), "type", "compute"}, float64(k+1) * mib},
+			{schema.GPUUp, nil, 1},
+			{schema.Capabilities, []string{"source", "nvml"}, 1},
+			{schema.FBUsed, nil, float64(100 + m.giid)},
+			{schema.FBFree, nil, float64(m.mem.Free >> 20)},
+			{schema.ProcessMemory, []string{"pid", fmt.Sprint(41 + k), "type", "compute"}, float64(k+1) * mib},
 		}
 		check(t, got, g, ws, mig...)
 	}
 	// The parent GPU keeps its own series, with the process outside any instance.
 	check(t, got, g, []want{
-		{catalogue.GPUTemp, nil, float64(g.temp)},
-		{catalogue.ProcessMemory, []string{"pid", "43", "type", "compute"}, 3 * mib},
+		{schema.GPUTemp, nil, float64(g.temp)},
+		{schema.ProcessMemory, []string{"pid", "43", "type", "compute"}, 3 * mib},
 	})
-	if _, ok := got[key(catalogue.ProcessMemory, g, "pid", "41", "type", "compute")]; ok {
+	if _, ok := got[key(schema.ProcessMemory, g, "pid", "41", "type", "compute")]; ok {
 		t.Error("process of a GPU instance published on the parent GPU")
 	}
 }
@@ -566,10 +566,10 @@ func TestClockEventBitsMatchNVML(t *testing.T) {
 		"hw_power_brake_slowdown":     nvml.ClocksThrottleReasonHwPowerBrakeSlowdown,
 		"display_clock_setting":       nvml.ClocksEventReasonDisplayClockSetting,
 	}
-	if len(catalogue.ClockEventReasons) != len(want) {
-		t.Fatalf("catalogue has %d reasons, want %d", len(catalogue.ClockEventReasons), len(want))
+	if len(schema.ClockEventReasons) != len(want) {
+		t.Fatalf("catalogue has %d reasons, want %d", len(schema.ClockEventReasons), len(want))
 	}
-	for _, r := range catalogue.ClockEventReasons {
+	for _, r := range schema.ClockEventReasons {
 		if want[r.Name] != r.Bit {
 			t.Errorf("%s: catalogue bit %#x, NVML %#x", r.Name, r.Bit, want[r.Name])
 		}

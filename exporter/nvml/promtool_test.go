@@ -11,9 +11,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // TestScrapePassesPromtoolLint runs the NVML source (GPM, MIG, XID and all)
@@ -39,7 +39,7 @@ func TestScrapePassesPromtoolLint(t *testing.T) {
 		}
 		text = e.Text
 	}
-	for _, m := range []*catalogue.Metric{catalogue.ProfSMActive, catalogue.NVLinkBW, catalogue.GPUUp, catalogue.XIDLast} {
+	for _, m := range []*schema.Metric{schema.ProfSMActive, schema.NVLinkBW, schema.GPUUp, schema.XIDLast} {
 		if !bytes.Contains(text, []byte("\n"+m.Name+"{")) {
 			t.Errorf("scrape lacks %s", m.Name)
 		}
@@ -57,7 +57,7 @@ func TestScrapePassesPromtoolLint(t *testing.T) {
 			continue
 		}
 		name, msg, _ := strings.Cut(line, " ")
-		if m, ok := catalogue.Lookup(name); !ok || !m.DCGM || !allowed[msg] {
+		if m, ok := schema.Lookup(name); !ok || !m.DCGM || !allowed[msg] {
 			t.Errorf("unexpected lint: %s", line)
 		}
 	}

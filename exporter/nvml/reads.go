@@ -3,7 +3,7 @@ package nvml
 import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // read is one NVML call that yields fixed metrics of a device: f is the
@@ -14,7 +14,7 @@ import (
 type read struct {
 	f       field
 	call    string // the NVML call, as the docs name it
-	metrics []*catalogue.Metric
+	metrics []*schema.Metric
 	note    string // unit and conversion, for the docs
 	get     func(h gonvml.Device, v []float64) gonvml.Return
 }
@@ -23,82 +23,82 @@ type read struct {
 const maxReadValues = 4
 
 var reads = []read{
-	{fUtilization, "GetUtilizationRates", metrics(catalogue.GPUUtil, catalogue.MemCopyUtil), "%",
+	{fUtilization, "GetUtilizationRates", metrics(schema.GPUUtil, schema.MemCopyUtil), "%",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			u, ret := h.GetUtilizationRates()
 			v[0], v[1] = float64(u.Gpu), float64(u.Memory)
 			return ret
 		}},
-	{fEncoder, "GetEncoderUtilization", metrics(catalogue.EncUtil), "%",
+	{fEncoder, "GetEncoderUtilization", metrics(schema.EncUtil), "%",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			u, _, ret := h.GetEncoderUtilization()
 			v[0] = float64(u)
 			return ret
 		}},
-	{fDecoder, "GetDecoderUtilization", metrics(catalogue.DecUtil), "%",
+	{fDecoder, "GetDecoderUtilization", metrics(schema.DecUtil), "%",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			u, _, ret := h.GetDecoderUtilization()
 			v[0] = float64(u)
 			return ret
 		}},
-	{fTemperature, "GetTemperature(TEMPERATURE_GPU)", metrics(catalogue.GPUTemp), "C",
+	{fTemperature, "GetTemperature(TEMPERATURE_GPU)", metrics(schema.GPUTemp), "C",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			t, ret := h.GetTemperature(gonvml.TEMPERATURE_GPU)
 			v[0] = float64(t)
 			return ret
 		}},
-	{fPowerUsage, "GetPowerUsage", metrics(catalogue.PowerUsage), "mW / 1000, W",
+	{fPowerUsage, "GetPowerUsage", metrics(schema.PowerUsage), "mW / 1000, W",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			p, ret := h.GetPowerUsage()
 			v[0] = float64(p) / 1000
 			return ret
 		}},
-	{fPowerLimit, "GetPowerManagementLimit", metrics(catalogue.PowerLimit), "mW / 1000, W",
+	{fPowerLimit, "GetPowerManagementLimit", metrics(schema.PowerLimit), "mW / 1000, W",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			p, ret := h.GetPowerManagementLimit()
 			v[0] = float64(p) / 1000
 			return ret
 		}},
-	{fEnergy, "GetTotalEnergyConsumption", metrics(catalogue.TotalEnergy), "mJ, counter",
+	{fEnergy, "GetTotalEnergyConsumption", metrics(schema.TotalEnergy), "mJ, counter",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			e, ret := h.GetTotalEnergyConsumption()
 			v[0] = float64(e)
 			return ret
 		}},
-	{fSMClock, "GetClockInfo(CLOCK_SM)", metrics(catalogue.SMClock), "MHz",
+	{fSMClock, "GetClockInfo(CLOCK_SM)", metrics(schema.SMClock), "MHz",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			c, ret := h.GetClockInfo(gonvml.CLOCK_SM)
 			v[0] = float64(c)
 			return ret
 		}},
-	{fMemClock, "GetClockInfo(CLOCK_MEM)", metrics(catalogue.MemClock), "MHz",
+	{fMemClock, "GetClockInfo(CLOCK_MEM)", metrics(schema.MemClock), "MHz",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			c, ret := h.GetClockInfo(gonvml.CLOCK_MEM)
 			v[0] = float64(c)
 			return ret
 		}},
-	violation(fPowerViolation, "PERF_POLICY_POWER", gonvml.PERF_POLICY_POWER, catalogue.PowerViolation),
-	violation(fThermalViolation, "PERF_POLICY_THERMAL", gonvml.PERF_POLICY_THERMAL, catalogue.ThermViolation),
-	ecc(fECCSBEVol, "CORRECTED, VOLATILE_ECC", gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.VOLATILE_ECC, catalogue.ECCSBEVol),
-	ecc(fECCDBEVol, "UNCORRECTED, VOLATILE_ECC", gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.VOLATILE_ECC, catalogue.ECCDBEVol),
-	ecc(fECCSBEAgg, "CORRECTED, AGGREGATE_ECC", gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.AGGREGATE_ECC, catalogue.ECCSBEAgg),
-	ecc(fECCDBEAgg, "UNCORRECTED, AGGREGATE_ECC", gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.AGGREGATE_ECC, catalogue.ECCDBEAgg),
-	retired(fRetiredSBE, "MULTIPLE_SINGLE_BIT_ECC_ERRORS", gonvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, catalogue.RetiredSBE),
-	retired(fRetiredDBE, "DOUBLE_BIT_ECC_ERROR", gonvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, catalogue.RetiredDBE),
-	{fRetiredPending, "GetRetiredPagesPendingStatus", metrics(catalogue.RetiredPending), "0/1",
+	violation(fPowerViolation, "PERF_POLICY_POWER", gonvml.PERF_POLICY_POWER, schema.PowerViolation),
+	violation(fThermalViolation, "PERF_POLICY_THERMAL", gonvml.PERF_POLICY_THERMAL, schema.ThermViolation),
+	ecc(fECCSBEVol, "CORRECTED, VOLATILE_ECC", gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.VOLATILE_ECC, schema.ECCSBEVol),
+	ecc(fECCDBEVol, "UNCORRECTED, VOLATILE_ECC", gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.VOLATILE_ECC, schema.ECCDBEVol),
+	ecc(fECCSBEAgg, "CORRECTED, AGGREGATE_ECC", gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.AGGREGATE_ECC, schema.ECCSBEAgg),
+	ecc(fECCDBEAgg, "UNCORRECTED, AGGREGATE_ECC", gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.AGGREGATE_ECC, schema.ECCDBEAgg),
+	retired(fRetiredSBE, "MULTIPLE_SINGLE_BIT_ECC_ERRORS", gonvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, schema.RetiredSBE),
+	retired(fRetiredDBE, "DOUBLE_BIT_ECC_ERROR", gonvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, schema.RetiredDBE),
+	{fRetiredPending, "GetRetiredPagesPendingStatus", metrics(schema.RetiredPending), "0/1",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			st, ret := h.GetRetiredPagesPendingStatus()
 			v[0] = boolValue(st == gonvml.FEATURE_ENABLED)
 			return ret
 		}},
-	{fRemappedRows, "GetRemappedRows", metrics(catalogue.RemapCorr, catalogue.RemapUncorr, catalogue.RemapPending, catalogue.RemapFailure),
+	{fRemappedRows, "GetRemappedRows", metrics(schema.RemapCorr, schema.RemapUncorr, schema.RemapPending, schema.RemapFailure),
 		"rows; pending and failure 0/1",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			corr, unc, pending, failed, ret := h.GetRemappedRows()
 			v[0], v[1], v[2], v[3] = float64(corr), float64(unc), boolValue(pending), boolValue(failed)
 			return ret
 		}},
-	{fPCIeReplay, "GetPcieReplayCounter", metrics(catalogue.PCIeReplay), "counter",
+	{fPCIeReplay, "GetPcieReplayCounter", metrics(schema.PCIeReplay), "counter",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			n, ret := h.GetPcieReplayCounter()
 			v[0] = float64(n)
@@ -106,9 +106,9 @@ var reads = []read{
 		}},
 }
 
-func metrics(ms ...*catalogue.Metric) []*catalogue.Metric { return ms }
+func metrics(ms ...*schema.Metric) []*schema.Metric { return ms }
 
-func violation(f field, name string, policy gonvml.PerfPolicyType, m *catalogue.Metric) read {
+func violation(f field, name string, policy gonvml.PerfPolicyType, m *schema.Metric) read {
 	return read{f, "GetViolationStatus(" + name + ")", metrics(m), "ns, counter",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			s, ret := h.GetViolationStatus(policy)
@@ -117,7 +117,7 @@ func violation(f field, name string, policy gonvml.PerfPolicyType, m *catalogue.
 		}}
 }
 
-func ecc(f field, name string, typ gonvml.MemoryErrorType, counter gonvml.EccCounterType, m *catalogue.Metric) read {
+func ecc(f field, name string, typ gonvml.MemoryErrorType, counter gonvml.EccCounterType, m *schema.Metric) read {
 	return read{f, "GetTotalEccErrors(" + name + ")", metrics(m), "errors",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			n, ret := h.GetTotalEccErrors(typ, counter)
@@ -126,7 +126,7 @@ func ecc(f field, name string, typ gonvml.MemoryErrorType, counter gonvml.EccCou
 		}}
 }
 
-func retired(f field, name string, cause gonvml.PageRetirementCause, m *catalogue.Metric) read {
+func retired(f field, name string, cause gonvml.PageRetirementCause, m *schema.Metric) read {
 	return read{f, "GetRetiredPages(" + name + ")", metrics(m), "number of pages",
 		func(h gonvml.Device, v []float64) gonvml.Return {
 			p, ret := h.GetRetiredPages(cause)

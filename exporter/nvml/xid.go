@@ -9,7 +9,7 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // xidWatcher waits on an NVML event set for XID errors in its own goroutine
@@ -141,9 +141,9 @@ func (w *xidWatcher) samples(index int, r *reader) {
 		return
 	}
 	st := &w.state[index]
-	r.add(catalogue.XIDLast, float64(st.last))
+	r.add(schema.XIDLast, float64(st.last))
 	for _, c := range st.counts {
-		r.addLabelled(catalogue.XIDErrors, c.labels, c.n)
+		r.addLabelled(schema.XIDErrors, c.labels, c.n)
 	}
 }
 

@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 type staticSource struct{ snap *source.Snapshot }
@@ -37,7 +37,7 @@ func testCollector(t testing.TB) *collector.Collector {
 	t.Helper()
 	snap := &source.Snapshot{Hostname: "n1", Devices: []source.Device{{Index: 0, UUID: "GPU-1", PCIBusID: "00000000:10:00.0",
 		Model: "NVIDIA H100", Up: true, Capabilities: []string{"nvml", "gpm"},
-		Samples: []source.Sample{{Metric: catalogue.GPUUtil, Value: 42}}}}}
+		Samples: []source.Sample{{Metric: schema.GPUUtil, Value: 42}}}}}
 	c, err := collector.New(collector.Options{Source: staticSource{snap}, Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)

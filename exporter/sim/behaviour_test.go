@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // One node per behaviour, each job on GPUs 0..n from the origin, so each
@@ -46,13 +46,13 @@ func TestBehaviourSignals(t *testing.T) {
 	busy := func(t *testing.T, s *source.Snapshot, idx int) {
 		t.Helper()
 		d := gpu(t, s, idx)
-		if u := mustValue(t, d, catalogue.GPUUtil); u < 85 {
+		if u := mustValue(t, d, schema.GPUUtil); u < 85 {
 			t.Errorf("GPU %d util %v, want busy (>= 85)", idx, u)
 		}
-		if p := mustValue(t, d, catalogue.PowerUsage); p < 0.6*m.MaxPowerW {
+		if p := mustValue(t, d, schema.PowerUsage); p < 0.6*m.MaxPowerW {
 			t.Errorf("GPU %d power %v W, want > %v", idx, p, 0.6*m.MaxPowerW)
 		}
-		if sm := mustValue(t, d, catalogue.ProfSMActive); sm < 0.6 {
+		if sm := mustValue(t, d, schema.ProfSMActive); sm < 0.6 {
 			t.Errorf("GPU %d SM active %v, want > 0.6", idx, sm)
 		}
 		if len(processesOn(s, d.Key())) != 1 {
@@ -62,20 +62,20 @@ func TestBehaviourSignals(t *testing.T) {
 	idle := func(t *testing.T, s *source.Snapshot, idx int, withProcess bool) {
 		t.Helper()
 		d := gpu(t, s, idx)
-		if u := mustValue(t, d, catalogue.GPUUtil); u != 0 {
+		if u := mustValue(t, d, schema.GPUUtil); u != 0 {
 			t.Errorf("GPU %d util %v, want 0", idx, u)
 		}
-		if p := mustValue(t, d, catalogue.PowerUsage); p > m.IdlePowerW*1.3 || p == m.IdlePowerW {
+		if p := mustValue(t, d, schema.PowerUsage); p > m.IdlePowerW*1.3 || p == m.IdlePowerW {
 			t.Errorf("GPU %d power %v W, want near idle %v but not exactly it", idx, p, m.IdlePowerW)
 		}
-		if b := mustValue(t, d, catalogue.ClockEvents); uint64(b)&1 == 0 {
+		if b := mustValue(t, d, schema.ClockEvents); uint64(b)&1 == 0 {
 			t.Errorf("GPU %d: gpu_idle bit not set in %v", idx, b)
 		}
-		if v := mustValue(t, d, catalogue.ClockEventActive, "gpu_idle"); v != 1 {
+		if v := mustValue(t, d, schema.ClockEventActive, "gpu_idle"); v != 1 {
 			t.Errorf("GPU %d: gpuwatch_clock_event_reason_active{gpu_idle} = %v", idx, v)
 		}
 		procs := processesOn(s, d.Key())
-		fb := mustValue(t, d, catalogue.FBUsed)
+		fb := mustValue(t, d, schema.FBUsed)
 		if withProcess && (len(procs) != 1 || fb < 1024) {
 			t.Errorf("GPU %d: want a process holding memory, got %v, FB used %v MiB", idx, procs, fb)
 		}
@@ -100,7 +100,7 @@ func TestBehaviourSignals(t *testing.T) {
 			busy(t, s, 1)
 			idle(t, s, 2, false)
 			allocated(t, s, 0, "1")
-			if nv := mustValue(t, gpu(t, s, 0), catalogue.ProfNVLinkTX); nv <= 0 {
+			if nv := mustValue(t, gpu(t, s, 0), schema.ProfNVLinkTX); nv <= 0 {
 				t.Errorf("multi-GPU training has no NVLink traffic")
 			}
 		}},
@@ -116,19 +116,19 @@ func TestBehaviourSignals(t *testing.T) {
 		{"hung", 5 * time.Hour, func(t *testing.T, s *source.Snapshot) {
 			for i := 0; i < 4; i++ {
 				d := gpu(t, s, i)
-				if u := mustValue(t, d, catalogue.GPUUtil); u <= 95 {
+				if u := mustValue(t, d, schema.GPUUtil); u <= 95 {
 					t.Errorf("hung GPU %d util %v, want > 95", i, u)
 				}
-				if p := mustValue(t, d, catalogue.PowerUsage); p > m.IdlePowerW*1.5 {
+				if p := mustValue(t, d, schema.PowerUsage); p > m.IdlePowerW*1.5 {
 					t.Errorf("hung GPU %d power %v W, want near idle (< %v)", i, p, m.IdlePowerW*1.5)
 				}
-				if sm := mustValue(t, d, catalogue.ProfSMActive); sm >= 0.05 {
+				if sm := mustValue(t, d, schema.ProfSMActive); sm >= 0.05 {
 					t.Errorf("hung GPU %d SM active %v, want < 0.05", i, sm)
 				}
-				if dr := mustValue(t, d, catalogue.ProfDRAMActive); dr >= 0.05 {
+				if dr := mustValue(t, d, schema.ProfDRAMActive); dr >= 0.05 {
 					t.Errorf("hung GPU %d DRAM active %v, want < 0.05", i, dr)
 				}
-				if b := mustValue(t, d, catalogue.ClockEvents); uint64(b)&1 != 0 {
+				if b := mustValue(t, d, schema.ClockEvents); uint64(b)&1 != 0 {
 					t.Errorf("hung GPU %d reports gpu_idle", i)
 				}
 			}
@@ -138,8 +138,8 @@ func TestBehaviourSignals(t *testing.T) {
 		{"nb-idle", 6 * time.Hour, func(t *testing.T, s *source.Snapshot) {
 			idle(t, s, 0, true)
 			a := allocationsOn(s, gpu(t, s, 0).Key())
-			if len(a) != 1 || a[0].Kind != source.KindInteractive || a[0].Pod != "nb-1" || a[0].Namespace != "lab" ||
-				a[0].Container != "main" || a[0].Scheduler != source.SchedulerKubernetes {
+			if len(a) != 1 || a[0].Kind != schema.KindInteractive || a[0].Pod != "nb-1" || a[0].Namespace != "lab" ||
+				a[0].Container != "main" || a[0].Scheduler != schema.SchedulerKubernetes {
 				t.Errorf("notebook allocation %+v", a)
 			}
 		}},
@@ -176,7 +176,7 @@ func TestBehaviourSignals(t *testing.T) {
 }
 
 // series collects one GPU-0 metric of a node over [from, to) at step.
-func series(t *testing.T, node string, m *catalogue.Metric, from, to, step time.Duration) []float64 {
+func series(t *testing.T, node string, m *schema.Metric, from, to, step time.Duration) []float64 {
 	src, clk := newSim(t, behaviourScenario, 3)
 	var out []float64
 	for off := from; off < to; off += step {
@@ -211,7 +211,7 @@ func longestRun(v []float64, f func(float64) bool) int {
 func TestBehaviourSeries(t *testing.T) {
 	zero := func(x float64) bool { return x == 0 }
 	t.Run("bursty_training stalls briefly and often", func(t *testing.T) {
-		u := series(t, "bursty", catalogue.GPUUtil, time.Hour, 3*time.Hour, 10*time.Second)
+		u := series(t, "bursty", schema.GPUUtil, time.Hour, 3*time.Hour, 10*time.Second)
 		var idle int
 		for _, x := range u {
 			if x == 0 {
@@ -230,7 +230,7 @@ func TestBehaviourSeries(t *testing.T) {
 		}
 	})
 	t.Run("inference_daily follows a daily cycle", func(t *testing.T) {
-		u := series(t, "infer", catalogue.GPUUtil, 0, 24*time.Hour, time.Hour)
+		u := series(t, "infer", schema.GPUUtil, 0, 24*time.Hour, time.Hour)
 		if u[12]-u[0] < 40 {
 			t.Errorf("util at noon %v vs midnight %v: want a daily peak", u[12], u[0])
 		}
@@ -239,20 +239,20 @@ func TestBehaviourSeries(t *testing.T) {
 		}
 	})
 	t.Run("low_util averages 10-20% on little memory", func(t *testing.T) {
-		u := series(t, "low", catalogue.GPUUtil, time.Hour, 5*time.Hour, time.Minute)
+		u := series(t, "low", schema.GPUUtil, time.Hour, 5*time.Hour, time.Minute)
 		if m := mean(u); m < 10 || m > 20 {
 			t.Errorf("mean util %.1f, want 10-20", m)
 		}
 		if z := longestRun(u, zero); z > 0 {
 			t.Errorf("low_util went fully idle for %d samples", z)
 		}
-		fb := series(t, "low", catalogue.FBUsed, time.Hour, 2*time.Hour, 30*time.Minute)
+		fb := series(t, "low", schema.FBUsed, time.Hour, 2*time.Hour, 30*time.Minute)
 		if fb[0] > 8*1024 || fb[0] < 1024 {
 			t.Errorf("FB used %v MiB, want a small model (1-8 GiB)", fb[0])
 		}
 	})
 	t.Run("notebook bursts at least every 30 minutes", func(t *testing.T) {
-		u := series(t, "nb", catalogue.GPUUtil, 0, 6*time.Hour, time.Minute)
+		u := series(t, "nb", schema.GPUUtil, 0, 6*time.Hour, time.Minute)
 		if r := longestRun(u, zero); r > 55 {
 			t.Errorf("notebook idle for %d minutes in a row, want activity at least every hour", r)
 		}
@@ -261,7 +261,7 @@ func TestBehaviourSeries(t *testing.T) {
 		}
 	})
 	t.Run("idle_notebook goes idle for hours after its active phase", func(t *testing.T) {
-		u := series(t, "nb-idle", catalogue.GPUUtil, 0, 8*time.Hour, time.Minute)
+		u := series(t, "nb-idle", schema.GPUUtil, 0, 8*time.Hour, time.Minute)
 		if mean(u[:20]) == 0 {
 			t.Errorf("no activity in the first 20 minutes")
 		}
@@ -270,7 +270,7 @@ func TestBehaviourSeries(t *testing.T) {
 		}
 	})
 	t.Run("idle power is noisy, not constant", func(t *testing.T) {
-		p := series(t, "cpu", catalogue.PowerUsage, 0, time.Hour, time.Minute)
+		p := series(t, "cpu", schema.PowerUsage, 0, time.Hour, time.Minute)
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, x := range p {
 			lo, hi = math.Min(lo, x), math.Max(hi, x)
@@ -281,12 +281,12 @@ func TestBehaviourSeries(t *testing.T) {
 	})
 	t.Run("energy integrates power", func(t *testing.T) {
 		src, clk := newSim(t, behaviourScenario, 3)
-		e0 := mustValue(t, gpu(t, at(t, src, clk, time.Hour)["train"], 0), catalogue.TotalEnergy)
+		e0 := mustValue(t, gpu(t, at(t, src, clk, time.Hour)["train"], 0), schema.TotalEnergy)
 		var sumW float64
 		for off := time.Hour + 30*time.Second; off <= 2*time.Hour; off += 30 * time.Second {
-			sumW += mustValue(t, gpu(t, at(t, src, clk, off)["train"], 0), catalogue.PowerUsage)
+			sumW += mustValue(t, gpu(t, at(t, src, clk, off)["train"], 0), schema.PowerUsage)
 		}
-		e1 := mustValue(t, gpu(t, at(t, src, clk, 2*time.Hour)["train"], 0), catalogue.TotalEnergy)
+		e1 := mustValue(t, gpu(t, at(t, src, clk, 2*time.Hour)["train"], 0), schema.TotalEnergy)
 		want := sumW * 30 * 1000
 		if math.Abs((e1-e0)-want)/want > 0.001 {
 			t.Errorf("energy grew %.0f mJ over an hour, want %.0f (sum of power × 30s)", e1-e0, want)
@@ -314,22 +314,22 @@ workloads:
 		n := at(t, noisy, clkN, off)["n1"]
 		c := at(t, clean, clkC, off)["n1"]
 		for _, idx := range []int{0, 2, 3} { // stuck (memory held) and two free GPUs
-			u := mustValue(t, gpu(t, n, idx), catalogue.GPUUtil)
+			u := mustValue(t, gpu(t, n, idx), schema.GPUUtil)
 			if u != math.Trunc(u) || u < 0 || u > 2 {
 				t.Fatalf("noisy idle GPU %d at %s: util %v, want a whole 0-2", idx, off, u)
 			}
 			seen[u]++
-			if bits := mustValue(t, gpu(t, n, idx), catalogue.ClockEvents); int(bits)&1 == 0 {
+			if bits := mustValue(t, gpu(t, n, idx), schema.ClockEvents); int(bits)&1 == 0 {
 				t.Errorf("noisy idle GPU %d lost its gpu_idle bit", idx)
 			}
-			if cu := mustValue(t, gpu(t, c, idx), catalogue.GPUUtil); cu != 0 {
+			if cu := mustValue(t, gpu(t, c, idx), schema.GPUUtil); cu != 0 {
 				t.Errorf("clean idle GPU %d at %s: util %v", idx, off, cu)
 			}
 			if idx != 0 {
-				idleW[idx] += mustValue(t, gpu(t, n, idx), catalogue.PowerUsage)
+				idleW[idx] += mustValue(t, gpu(t, n, idx), schema.PowerUsage)
 			}
 		}
-		if u := mustValue(t, gpu(t, n, 1), catalogue.GPUUtil); u < 80 {
+		if u := mustValue(t, gpu(t, n, 1), schema.GPUUtil); u < 80 {
 			t.Errorf("training GPU at %s: util %v", off, u)
 		}
 	}

@@ -5,21 +5,21 @@ import (
 	"sort"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // fieldMetrics maps the field names of a field_error fault (the NVML
 // source's FieldError.Field names) to the metrics that field yields.
-var fieldMetrics = map[string][]*catalogue.Metric{
-	"utilization":        {catalogue.GPUUtil, catalogue.MemCopyUtil},
-	"memory":             {catalogue.FBUsed, catalogue.FBFree, catalogue.FBReserved},
-	"temperature":        {catalogue.GPUTemp},
-	"memory_temperature": {catalogue.MemoryTemp},
-	"power_usage":        {catalogue.PowerUsage},
-	"energy":             {catalogue.TotalEnergy},
-	"sm_clock":           {catalogue.SMClock},
-	"ecc_dbe_volatile":   {catalogue.ECCDBEVol},
-	"pcie_replay":        {catalogue.PCIeReplay},
+var fieldMetrics = map[string][]*schema.Metric{
+	"utilization":        {schema.GPUUtil, schema.MemCopyUtil},
+	"memory":             {schema.FBUsed, schema.FBFree, schema.FBReserved},
+	"temperature":        {schema.GPUTemp},
+	"memory_temperature": {schema.MemoryTemp},
+	"power_usage":        {schema.PowerUsage},
+	"energy":             {schema.TotalEnergy},
+	"sm_clock":           {schema.SMClock},
+	"ecc_dbe_volatile":   {schema.ECCDBEVol},
+	"pcie_replay":        {schema.PCIeReplay},
 }
 
 // FieldNames lists the fields a field_error fault can fail.

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func TestThrottlingXIDScenario(t *testing.T) {
@@ -25,8 +25,8 @@ func TestThrottlingXIDScenario(t *testing.T) {
 		if !d.Up {
 			t.Fatalf("GPU %d down before its fault", i)
 		}
-		for _, met := range []*catalogue.Metric{catalogue.ThermViolation, catalogue.PowerViolation, catalogue.XIDLast,
-			catalogue.ECCDBEVol, catalogue.RemapFailure, catalogue.PCIeReplay, catalogue.NVLinkCRCFlit} {
+		for _, met := range []*schema.Metric{schema.ThermViolation, schema.PowerViolation, schema.XIDLast,
+			schema.ECCDBEVol, schema.RemapFailure, schema.PCIeReplay, schema.NVLinkCRCFlit} {
 			if v := mustValue(t, d, met); v != 0 {
 				t.Errorf("GPU %d: %s = %v before any fault", i, met.Name, v)
 			}
@@ -34,69 +34,69 @@ func TestThrottlingXIDScenario(t *testing.T) {
 	}
 
 	g0 := gpu(t, s, 0)
-	if b := uint64(mustValue(t, g0, catalogue.ClockEvents)); b&0x40 == 0 || b&0x20 == 0 || b&0x8 == 0 {
+	if b := uint64(mustValue(t, g0, schema.ClockEvents)); b&0x40 == 0 || b&0x20 == 0 || b&0x8 == 0 {
 		t.Errorf("thermal: clock event bits %#x, want hw_thermal, sw_thermal and hw_slowdown", b)
 	}
 	for _, r := range []string{"hw_thermal_slowdown", "sw_thermal_slowdown", "hw_slowdown"} {
-		if v := mustValue(t, g0, catalogue.ClockEventActive, r); v != 1 {
+		if v := mustValue(t, g0, schema.ClockEventActive, r); v != 1 {
 			t.Errorf("thermal: reason %s = %v", r, v)
 		}
 	}
-	if v := mustValue(t, g0, catalogue.ClockEventActive, "sw_power_cap"); v != 0 {
+	if v := mustValue(t, g0, schema.ClockEventActive, "sw_power_cap"); v != 0 {
 		t.Errorf("thermal GPU reports sw_power_cap")
 	}
-	if temp := mustValue(t, g0, catalogue.GPUTemp); temp < m.TempThrottle {
+	if temp := mustValue(t, g0, schema.GPUTemp); temp < m.TempThrottle {
 		t.Errorf("thermal: temperature %v, want >= %v", temp, m.TempThrottle)
 	}
-	if ns := mustValue(t, g0, catalogue.ThermViolation); ns != float64(150*time.Second) {
+	if ns := mustValue(t, g0, schema.ThermViolation); ns != float64(150*time.Second) {
 		t.Errorf("thermal violation %v ns, want 150s since 30s", ns)
 	}
-	if clk := mustValue(t, g0, catalogue.SMClock); clk > 0.6*m.SMClockMax {
+	if clk := mustValue(t, g0, schema.SMClock); clk > 0.6*m.SMClockMax {
 		t.Errorf("thermal: SM clock %v, want throttled", clk)
 	}
 
 	g1 := gpu(t, s, 1)
-	if b := uint64(mustValue(t, g1, catalogue.ClockEvents)); b&0x4 == 0 || b&0x40 != 0 {
+	if b := uint64(mustValue(t, g1, schema.ClockEvents)); b&0x4 == 0 || b&0x40 != 0 {
 		t.Errorf("power: clock event bits %#x, want sw_power_cap only", b)
 	}
-	if p := mustValue(t, g1, catalogue.PowerUsage); p < 0.97*m.PowerLimitW {
+	if p := mustValue(t, g1, schema.PowerUsage); p < 0.97*m.PowerLimitW {
 		t.Errorf("power: %v W, want at the limit %v", p, m.PowerLimitW)
 	}
-	if ns := mustValue(t, g1, catalogue.PowerViolation); ns != float64(150*time.Second) {
+	if ns := mustValue(t, g1, schema.PowerViolation); ns != float64(150*time.Second) {
 		t.Errorf("power violation %v ns, want 150s", ns)
 	}
 
 	// XID 79 at 60s and 180s; XID 13 at 45s, 135s.
 	g2, g3 := gpu(t, s, 2), gpu(t, s, 3)
-	if v := mustValue(t, g2, catalogue.XIDLast); v != 79 {
+	if v := mustValue(t, g2, schema.XIDLast); v != 79 {
 		t.Errorf("last XID %v, want 79", v)
 	}
-	if v := mustValue(t, g2, catalogue.XIDErrors, "79"); v != 2 {
+	if v := mustValue(t, g2, schema.XIDErrors, "79"); v != 2 {
 		t.Errorf("xid 79 count %v, want 2", v)
 	}
-	if v := mustValue(t, g3, catalogue.XIDErrors, "13"); v != 2 {
+	if v := mustValue(t, g3, schema.XIDErrors, "13"); v != 2 {
 		t.Errorf("xid 13 count %v, want 2", v)
 	}
-	if _, ok := value(g3, catalogue.XIDErrors, "79"); ok {
+	if _, ok := value(g3, schema.XIDErrors, "79"); ok {
 		t.Errorf("GPU 3 publishes an XID it never had")
 	}
 
 	g4 := gpu(t, s, 4)
-	if v := mustValue(t, g4, catalogue.ECCDBEVol); v != 1 {
+	if v := mustValue(t, g4, schema.ECCDBEVol); v != 1 {
 		t.Errorf("DBE %v, want 1", v)
 	}
-	if v := mustValue(t, g4, catalogue.RemapPending); v != 1 {
+	if v := mustValue(t, g4, schema.RemapPending); v != 1 {
 		t.Errorf("remap pending %v, want 1", v)
 	}
 	g5 := gpu(t, s, 5)
-	if v := mustValue(t, g5, catalogue.RemapFailure); v != 1 {
+	if v := mustValue(t, g5, schema.RemapFailure); v != 1 {
 		t.Errorf("row remap failure %v, want 1", v)
 	}
 	g6 := gpu(t, s, 6)
-	if v := mustValue(t, g6, catalogue.PCIeReplay); v != 5*int64f(8) {
+	if v := mustValue(t, g6, schema.PCIeReplay); v != 5*int64f(8) {
 		t.Errorf("PCIe replays %v, want 40 (5 every 20s from 30s to 170s)", v)
 	}
-	if v := mustValue(t, g6, catalogue.NVLinkCRCData); v != 2*6 {
+	if v := mustValue(t, g6, schema.NVLinkCRCData); v != 2*6 {
 		t.Errorf("NVLink CRC data errors %v, want 12", v)
 	}
 	if g7 := gpu(t, s, 7); g7.Up || len(g7.Samples) != 0 {
@@ -190,16 +190,16 @@ faults:
 		t.Fatalf("errors %v, want one power_usage error on GPU 0", during.Errors)
 	}
 	g0, g1 := gpu(t, during, 0), gpu(t, during, 1)
-	if _, ok := value(g0, catalogue.PowerUsage); ok {
+	if _, ok := value(g0, schema.PowerUsage); ok {
 		t.Error("the failing field is still published")
 	}
 	for _, d := range []*source.Device{g0, g1} {
-		for _, m := range []*catalogue.Metric{catalogue.GPUUtil, catalogue.GPUTemp, catalogue.TotalEnergy} {
+		for _, m := range []*schema.Metric{schema.GPUUtil, schema.GPUTemp, schema.TotalEnergy} {
 			mustValue(t, d, m)
 		}
 	}
-	mustValue(t, g1, catalogue.PowerUsage)
-	mustValue(t, gpu(t, after, 0), catalogue.PowerUsage)
+	mustValue(t, g1, schema.PowerUsage)
+	mustValue(t, gpu(t, after, 0), schema.PowerUsage)
 	if !g0.Up {
 		t.Error("a field error is not a lost GPU")
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // fakeClock is a settable clock.
@@ -52,7 +52,7 @@ func at(t testing.TB, src *Source, clk *fakeClock, off time.Duration) map[string
 }
 
 // value returns a device's sample of m (with label values lv), and whether it exists.
-func value(d *source.Device, m *catalogue.Metric, lv ...string) (float64, bool) {
+func value(d *source.Device, m *schema.Metric, lv ...string) (float64, bool) {
 	for _, s := range d.Samples {
 		if s.Metric != m || len(s.LabelValues) != len(lv) {
 			continue
@@ -70,7 +70,7 @@ func value(d *source.Device, m *catalogue.Metric, lv ...string) (float64, bool) 
 	return 0, false
 }
 
-func mustValue(t testing.TB, d *source.Device, m *catalogue.Metric, lv ...string) float64 {
+func mustValue(t testing.TB, d *source.Device, m *schema.Metric, lv ...string) float64 {
 	t.Helper()
 	v, ok := value(d, m, lv...)
 	if !ok {

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/source"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
@@ -331,8 +332,8 @@ func TestShippedScenarios(t *testing.T) {
 		t.Errorf("default: %d GPUs of %d models, want 32 of 2", gpus, len(models))
 	}
 	pat, healthy := count(def)
-	for _, p := range Patterns() {
-		if pat[p] < 1 {
+	for _, p := range schema.Patterns {
+		if pat[string(p)] < 1 {
 			t.Errorf("default: no %s workload", p)
 		}
 	}
@@ -355,9 +356,9 @@ func TestShippedScenarios(t *testing.T) {
 	if n := len(corpus.Workloads); n < 120 {
 		t.Errorf("corpus: %d allocations, want >= 120", n)
 	}
-	for _, p := range Patterns() {
-		if pat[p] < 8 {
-			t.Errorf("corpus: %s %d times, want >= 8", p, pat[p])
+	for _, p := range schema.Patterns {
+		if pat[string(p)] < 8 {
+			t.Errorf("corpus: %s %d times, want >= 8", p, pat[string(p)])
 		}
 	}
 	if healthy < 20 {
@@ -390,7 +391,7 @@ func TestShippedScenarios(t *testing.T) {
 			t.Errorf("corpus: %s has several patterns %v; keep the corpus unambiguous", e.Job, e.Patterns)
 		}
 		end := min(e.EndOffset, 7*24*time.Hour)
-		if e.Behaviour != string(Overlong) && e.Kind != source.KindService && end-e.StartOffset >= 48*time.Hour {
+		if e.Behaviour != string(Overlong) && e.Kind != schema.KindService && end-e.StartOffset >= 48*time.Hour {
 			t.Errorf("corpus: %s runs %s: past the 48h tier maximum but not labelled overlong",
 				e.Job, e.EndOffset-e.StartOffset)
 		}

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Options configure the simulator.
@@ -265,7 +265,7 @@ func (w *Workload) jobID(k int64) (hpc, pod string) {
 	if k > 0 {
 		id += "-r" + strconv.FormatInt(k, 10)
 	}
-	if w.Scheduler == source.SchedulerKubernetes {
+	if w.Scheduler == schema.SchedulerKubernetes {
 		return "", id
 	}
 	return id, ""
@@ -296,7 +296,7 @@ func (s *Source) orphanPhase(w *Workload, off time.Duration) bool {
 
 // reasons are the clock-event reasons we publish, shared with the NVML
 // source through the catalogue.
-var reasons = catalogue.ClockEventReasons
+var reasons = schema.ClockEventReasons
 
 // reasonLabels are shared, read-only label-value slices, one per reason.
 var reasonLabels = func() [][]string {
@@ -431,7 +431,7 @@ func merge(a, b load) load {
 }
 
 // dropMetrics removes the samples of a failing field, in place.
-func dropMetrics(samples []source.Sample, ms []*catalogue.Metric) []source.Sample {
+func dropMetrics(samples []source.Sample, ms []*schema.Metric) []source.Sample {
 	kept := samples[:0]
 	for _, smp := range samples {
 		if !contains(ms, smp.Metric) {
@@ -449,7 +449,7 @@ func btoi(b bool) int {
 }
 
 func containerOf(w *Workload) string {
-	if w.Scheduler == source.SchedulerKubernetes {
+	if w.Scheduler == schema.SchedulerKubernetes {
 		return w.Container
 	}
 	return ""
@@ -484,7 +484,7 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 	m := d.model
 	nz := noiser{seed: s.seed, dev: d.id, step: step}
 	out := make([]source.Sample, 0, 64+len(d.xids))
-	add := func(met *catalogue.Metric, v float64) {
+	add := func(met *schema.Metric, v float64) {
 		out = append(out, source.Sample{Metric: met, Value: v})
 	}
 
@@ -542,55 +542,55 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 
 	usedMiB := l.memGiB * 1024
 	if !d.isParent { // NVML has no utilization for a GPU in MIG mode
-		add(catalogue.GPUUtil, float64(int(l.util+0.5)))
-		add(catalogue.MemCopyUtil, float64(int(l.memCopy+0.5)))
-		add(catalogue.EncUtil, 0)
-		add(catalogue.DecUtil, 0)
+		add(schema.GPUUtil, float64(int(l.util+0.5)))
+		add(schema.MemCopyUtil, float64(int(l.memCopy+0.5)))
+		add(schema.EncUtil, 0)
+		add(schema.DecUtil, 0)
 	}
-	add(catalogue.FBUsed, float64(int(usedMiB)))
-	add(catalogue.FBFree, float64(int(m.MemoryMiB-m.ReservedMiB-usedMiB)))
-	add(catalogue.FBReserved, m.ReservedMiB)
-	add(catalogue.GPUTemp, float64(int(temp+0.5)))
+	add(schema.FBUsed, float64(int(usedMiB)))
+	add(schema.FBFree, float64(int(m.MemoryMiB-m.ReservedMiB-usedMiB)))
+	add(schema.FBReserved, m.ReservedMiB)
+	add(schema.GPUTemp, float64(int(temp+0.5)))
 	if m.MemTempIdle > 0 {
-		add(catalogue.MemoryTemp, float64(int(memTemp+0.5)))
+		add(schema.MemoryTemp, float64(int(memTemp+0.5)))
 	}
-	add(catalogue.PowerUsage, float64(int(power*1000))/1000)
-	add(catalogue.PowerLimit, m.PowerLimitW)
-	add(catalogue.TotalEnergy, float64(int64(d.energyMJ)))
-	add(catalogue.SMClock, sm)
-	add(catalogue.MemClock, m.MemClock)
-	add(catalogue.ClockEvents, float64(bits))
-	add(catalogue.PowerViolation, fs.powerNs)
-	add(catalogue.ThermViolation, fs.thermalNs)
-	add(catalogue.XIDLast, float64(fs.xidLast))
-	add(catalogue.ECCSBEVol, 0)
-	add(catalogue.ECCDBEVol, float64(fs.dbe))
-	add(catalogue.ECCSBEAgg, 0)
-	add(catalogue.ECCDBEAgg, float64(fs.dbe))
-	add(catalogue.RetiredSBE, 0)
-	add(catalogue.RetiredDBE, float64(fs.dbe))
-	add(catalogue.RetiredPending, float64(btoi(fs.retiredPending)))
-	add(catalogue.RemapCorr, 0)
-	add(catalogue.RemapUncorr, float64(fs.dbe+fs.remapFailures))
-	add(catalogue.RemapFailure, float64(btoi(fs.remapFailed)))
-	add(catalogue.RemapPending, float64(btoi(fs.remapPending)))
-	add(catalogue.PCIeReplay, float64(fs.pcieReplays))
+	add(schema.PowerUsage, float64(int(power*1000))/1000)
+	add(schema.PowerLimit, m.PowerLimitW)
+	add(schema.TotalEnergy, float64(int64(d.energyMJ)))
+	add(schema.SMClock, sm)
+	add(schema.MemClock, m.MemClock)
+	add(schema.ClockEvents, float64(bits))
+	add(schema.PowerViolation, fs.powerNs)
+	add(schema.ThermViolation, fs.thermalNs)
+	add(schema.XIDLast, float64(fs.xidLast))
+	add(schema.ECCSBEVol, 0)
+	add(schema.ECCDBEVol, float64(fs.dbe))
+	add(schema.ECCSBEAgg, 0)
+	add(schema.ECCDBEAgg, float64(fs.dbe))
+	add(schema.RetiredSBE, 0)
+	add(schema.RetiredDBE, float64(fs.dbe))
+	add(schema.RetiredPending, float64(btoi(fs.retiredPending)))
+	add(schema.RemapCorr, 0)
+	add(schema.RemapUncorr, float64(fs.dbe+fs.remapFailures))
+	add(schema.RemapFailure, float64(btoi(fs.remapFailed)))
+	add(schema.RemapPending, float64(btoi(fs.remapPending)))
+	add(schema.PCIeReplay, float64(fs.pcieReplays))
 	if m.NVLinks > 0 {
-		add(catalogue.NVLinkBW, float64(int64(d.nvlinkBW)))
-		add(catalogue.NVLinkCRCFlit, float64(fs.nvFlit))
-		add(catalogue.NVLinkCRCData, float64(fs.nvData))
-		add(catalogue.NVLinkReplay, float64(fs.nvReplay))
-		add(catalogue.NVLinkRecovery, float64(fs.nvRecovery))
+		add(schema.NVLinkBW, float64(int64(d.nvlinkBW)))
+		add(schema.NVLinkCRCFlit, float64(fs.nvFlit))
+		add(schema.NVLinkCRCData, float64(fs.nvData))
+		add(schema.NVLinkReplay, float64(fs.nvReplay))
+		add(schema.NVLinkRecovery, float64(fs.nvRecovery))
 	}
 	if !d.isParent {
 		out = profSamples(out, d, l)
 	}
 	for i, r := range reasons {
-		out = append(out, source.Sample{Metric: catalogue.ClockEventActive, LabelValues: reasonLabels[i],
+		out = append(out, source.Sample{Metric: schema.ClockEventActive, LabelValues: reasonLabels[i],
 			Value: float64(btoi(bits&r.Bit != 0))})
 	}
 	for i := range d.xids {
-		out = append(out, source.Sample{Metric: catalogue.XIDErrors, LabelValues: d.xidLabel[i],
+		out = append(out, source.Sample{Metric: schema.XIDErrors, LabelValues: d.xidLabel[i],
 			Value: float64(fs.xidCounts[i])})
 	}
 	return out
@@ -598,25 +598,25 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 
 // profSamples appends the DCGM_FI_PROF_* fields.
 func profSamples(out []source.Sample, d *simDevice, l *load) []source.Sample {
-	add := func(met *catalogue.Metric, v float64) {
+	add := func(met *schema.Metric, v float64) {
 		out = append(out, source.Sample{Metric: met, Value: float64(int64(v*1e4)) / 1e4})
 	}
 	m := d.model
-	add(catalogue.ProfGrEngineActive, l.gr)
-	add(catalogue.ProfSMActive, l.sm)
-	add(catalogue.ProfSMOccupancy, l.occ)
-	add(catalogue.ProfTensorActive, l.tensor)
-	add(catalogue.ProfDRAMActive, l.dram)
-	add(catalogue.ProfFP64Active, l.fp64)
-	add(catalogue.ProfFP32Active, l.fp32)
-	add(catalogue.ProfFP16Active, l.fp16)
+	add(schema.ProfGrEngineActive, l.gr)
+	add(schema.ProfSMActive, l.sm)
+	add(schema.ProfSMOccupancy, l.occ)
+	add(schema.ProfTensorActive, l.tensor)
+	add(schema.ProfDRAMActive, l.dram)
+	add(schema.ProfFP64Active, l.fp64)
+	add(schema.ProfFP32Active, l.fp32)
+	add(schema.ProfFP16Active, l.fp16)
 	pcie := l.pcie * m.PCIeGBps * 1e9
-	out = append(out, source.Sample{Metric: catalogue.ProfPCIeTX, Value: float64(int64(pcie * 0.4))},
-		source.Sample{Metric: catalogue.ProfPCIeRX, Value: float64(int64(pcie * 0.6))})
+	out = append(out, source.Sample{Metric: schema.ProfPCIeTX, Value: float64(int64(pcie * 0.4))},
+		source.Sample{Metric: schema.ProfPCIeRX, Value: float64(int64(pcie * 0.6))})
 	if m.NVLinks > 0 && d.mig == nil {
 		nv := l.nvlink * m.NVLinkGBps * 1e9 / 2
-		out = append(out, source.Sample{Metric: catalogue.ProfNVLinkTX, Value: float64(int64(nv))},
-			source.Sample{Metric: catalogue.ProfNVLinkRX, Value: float64(int64(nv))})
+		out = append(out, source.Sample{Metric: schema.ProfNVLinkTX, Value: float64(int64(nv))},
+			source.Sample{Metric: schema.ProfNVLinkRX, Value: float64(int64(nv))})
 	}
 	return out
 }
@@ -627,9 +627,9 @@ func migSamples(d *simDevice, l *load) []source.Sample {
 	out := make([]source.Sample, 0, 16)
 	used := float64(int(l.memGiB * 1024))
 	out = append(out,
-		source.Sample{Metric: catalogue.FBUsed, Value: used},
-		source.Sample{Metric: catalogue.FBFree, Value: d.memMiB - used},
-		source.Sample{Metric: catalogue.FBReserved, Value: 0},
+		source.Sample{Metric: schema.FBUsed, Value: used},
+		source.Sample{Metric: schema.FBFree, Value: d.memMiB - used},
+		source.Sample{Metric: schema.FBReserved, Value: 0},
 	)
 	return profSamples(out, d, l)
 }

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func TestSameSeedSameSnapshots(t *testing.T) {
@@ -103,7 +103,7 @@ func TestCountersMonotonic(t *testing.T) {
 				for _, s := range at(t, src, clk, off) {
 					for _, d := range s.Devices {
 						for _, smp := range d.Samples {
-							if smp.Metric.Type != catalogue.Counter {
+							if smp.Metric.Type != schema.Counter {
 								continue
 							}
 							k := fmt.Sprint(s.Hostname, d.Key(), smp.Metric.Name, smp.LabelValues)
@@ -140,7 +140,7 @@ func TestSeriesWellFormed(t *testing.T) {
 		for _, d := range snap.Devices {
 			seen := map[string]bool{}
 			for _, smp := range d.Samples {
-				if smp.Metric.Origin != catalogue.OriginNVML && smp.Metric.Origin != catalogue.OriginGPM {
+				if smp.Metric.Origin != schema.OriginNVML && smp.Metric.Origin != schema.OriginGPM {
 					t.Errorf("%s: unexpected origin %s", smp.Metric.Name, smp.Metric.Origin)
 				}
 				if len(smp.LabelValues) != len(smp.Metric.Labels) {
@@ -160,9 +160,9 @@ func TestSeriesWellFormed(t *testing.T) {
 	}
 	// Every NVML and profiling metric a GPU can have is published somewhere
 	// (XID counters appear once an XID happened).
-	for _, m := range catalogue.All() {
-		if (m.Origin == catalogue.OriginNVML || m.Origin == catalogue.OriginGPM) && m.PerGPU &&
-			m != catalogue.GPUUp && m != catalogue.XIDErrors && m != catalogue.ProcessMemory && !names[m.Name] {
+	for _, m := range schema.All() {
+		if (m.Origin == schema.OriginNVML || m.Origin == schema.OriginGPM) && m.PerGPU &&
+			m != schema.GPUUp && m != schema.XIDErrors && m != schema.ProcessMemory && !names[m.Name] {
 			t.Errorf("%s never published", m.Name)
 		}
 	}
@@ -223,24 +223,24 @@ workloads:
 	if len(a) != 1 || a[0].HPCJob != "1" {
 		t.Errorf("allocation on the instance: %+v", a)
 	}
-	if fb := mustValue(t, &inst[1], catalogue.FBUsed); fb != 12*1024 {
+	if fb := mustValue(t, &inst[1], schema.FBUsed); fb != 12*1024 {
 		t.Errorf("instance FB used %v, want 12 GiB", fb)
 	}
-	if fb := mustValue(t, &inst[1], catalogue.FBFree); fb != 8*1024 {
+	if fb := mustValue(t, &inst[1], schema.FBFree); fb != 8*1024 {
 		t.Errorf("instance FB free %v, want 8 GiB", fb)
 	}
-	if gr := mustValue(t, &inst[1], catalogue.ProfGrEngineActive); gr < 0.8 {
+	if gr := mustValue(t, &inst[1], schema.ProfGrEngineActive); gr < 0.8 {
 		t.Errorf("busy instance GR engine active %v", gr)
 	}
-	if _, ok := value(&inst[1], catalogue.GPUUtil); ok {
+	if _, ok := value(&inst[1], schema.GPUUtil); ok {
 		t.Error("MIG instances have no GPU_UTIL (as with DCGM)")
 	}
-	if gr := mustValue(t, &inst[0], catalogue.ProfGrEngineActive); gr != 0 {
+	if gr := mustValue(t, &inst[0], schema.ProfGrEngineActive); gr != 0 {
 		t.Errorf("idle instance GR engine active %v", gr)
 	}
 	parent := gpu(t, s, 1)
 	m, _ := LookupModel("A100-SXM4-80GB")
-	if p := mustValue(t, parent, catalogue.PowerUsage); p < m.IdlePowerW+30 {
+	if p := mustValue(t, parent, schema.PowerUsage); p < m.IdlePowerW+30 {
 		t.Errorf("parent power %v W: a busy 2g instance should draw power", p)
 	}
 	if len(processesOn(s, inst[1].Key())) != 1 {
@@ -262,10 +262,10 @@ workloads:
 	if len(procs) != 2 || procs[0].Orphan == procs[1].Orphan {
 		t.Fatalf("processes %+v, want the orphan and the new job's", procs)
 	}
-	if fb := mustValue(t, d, catalogue.FBUsed); fb != 30*1024 {
+	if fb := mustValue(t, d, schema.FBUsed); fb != 30*1024 {
 		t.Errorf("FB used %v MiB, want both holders' 30 GiB", fb)
 	}
-	if u := mustValue(t, d, catalogue.GPUUtil); u < 85 {
+	if u := mustValue(t, d, schema.GPUUtil); u < 85 {
 		t.Errorf("util %v: the new job trains", u)
 	}
 	if a := allocationsOn(s, d.Key()); len(a) != 1 || a[0].HPCJob != "2" {

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -365,8 +367,8 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 		v.failf(p("end"), "end (%s) must be after start (%s)", w.End, w.Start)
 	}
 	for j, e := range w.Expect {
-		if !contains(patterns, e) {
-			v.failf(p("expect", j), "unknown pattern %q (known: %s)", e, strings.Join(patterns, ", "))
+		if !schema.Pattern(e).Valid() {
+			v.failf(p("expect", j), "unknown pattern %q (known: %s)", e, knownPatterns())
 		}
 	}
 	w.Params = v.params(&r.Params, &w, p("params"))
@@ -649,4 +651,13 @@ func (v *validator) overlaps(sc *Scenario) {
 			}
 		}
 	}
+}
+
+// knownPatterns lists the waste patterns `expect` accepts.
+func knownPatterns() string {
+	names := make([]string, len(schema.Patterns))
+	for i, p := range schema.Patterns {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
 }

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Source produces snapshots. Collect must honour ctx's deadline and must
@@ -76,9 +76,9 @@ func DeviceKey(uuid string, mig *MIG) string {
 }
 
 // Sample is one value of one metric for a device. LabelValues holds the
-// values of the metric's extra labels (catalogue.Metric.Labels), in order.
+// values of the metric's extra labels (schema.Metric.Labels), in order.
 type Sample struct {
-	Metric      *catalogue.Metric
+	Metric      *schema.Metric
 	LabelValues []string
 	Value       float64
 }
@@ -105,24 +105,11 @@ type Process struct {
 	Orphan  bool   // holds GPU memory with no live allocation
 }
 
-// Kind of an allocation.
-const (
-	KindBatch       = "batch"
-	KindInteractive = "interactive"
-	KindService     = "service"
-)
-
-// Scheduler of an allocation.
-const (
-	SchedulerSlurm      = "slurm"
-	SchedulerKubernetes = "kubernetes"
-)
-
 // Allocation is one holder of one device. A shared GPU (time-slicing, MPS)
 // has several.
 type Allocation struct {
 	DeviceKey string
-	Scheduler string // SchedulerSlurm or SchedulerKubernetes
+	Scheduler string // schema.SchedulerSlurm or schema.SchedulerKubernetes
 	// Kubernetes
 	Pod, Namespace, Container string
 	// Batch

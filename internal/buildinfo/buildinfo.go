@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/version"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // devel is the version of a build that carries no module version: one
@@ -57,7 +57,7 @@ func Print(program string) string { return version.Print(program) }
 // Collector publishes gpuwatch_build_info: constant 1, labelled with the
 // version, revision, branch and Go toolchain of the running build.
 func Collector() prometheus.Collector {
-	g := catalogue.BuildInfo.GaugeVec()
+	g := schema.BuildInfo.GaugeVec()
 	g.WithLabelValues(version.Version, version.Revision, version.Branch, version.GoVersion, version.GoOS, version.GoArch).Set(1)
 	return g
 }

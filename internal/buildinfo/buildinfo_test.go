@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/version"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func TestFill(t *testing.T) {
@@ -48,8 +48,8 @@ func TestFill(t *testing.T) {
 func TestCollector(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(Collector())
-	if n, err := testutil.GatherAndCount(reg, catalogue.BuildInfo.Name); err != nil || n != 1 {
-		t.Fatalf("%s: %d series, %v", catalogue.BuildInfo.Name, n, err)
+	if n, err := testutil.GatherAndCount(reg, schema.BuildInfo.Name); err != nil || n != 1 {
+		t.Fatalf("%s: %d series, %v", schema.BuildInfo.Name, n, err)
 	}
 	if lint, err := testutil.GatherAndLint(reg); err != nil || len(lint) > 0 {
 		t.Errorf("lint: %v %v", lint, err)

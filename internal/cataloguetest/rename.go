@@ -9,7 +9,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // renamedPrefix starts every renamed metric name.
@@ -21,12 +21,12 @@ const renamedPrefix = "renamed_"
 func RenameAll(t testing.TB) []string {
 	t.Helper()
 	var names []string
-	for _, m := range catalogue.All() {
+	for _, m := range schema.All() {
 		names = append(names, m.Name)
 		m.Name = renamedPrefix + m.Name
 	}
 	t.Cleanup(func() {
-		for i, m := range catalogue.All() {
+		for i, m := range schema.All() {
 			m.Name = names[i]
 		}
 	})

@@ -23,10 +23,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuwatch/gpuwatch/dashboards"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/internal/promqltest"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/rules"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 const (
@@ -128,8 +128,8 @@ func TestAlertsEndToEnd(t *testing.T) {
 		}
 		for _, e := range expected {
 			for _, a := range hook.find(e.host, e.alert, e.gpu) {
-				if a.Labels[catalogue.LabelTeam] != e.team {
-					t.Errorf("%s gpu %s: team %q, want %q", e.alert, e.gpu, a.Labels[catalogue.LabelTeam], e.team)
+				if a.Labels[schema.LabelTeam] != e.team {
+					t.Errorf("%s gpu %s: team %q, want %q", e.alert, e.gpu, a.Labels[schema.LabelTeam], e.team)
 				}
 				for _, k := range []string{"summary", "description", "runbook_url"} {
 					if a.Annotations[k] == "" {
@@ -340,8 +340,8 @@ func writePrometheusConfig(t *testing.T, root, dir, exporterAddr, amAddr string)
 				"metric_relabel_configs": []any{
 					map[string]any{"source_labels": []string{"__name__"}, "regex": "gpuwatch_.*", "action": "drop"},
 					// dcgm-exporter 3.x names the node label Hostname.
-					map[string]any{"source_labels": []string{catalogue.LabelHostname}, "regex": ".+", "target_label": catalogue.LabelOldHost, "replacement": dcgmHost},
-					map[string]any{"regex": catalogue.LabelHostname, "action": "labeldrop"},
+					map[string]any{"source_labels": []string{schema.LabelHostname}, "regex": ".+", "target_label": schema.LabelOldHost, "replacement": dcgmHost},
+					map[string]any{"regex": schema.LabelHostname, "action": "labeldrop"},
 				},
 			},
 		},
@@ -457,7 +457,7 @@ func (h *webhook) find(hostname, alert, gpu string) []receivedAlert {
 	defer h.mu.Unlock()
 	var out []receivedAlert
 	for _, a := range h.alerts {
-		if a.Labels["alertname"] == alert && a.Labels[catalogue.LabelGPU] == gpu && hostOf(a.Labels) == hostname {
+		if a.Labels["alertname"] == alert && a.Labels[schema.LabelGPU] == gpu && hostOf(a.Labels) == hostname {
 			out = append(out, a)
 		}
 	}
@@ -467,10 +467,10 @@ func (h *webhook) find(hostname, alert, gpu string) []receivedAlert {
 // hostOf is the node of an alert: hostname, or Hostname on dcgm-exporter
 // 3.x's data.
 func hostOf(labels map[string]string) string {
-	if h := labels[catalogue.LabelHostname]; h != "" {
+	if h := labels[schema.LabelHostname]; h != "" {
 		return h
 	}
-	return labels[catalogue.LabelOldHost]
+	return labels[schema.LabelOldHost]
 }
 
 func (h *webhook) summary() string {
@@ -478,7 +478,7 @@ func (h *webhook) summary() string {
 	defer h.mu.Unlock()
 	seen := map[string]bool{}
 	for _, a := range h.alerts {
-		seen[fmt.Sprintf("%s:%s/%s(team=%s)->%s", hostOf(a.Labels), a.Labels["alertname"], a.Labels[catalogue.LabelGPU], a.Labels[catalogue.LabelTeam], a.receiver)] = true
+		seen[fmt.Sprintf("%s:%s/%s(team=%s)->%s", hostOf(a.Labels), a.Labels["alertname"], a.Labels[schema.LabelGPU], a.Labels[schema.LabelTeam], a.receiver)] = true
 	}
 	var out []string
 	for k := range seen {
@@ -581,7 +581,7 @@ func (p *promClient) firing(t *testing.T) string {
 			Metric map[string]string `json:"metric"`
 		}
 		if json.Unmarshal(raw, &s) == nil {
-			out = append(out, s.Metric["alertname"]+"/"+s.Metric[catalogue.LabelGPU]+"@"+hostOf(s.Metric))
+			out = append(out, s.Metric["alertname"]+"/"+s.Metric[schema.LabelGPU]+"@"+hostOf(s.Metric))
 		}
 	}
 	sort.Strings(out)
@@ -617,8 +617,8 @@ func analyzerOnly(expr string) bool {
 		return false
 	}
 	for _, n := range names {
-		m, ok := catalogue.Lookup(n)
-		if !ok || m.Origin != catalogue.OriginAnalyzer {
+		m, ok := schema.Lookup(n)
+		if !ok || m.Origin != schema.OriginAnalyzer {
 			return false
 		}
 	}
@@ -632,7 +632,7 @@ func dcgmOnly(expr string) bool {
 		return false
 	}
 	for _, n := range names {
-		m, ok := catalogue.Lookup(n)
+		m, ok := schema.Lookup(n)
 		if !ok || !m.DCGM {
 			return false
 		}
@@ -821,7 +821,7 @@ func checkCost(t *testing.T, prom *promClient) {
 			if err := json.Unmarshal(raw, &s); err != nil || len(s.Value) != 2 {
 				t.Fatalf("decode %s: %v", raw, err)
 			}
-			got[s.Metric[catalogue.LabelTeam]] = fmt.Sprint(s.Value[1])
+			got[s.Metric[schema.LabelTeam]] = fmt.Sprint(s.Value[1])
 		}
 		// The scenario's jobs: llm holds 4 H100s, vision 2, nlp 1.
 		want := map[string]string{"llm": "16", "vision": "8", "nlp": "4"}

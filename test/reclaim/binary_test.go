@@ -17,8 +17,8 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // scancelWrapper logs each call to $GPUWATCH_SCANCEL_LOG and runs the real
@@ -287,8 +287,8 @@ tiers:
 		// defined here.)
 		for _, l := range strings.Split(string(res), "\n") {
 			switch {
-			case strings.HasPrefix(l, catalogue.AnalyzerActions.Name), strings.HasPrefix(l, catalogue.AnalyzerEscalationCycles.Name),
-				strings.HasPrefix(l, catalogue.AnalyzerLastEscalation.Name):
+			case strings.HasPrefix(l, schema.AnalyzerActions.Name), strings.HasPrefix(l, schema.AnalyzerEscalationCycles.Name),
+				strings.HasPrefix(l, schema.AnalyzerLastEscalation.Name):
 				t.Errorf("promtool: %s", l)
 			case l != "":
 				t.Logf("promtool: %s", l)

@@ -25,10 +25,10 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/exporter/attribution"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/jobmap"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // need skips, or fails under CI, when the Slurm test bed is missing.
@@ -66,7 +66,7 @@ func (s *fakeSource) Collect(context.Context) (*source.Snapshot, error) {
 	snap := &source.Snapshot{Hostname: "slurm-test"}
 	for i := 0; i < s.n; i++ {
 		snap.Devices = append(snap.Devices, source.Device{Index: i, UUID: gpuUUID(i), PCIBusID: fmt.Sprintf("00000000:%02X:00.0", i+1),
-			Model: "fake", Up: true, Samples: []source.Sample{{Metric: catalogue.GPUUtil, Value: 0}}})
+			Model: "fake", Up: true, Samples: []source.Sample{{Metric: schema.GPUUtil, Value: 0}}})
 	}
 	s.mu.Lock()
 	snap.Processes = append(snap.Processes, s.procs...)
@@ -117,12 +117,12 @@ func render(t *testing.T, col *collector.Collector) view {
 		for _, m := range mf.GetMetric() {
 			l := labels(m)
 			switch mf.GetName() {
-			case catalogue.GPUUtil.Name:
-				v.hpcJob[l[catalogue.LabelGPU]] = l[catalogue.LabelHPCJob]
-			case catalogue.AllocationInfo.Name:
-				v.info[l[catalogue.LabelGPU]] += strings.Join([]string{l[catalogue.LabelJob], l[catalogue.LabelUser], l[catalogue.LabelAccount], l[catalogue.LabelJobName], l[catalogue.LabelKind]}, " ")
-			case catalogue.ProcessMemory.Name:
-				v.procs[l[catalogue.LabelPID]] = l[catalogue.LabelJob] + " " + l[catalogue.LabelUser]
+			case schema.GPUUtil.Name:
+				v.hpcJob[l[schema.LabelGPU]] = l[schema.LabelHPCJob]
+			case schema.AllocationInfo.Name:
+				v.info[l[schema.LabelGPU]] += strings.Join([]string{l[schema.LabelJob], l[schema.LabelUser], l[schema.LabelAccount], l[schema.LabelJobName], l[schema.LabelKind]}, " ")
+			case schema.ProcessMemory.Name:
+				v.procs[l[schema.LabelPID]] = l[schema.LabelJob] + " " + l[schema.LabelUser]
 			}
 		}
 	}
@@ -321,8 +321,11 @@ func TestHostileJobTextOnRealSlurm(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("job %s: want one GPU line, got %q", a, got)
 	}
-	if f := strings.SplitN(got[0], " ", 4); f[1] != me.Username || f[2] != "" || f[3] != name {
-		t.Fatalf("job %s recorded as %q, want user %s, no account, name %q", a, got[0], me.Username, name)
+	// The account is the one Slurm gave the job (its user's default, with
+	// accounting), never the one its name and comment forge.
+	account := slurm(t, conf, "squeue", "-h", "-j", a, "-o", "%a")
+	if f := strings.SplitN(got[0], " ", 4); f[1] != me.Username || f[2] != account || account == "ml-infra" || f[3] != name {
+		t.Fatalf("job %s recorded as %q, want user %s, account %q, name %q", a, got[0], me.Username, account, name)
 	}
 	if got := lines(b); len(got) != 0 {
 		t.Fatalf("job %s with a forged GRES line recorded on GPUs %q", b, got)

@@ -3,7 +3,7 @@ package simload
 import (
 	"strings"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // dcgmDefaultFields is the field column of the rows dcgm-exporter
@@ -80,10 +80,10 @@ var (
 	DCGMDCP     = counterSet(dcgmDCPFields)
 )
 
-func counterSet(fields string) []*catalogue.Metric {
-	var out []*catalogue.Metric
+func counterSet(fields string) []*schema.Metric {
+	var out []*schema.Metric
 	for _, f := range strings.Fields(fields) {
-		if m, ok := catalogue.Lookup(f); ok {
+		if m, ok := schema.Lookup(f); ok {
 			out = append(out, m)
 		}
 	}

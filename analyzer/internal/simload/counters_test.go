@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // TestCounterSetsKeepEveryListedField: each field the dcgm-exporter files
@@ -15,23 +15,23 @@ func TestCounterSetsKeepEveryListedField(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		fields  string
-		set     []*catalogue.Metric
-		has     []*catalogue.Metric
-		hasNone []*catalogue.Metric
+		set     []*schema.Metric
+		has     []*schema.Metric
+		hasNone []*schema.Metric
 	}{
 		{"default-counters.csv", dcgmDefaultFields, DCGMDefault,
-			[]*catalogue.Metric{catalogue.GPUUtil, catalogue.PowerUsage, catalogue.FBUsed, catalogue.MemCopyUtil},
-			[]*catalogue.Metric{catalogue.PowerLimit, catalogue.ProfSMActive, catalogue.ProfGrEngineActive, catalogue.ProfDRAMActive, catalogue.ProfTensorActive}},
+			[]*schema.Metric{schema.GPUUtil, schema.PowerUsage, schema.FBUsed, schema.MemCopyUtil},
+			[]*schema.Metric{schema.PowerLimit, schema.ProfSMActive, schema.ProfGrEngineActive, schema.ProfDRAMActive, schema.ProfTensorActive}},
 		{"dcp-metrics-included.csv", dcgmDCPFields, DCGMDCP,
-			[]*catalogue.Metric{catalogue.GPUUtil, catalogue.PowerUsage, catalogue.ProfGrEngineActive, catalogue.ProfDRAMActive, catalogue.ProfTensorActive},
-			[]*catalogue.Metric{catalogue.PowerLimit, catalogue.ProfSMActive}},
+			[]*schema.Metric{schema.GPUUtil, schema.PowerUsage, schema.ProfGrEngineActive, schema.ProfDRAMActive, schema.ProfTensorActive},
+			[]*schema.Metric{schema.PowerLimit, schema.ProfSMActive}},
 	} {
 		fields := strings.Fields(tc.fields)
 		if len(fields) < 20 {
 			t.Errorf("%s: %d fields", tc.name, len(fields))
 		}
 		for _, f := range fields {
-			in := slices.ContainsFunc(tc.set, func(m *catalogue.Metric) bool { return m.Name == f })
+			in := slices.ContainsFunc(tc.set, func(m *schema.Metric) bool { return m.Name == f })
 			if !in && !slices.Contains(Unpublished, f) {
 				t.Errorf("%s: %s neither kept nor known to be unpublished", tc.name, f)
 			}

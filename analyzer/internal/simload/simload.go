@@ -21,10 +21,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Clock is a settable clock for the simulator.
@@ -48,7 +48,7 @@ type Format struct {
 	NoProf, NoPower bool
 	// Counters, when set, keeps exactly these families: a dcgm-exporter
 	// counter set (DCGMDefault, DCGMDCP).
-	Counters []*catalogue.Metric
+	Counters []*schema.Metric
 	// Host names the label carrying the node: "" keeps gpuwatch's hostname
 	// (Hostname when Stock), "instance" leaves only the scrape target.
 	Host string
@@ -101,9 +101,9 @@ func (f Format) keeps(name string) bool {
 }
 
 // Read are the families the analyzer queries.
-var Read = []*catalogue.Metric{catalogue.GPUUtil, catalogue.MemCopyUtil, catalogue.FBUsed, catalogue.FBFree, catalogue.PowerUsage,
-	catalogue.PowerLimit, catalogue.ProfSMActive, catalogue.ProfDRAMActive, catalogue.ProfGrEngineActive, catalogue.ProfTensorActive,
-	catalogue.AllocationInfo, catalogue.OrphanProcess}
+var Read = []*schema.Metric{schema.GPUUtil, schema.MemCopyUtil, schema.FBUsed, schema.FBFree, schema.PowerUsage,
+	schema.PowerLimit, schema.ProfSMActive, schema.ProfDRAMActive, schema.ProfGrEngineActive, schema.ProfTensorActive,
+	schema.AllocationInfo, schema.ProcessOrphaned}
 
 // Options of a replay.
 type Options struct {
@@ -118,7 +118,7 @@ type Options struct {
 	All bool
 	// Extra families to render besides Read (the job view also reads energy
 	// and the jobs' CPU time).
-	Extra []*catalogue.Metric
+	Extra []*schema.Metric
 }
 
 // Sink receives each collection of the whole fleet.
@@ -136,7 +136,7 @@ func Replay(ctx context.Context, sc *sim.Scenario, o Options, sink Sink) (time.T
 	defer src.Close()
 	origin := src.Origin()
 	keep := map[string]bool{}
-	for _, m := range append(append([]*catalogue.Metric{}, Read...), o.Extra...) {
+	for _, m := range append(append([]*schema.Metric{}, Read...), o.Extra...) {
 		keep[m.Name] = true
 	}
 	for off := o.From; off <= o.To; off += o.Resolution {
@@ -188,7 +188,7 @@ func trim(s *source.Snapshot, keep map[string]bool) {
 		}
 	}
 	s.Processes = procs
-	if !keep[catalogue.JobCPUSeconds.Name] {
+	if !keep[schema.JobCPUSeconds.Name] {
 		s.JobCPU = nil
 	}
 }
@@ -202,7 +202,7 @@ func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 		return nil
 	case f.NoProf && strings.HasPrefix(name, "DCGM_FI_PROF_"):
 		return nil
-	case f.NoPower && (name == catalogue.PowerUsage.Name || name == catalogue.PowerLimit.Name):
+	case f.NoPower && (name == schema.PowerUsage.Name || name == schema.PowerLimit.Name):
 		return nil
 	}
 	if !f.Stock && f.Host == "" && !f.HonorLabelsFalse {
@@ -210,7 +210,7 @@ func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 	}
 	hostLabel := f.Host
 	if hostLabel == "" && f.Stock {
-		hostLabel = catalogue.LabelOldHost
+		hostLabel = schema.LabelOldHost
 	}
 	out := proto.Clone(mf).(*dto.MetricFamily)
 	for _, m := range out.Metric {
@@ -218,7 +218,7 @@ func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 		kept := m.Label[:0]
 		for _, l := range m.Label {
 			switch l.GetName() {
-			case catalogue.LabelHostname:
+			case schema.LabelHostname:
 				host = l.GetValue()
 				switch hostLabel {
 				case "instance":
@@ -227,7 +227,7 @@ func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 				default:
 					l.Name = proto.String(hostLabel)
 				}
-			case catalogue.LabelPod, catalogue.LabelNamespace, catalogue.LabelContainer:
+			case schema.LabelPod, schema.LabelNamespace, schema.LabelContainer:
 				if f.HonorLabelsFalse {
 					l.Name = proto.String("exported_" + l.GetName())
 				}
@@ -244,9 +244,9 @@ func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 				epoch = t.UnixMilli() / f.ExporterRestart.Milliseconds()
 			}
 			m.Label = append(m.Label,
-				&dto.LabelPair{Name: proto.String(catalogue.LabelPod), Value: proto.String(fmt.Sprintf("nvidia-dcgm-exporter-%s-%x", host, epoch%4096))},
-				&dto.LabelPair{Name: proto.String(catalogue.LabelNamespace), Value: proto.String("gpu-operator")},
-				&dto.LabelPair{Name: proto.String(catalogue.LabelContainer), Value: proto.String("nvidia-dcgm-exporter")})
+				&dto.LabelPair{Name: proto.String(schema.LabelPod), Value: proto.String(fmt.Sprintf("nvidia-dcgm-exporter-%s-%x", host, epoch%4096))},
+				&dto.LabelPair{Name: proto.String(schema.LabelNamespace), Value: proto.String("gpu-operator")},
+				&dto.LabelPair{Name: proto.String(schema.LabelContainer), Value: proto.String("nvidia-dcgm-exporter")})
 		}
 		sort.Slice(m.Label, func(i, j int) bool { return m.Label[i].GetName() < m.Label[j].GetName() })
 	}

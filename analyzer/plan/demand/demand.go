@@ -24,7 +24,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Stats are the quantiles of one dimension over the allocation's samples.
@@ -124,10 +124,10 @@ func Exprs(w time.Duration) []string {
 	compute := func(fn, arg, rng string) string {
 		// SM activity where the profiling fields exist, util elsewhere:
 		// `or` keeps util only for series that have no SM activity.
-		return fn + "(" + arg + catalogue.ProfSMActive.Name + rng + ") or " +
-			fn + "(" + arg + catalogue.GPUUtil.Name + rng + ") / 100"
+		return fn + "(" + arg + schema.ProfSMActive.Name + rng + ") or " +
+			fn + "(" + arg + schema.GPUUtil.Name + rng + ") / 100"
 	}
-	mem := func(fn, arg string) string { return fn + "(" + arg + catalogue.FBUsed.Name + win + ")" }
+	mem := func(fn, arg string) string { return fn + "(" + arg + schema.FBUsed.Name + win + ")" }
 	return []string{
 		qComputeP50: compute("quantile_over_time", "0.5, ", win),
 		qComputeP95: compute("quantile_over_time", "0.95, ", win),
@@ -135,13 +135,13 @@ func Exprs(w time.Duration) []string {
 		qMemP95:     mem("quantile_over_time", "0.95, "),
 		// The device's memory is used + free at any instant: one reading
 		// an hour is enough.
-		qTotal: "max_over_time((" + catalogue.FBUsed.Name + " + " + catalogue.FBFree.Name + ")" +
+		qTotal: "max_over_time((" + schema.FBUsed.Name + " + " + schema.FBFree.Name + ")" +
 			fmt.Sprintf("[%dms:1h]", w.Milliseconds()-1) + ")",
-		qInfo:      "max_over_time(" + catalogue.AllocationInfo.Name + win + ")",
+		qInfo:      "max_over_time(" + schema.AllocationInfo.Name + win + ")",
 		qHourP95:   compute("quantile_over_time", "0.95, ", hour),
 		qHourPeak:  compute("max_over_time", "", hour),
-		qHourCount: "count_over_time(" + catalogue.FBUsed.Name + hour + ")",
-		qHourMem:   "max_over_time(" + catalogue.FBUsed.Name + hour + ")",
+		qHourCount: "count_over_time(" + schema.FBUsed.Name + hour + ")",
+		qHourMem:   "max_over_time(" + schema.FBUsed.Name + hour + ")",
 	}
 }
 
@@ -236,12 +236,12 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 					if !ok || x <= 0 {
 						continue
 					}
-					job := string(s.Metric[catalogue.LabelJob])
+					job := string(s.Metric[schema.LabelJob])
 					if job == "" {
 						job = id.Job
 					}
-					infos[id.Host+"|"+id.Device+"|"+job] = info{team: string(s.Metric[catalogue.LabelTeam]),
-						user: string(s.Metric[catalogue.LabelUser]), kind: strings.ToLower(string(s.Metric[catalogue.LabelKind]))}
+					infos[id.Host+"|"+id.Device+"|"+job] = info{team: string(s.Metric[schema.LabelTeam]),
+						user: string(s.Metric[schema.LabelUser]), kind: strings.ToLower(string(s.Metric[schema.LabelKind]))}
 					continue
 				}
 				it := get(s.Metric)
@@ -329,7 +329,7 @@ func setInstant(it *Item, f figure, x float64, m model.Metric) {
 // migScale turns a MIG instance's SM activity (a share of its own SMs) into
 // a share of the whole GPU.
 func migScale(m model.Metric, modelName string) float64 {
-	prof := string(m[catalogue.LabelGIProfile])
+	prof := string(m[schema.LabelGIProfile])
 	if prof == "" {
 		return 1
 	}

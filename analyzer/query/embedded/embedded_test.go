@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
-	"github.com/gpuwatch/gpuwatch/exporter/catalogue"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func fam(name string, t dto.MetricType, v float64, labels ...string) *dto.MetricFamily {
@@ -40,8 +40,8 @@ func TestAppendAndQuery(t *testing.T) {
 	app := db.Appender()
 	for i := 0; i < 10; i++ {
 		fams := []*dto.MetricFamily{
-			fam(catalogue.GPUUtil.Name, dto.MetricType_GAUGE, float64(10*i), "UUID", "GPU-1", "hpc_job", ""),
-			fam(catalogue.TotalEnergy.Name, dto.MetricType_COUNTER, float64(1000*i), "UUID", "GPU-1"),
+			fam(schema.GPUUtil.Name, dto.MetricType_GAUGE, float64(10*i), "UUID", "GPU-1", "hpc_job", ""),
+			fam(schema.TotalEnergy.Name, dto.MetricType_COUNTER, float64(1000*i), "UUID", "GPU-1"),
 			fam("untyped_thing", dto.MetricType_UNTYPED, 1),
 		}
 		if err := app.AppendFamilies(ctx, t0.Add(time.Duration(i)*30*time.Second), fams); err != nil {
@@ -49,7 +49,7 @@ func TestAppendAndQuery(t *testing.T) {
 		}
 	}
 	at := t0.Add(270 * time.Second)
-	v, err := db.Query(ctx, "avg_over_time("+catalogue.GPUUtil.Name+"[5m])", at)
+	v, err := db.Query(ctx, "avg_over_time("+schema.GPUUtil.Name+"[5m])", at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestAppendAndQuery(t *testing.T) {
 	if _, has := vec[0].Metric["hpc_job"]; has || vec[0].Metric["UUID"] != "GPU-1" {
 		t.Errorf("labels %v", vec[0].Metric)
 	}
-	v, err = db.QueryRange(ctx, "rate("+catalogue.TotalEnergy.Name+"[2m])", query.Range{Start: t0.Add(2 * time.Minute), End: at, Step: time.Minute})
+	v, err = db.QueryRange(ctx, "rate("+schema.TotalEnergy.Name+"[2m])", query.Range{Start: t0.Add(2 * time.Minute), End: at, Step: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestOutOfOrderWithinRetention(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 8, 2, 0, 0, 0, 0, time.UTC)
 	s := func(ts time.Time) []Sample {
-		return []Sample{{Labels: map[string]string{"__name__": catalogue.GPUUtil.Name, "UUID": "GPU-1"}, T: ts, V: 1}}
+		return []Sample{{Labels: map[string]string{"__name__": schema.GPUUtil.Name, "UUID": "GPU-1"}, T: ts, V: 1}}
 	}
 	if err := db.Appender().AppendSamples(ctx, s(now)); err != nil {
 		t.Fatal(err)

@@ -16,18 +16,19 @@
 //	    pod_name: '^triton-'
 //	  - kind: interactive
 //	    job_name: '^(rstudio|vscode)'
-//	builtin_kinds: true              # then gpuwatch's defaults (attribution/kind); default true
+//	builtin_kinds: true              # then gpuwatch's defaults (schema.KindDefaults); default true
 //
 // Team rules are tried in the order pod label, namespace, account, user.
 package teams
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"regexp"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gpuwatch/gpuwatch/exporter/attribution/kind"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
@@ -103,7 +104,7 @@ func ParseFile(name string, data []byte) (*Config, error) {
 	for i, k := range c.Kinds {
 		at := fmt.Sprintf("kinds[%d]", i)
 		switch k.Kind {
-		case source.KindBatch, source.KindInteractive, source.KindService:
+		case schema.KindBatch, schema.KindInteractive, schema.KindService:
 		default:
 			errs = append(errs, doc.Errorf(at+".kind", "kind %q is not batch, interactive or service", k.Kind))
 		}
@@ -161,8 +162,8 @@ func (c *Config) kind(a *source.Allocation) string {
 			}
 		}
 		if c.BuiltinKinds != nil && !*c.BuiltinKinds {
-			return source.KindBatch
+			return schema.KindBatch
 		}
 	}
-	return kind.Classify(a.JobName, a.Pod)
+	return schema.ClassifyKind(a.JobName, a.Pod)
 }

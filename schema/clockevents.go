@@ -1,4 +1,4 @@
-package catalogue
+package schema
 
 // ClockEventReason is one bit of DCGM_FI_DEV_CLOCKS_EVENT_REASONS (NVML's
 // nvmlClocksEventReason* constants) and the `reason` label value of its

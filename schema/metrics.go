@@ -1,12 +1,13 @@
-// Package catalogue lists every metric gpuwatch publishes or reads: its name,
-// type, unit, help and where its value comes from. The collector, the
+// The metric catalogue: every metric gpuwatch publishes or reads, with its
+// name, type, unit, help and where its value comes from. The collector, the
 // simulator, the dashboards, the rules and the docs all take names from here,
 // so no metric name is spelled twice in the code base.
 //
 // GPU series keep dcgm-exporter's names, units and label names so existing
 // dashboards and alerts work unchanged; everything dcgm-exporter lacks is named
 // gpuwatch_* and follows Prometheus naming conventions.
-package catalogue
+
+package schema
 
 import (
 	"fmt"
@@ -110,7 +111,7 @@ var all []*Metric
 func def(m Metric) *Metric {
 	for _, o := range all {
 		if o.Name == m.Name {
-			panic(fmt.Sprintf("catalogue: %s defined twice", m.Name))
+			panic(fmt.Sprintf("schema: metric %s defined twice", m.Name))
 		}
 	}
 	p := &m
@@ -205,7 +206,7 @@ var (
 	ProcessMemory = def(Metric{Name: "gpuwatch_process_gpu_memory_bytes", Type: Gauge, Unit: "bytes", Origin: OriginNVML, PerGPU: true,
 		Labels: []string{LabelPID, LabelCommand, LabelUser, LabelJob, LabelProcType},
 		Help:   "GPU memory used by a process, with its command, user and job (hpc_job id or namespace/pod)."})
-	OrphanProcess = def(Metric{Name: "gpuwatch_process_orphaned", Type: Gauge, Origin: OriginAttribution, PerGPU: true,
+	ProcessOrphaned = def(Metric{Name: "gpuwatch_process_orphaned", Type: Gauge, Origin: OriginAttribution, PerGPU: true,
 		Labels: []string{LabelPID, LabelCommand, LabelUser, LabelJob},
 		Help:   "1 for a GPU process that belongs to no live allocation (its job ended or it was never scheduled)."})
 	AllocationInfo = def(Metric{Name: "gpuwatch_allocation_info", Type: Gauge, Origin: OriginAttribution, PerGPU: true,

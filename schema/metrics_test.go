@@ -1,4 +1,4 @@
-package catalogue
+package schema
 
 import (
 	"os"
@@ -43,7 +43,7 @@ func TestNamingConventions(t *testing.T) {
 // docs/metrics.md in step with the catalogue. UPDATE_DOCS=1 rewrites them.
 func TestDocsCurrent(t *testing.T) {
 	want := Markdown()
-	for _, path := range []string{"../../README.md", "../../docs/metrics.md"} {
+	for _, path := range []string{"../README.md", "../docs/metrics.md"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -64,6 +64,6 @@ func TestDocsCurrent(t *testing.T) {
 			}
 			continue
 		}
-		t.Errorf("%s: metrics reference is out of date; run UPDATE_DOCS=1 go test ./exporter/catalogue", path)
+		t.Errorf("%s: metrics reference is out of date; run UPDATE_DOCS=1 go test ./schema", path)
 	}
 }

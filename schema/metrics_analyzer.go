@@ -1,4 +1,4 @@
-package catalogue
+package schema
 
 // Analyzer metrics the dashboards and alert rules read. They are defined here
 // by the dashboards work so that no panel or rule spells a name of its own;

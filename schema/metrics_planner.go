@@ -1,4 +1,4 @@
-package catalogue
+package schema
 
 // Capacity planner metrics: the plan of the last window, per node pool and
 // per team. LabelPool names a node pool (GPU model, or model/node group).

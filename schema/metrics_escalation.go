@@ -1,4 +1,4 @@
-package catalogue
+package schema
 
 // Metrics of the analyzer's reclamation loop. The per-action counter,
 // AnalyzerActions (gpuwatch_analyzer_actions_total{hostname,action,result}),

@@ -1,8 +1,8 @@
-package kind
+package schema
 
 import "testing"
 
-func TestClassify(t *testing.T) {
+func TestClassifyKind(t *testing.T) {
 	for _, tc := range []struct{ job, pod, want string }{
 		{"", "jupyter-alice", "interactive"},
 		{"", "jupyter-alice--gpu-server", "interactive"},
@@ -16,8 +16,8 @@ func TestClassify(t *testing.T) {
 		{"jupyter-alice", "", "batch"}, // pod pattern only applies to pod names
 		{"", "", "batch"},
 	} {
-		if got := Classify(tc.job, tc.pod); got != tc.want {
-			t.Errorf("Classify(%q, %q) = %q, want %q", tc.job, tc.pod, got, tc.want)
+		if got := ClassifyKind(tc.job, tc.pod); got != tc.want {
+			t.Errorf("ClassifyKind(%q, %q) = %q, want %q", tc.job, tc.pod, got, tc.want)
 		}
 	}
 }
