@@ -212,6 +212,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		rb := report.NewBuilder(st, rcfg)
 		rb.Planner = planSrc
 		page.Reports = analyzerweb.BuiltReports{Builder: rb, Renderer: rd}
+		page.Accounting = analyzerweb.BuiltReports{Builder: rb, Renderer: rd}
 	}
 	if planner != nil {
 		page.Planner = planner
