@@ -49,7 +49,7 @@ type JupyterHub struct {
 }
 
 // Name implements Actuator: the Hub acts for Kubernetes pods.
-func (j *JupyterHub) Name() string { return "kubernetes" }
+func (j *JupyterHub) Name() string { return schema.SchedulerKubernetes }
 
 // maxHubBody bounds what is read of a Hub answer.
 const maxHubBody = 1 << 20

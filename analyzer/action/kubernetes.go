@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"errors"
 	"fmt"
@@ -34,7 +36,7 @@ type Kubernetes struct {
 var dnsName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
 
 // Name implements Actuator.
-func (k *Kubernetes) Name() string { return "kubernetes" }
+func (k *Kubernetes) Name() string { return schema.SchedulerKubernetes }
 
 func (k *Kubernetes) target(req *Request) (string, string, error) {
 	ns, pod := req.Finding.Namespace, req.Finding.Pod

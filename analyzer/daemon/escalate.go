@@ -154,10 +154,10 @@ func target(f *finding.Finding) string {
 	switch {
 	case f.Pattern == schema.OrphanProcess:
 		return "process"
-	case f.Scheduler == "kubernetes" || (f.Scheduler == "" && f.Pod != ""):
-		return "kubernetes"
+	case f.Scheduler == schema.SchedulerKubernetes || (f.Scheduler == "" && f.Pod != ""):
+		return schema.SchedulerKubernetes
 	default:
-		return "slurm"
+		return schema.SchedulerSlurm
 	}
 }
 

@@ -131,8 +131,8 @@ func TestSimulateWritesEverything(t *testing.T) {
 	if len(res.Teams) != len(teamsOf(sc)) {
 		t.Errorf("reported teams %v, want %v", res.Teams, teamsOf(sc))
 	}
-	if res.AllocatedGPUHours <= 0 || res.WastedGPUHours <= 0 || res.WastedGPUHours > res.AllocatedGPUHours {
-		t.Errorf("fleet totals: allocated %.1f, wasted %.1f", res.AllocatedGPUHours, res.WastedGPUHours)
+	if tot := res.Fleet.Totals; tot.AllocatedGPUHours <= 0 || tot.WastedGPUHours <= 0 || tot.ActiveGPUHours+tot.WastedGPUHours > tot.AllocatedGPUHours+1e-9 {
+		t.Errorf("fleet totals: allocated %.1f, used %.1f, wasted %.1f", tot.AllocatedGPUHours, tot.ActiveGPUHours, tot.WastedGPUHours)
 	}
 
 	for _, s := range dashboards.All() {

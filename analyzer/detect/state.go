@@ -344,9 +344,9 @@ func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU, known
 	}
 	a.StartKnown = devKnown && (s.Start.After(st.Origin) || frac < 0.9)
 	if g.HPCJob != "" {
-		a.Scheduler = "slurm"
+		a.Scheduler = schema.SchedulerSlurm
 	} else {
-		a.Scheduler = "kubernetes"
+		a.Scheduler = schema.SchedulerKubernetes
 	}
 	return a
 }

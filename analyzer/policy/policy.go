@@ -20,10 +20,10 @@ import (
 type StepAction string
 
 const (
-	StepNotify     StepAction = "notify"     // tell the operators (webhook)
-	StepWarn       StepAction = "warn"       // tell the owner (Alertmanager, email)
-	StepCheckpoint StepAction = "checkpoint" // signal the job to checkpoint
-	StepReclaim    StepAction = "reclaim"    // cancel, evict or kill
+	StepNotify     StepAction = StepAction(schema.ActionNotify)     // tell the operators (webhook)
+	StepWarn       StepAction = StepAction(schema.ActionWarn)       // tell the owner (Alertmanager, email)
+	StepCheckpoint StepAction = StepAction(schema.ActionCheckpoint) // signal the job to checkpoint
+	StepReclaim    StepAction = StepAction(schema.ActionReclaim)    // cancel, evict or kill
 )
 
 // StepActions lists the steps in escalation order.

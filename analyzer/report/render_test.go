@@ -58,7 +58,7 @@ func TestRender(t *testing.T) {
 			t.Errorf("job name not escaped")
 		}
 		// The same numbers in both parts.
-		for _, want := range []string{"25.0", "15.0", "20.0", "80.0%", "60.00 EUR", "16.00 EUR", "75.8%", "71.4%", "MIG 1g.10gb", "2026-W46", "https://grafana.example.org/d/gpuwatch-job/gpuwatch-job?"} {
+		for _, want := range []string{"37.0", "27.0", "9.0", "24.3%", "12.0", "108 EUR", "18.00 EUR", "82.2%", "52.9%", "MIG 1g.10gb", "2026-W46", "https://grafana.example.org/d/gpuwatch-job/gpuwatch-job?"} {
 			if !strings.Contains(out.Text, want) {
 				t.Errorf("text part lacks %q", want)
 			}
@@ -66,7 +66,7 @@ func TestRender(t *testing.T) {
 				t.Errorf("HTML part lacks %q", want)
 			}
 		}
-		if out.Subject != "[gpuwatch] GPU waste, team ml, week 2026-W47: 20.0 GPU-hours wasted (80.0% of 25.0 allocated)" {
+		if out.Subject != "[gpuwatch] GPU waste, team ml, week 2026-W47: 9.0 GPU-hours wasted (24.3% of 37.0 allocated)" {
 			t.Errorf("subject %q", out.Subject)
 		}
 		msg := out.Message([]string{"ml@example.org"})

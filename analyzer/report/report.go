@@ -51,13 +51,16 @@ type Report struct {
 	Planner *PlannerSection `json:"planner,omitempty"`
 }
 
-// Totals are GPU-hours over the period. Idle is allocated minus active;
-// Wasted is what the analyzer's findings attribute to a waste pattern.
+// Totals are GPU-hours over the period, as the accounting package defines
+// them: ActiveGPUHours is its used, Idle is allocated minus used, and
+// over-limit and orphaned GPU-hours are totals of their own.
 type Totals struct {
 	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
 	ActiveGPUHours    float64 `json:"active_gpu_hours"`
 	IdleGPUHours      float64 `json:"idle_gpu_hours"`
 	WastedGPUHours    float64 `json:"wasted_gpu_hours"`
+	OverLimitGPUHours float64 `json:"over_limit_gpu_hours"`
+	OrphanGPUHours    float64 `json:"orphan_gpu_hours"`
 	// WastedShare = Wasted / Allocated.
 	WastedShare float64 `json:"wasted_share"`
 	Cost        float64 `json:"cost"`

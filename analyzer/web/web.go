@@ -55,7 +55,8 @@ type AuditSource interface {
 	RecentAudit(ctx context.Context, limit int) ([]AuditEntry, error)
 }
 
-// ReportSummary describes one team's latest report.
+// ReportSummary describes one team's latest report: its GPU-hours as the
+// accounting package defines them (UsedGPUHours is its used).
 type ReportSummary struct {
 	Team              string // "" is the fleet (administrators') report
 	Period            string // e.g. 2026-W47
@@ -63,7 +64,15 @@ type ReportSummary struct {
 	AllocatedGPUHours float64
 	ActiveGPUHours    float64
 	WastedGPUHours    float64
+	OverLimitGPUHours float64
+	OrphanGPUHours    float64
 	TopPattern        schema.Pattern
+}
+
+// AccountingSource gives the fleet's accounting of the latest report
+// period, which the findings page shows above the current findings.
+type AccountingSource interface {
+	FleetAccounting(ctx context.Context) (ReportSummary, error)
 }
 
 // ErrNoReport is returned by ReportSource.ReportHTML for a team without one.
@@ -97,6 +106,9 @@ type Options struct {
 	MaxRows int
 	// Coverage says what the last analyzer cycle saw; nil hides the line.
 	Coverage CoverageSource
+	// Accounting gives the fleet's GPU-hours of the latest report period;
+	// nil hides the line.
+	Accounting AccountingSource
 }
 
 // CoverageSource gives what the last analyzer cycle saw (engine.Metrics
@@ -248,6 +260,8 @@ type findingsPage struct {
 	Jobs     int
 	// Coverage is the sentence on what the last cycle saw, "" when unknown.
 	Coverage string
+	// Accounting is the fleet's GPU-hours of the latest report period.
+	Accounting *ReportSummary
 }
 
 type page struct {
@@ -286,6 +300,13 @@ func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 	if s.Coverage != nil {
 		if c, ok := s.Coverage.LastCoverage(); ok {
 			p.Coverage = present.CoverageLine(c)
+		}
+	}
+	if s.Accounting != nil {
+		if a, err := s.Accounting.FleetAccounting(r.Context()); err != nil {
+			s.Logger.Error("web: read accounting", "err", err)
+		} else {
+			p.Accounting = &a
 		}
 	}
 	if err != nil {

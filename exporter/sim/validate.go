@@ -276,12 +276,12 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 	}
 	switch w.Scheduler {
 	case "":
-		w.Scheduler = "slurm"
-	case "slurm", "kubernetes":
+		w.Scheduler = schema.SchedulerSlurm
+	case schema.SchedulerSlurm, schema.SchedulerKubernetes:
 	default:
 		v.failf(p("scheduler"), "must be slurm or kubernetes, got %q", w.Scheduler)
 	}
-	if w.Scheduler == "kubernetes" {
+	if w.Scheduler == schema.SchedulerKubernetes {
 		if w.Namespace == "" {
 			w.Namespace = "default"
 		}
@@ -307,17 +307,17 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 	case "":
 		switch w.Behaviour {
 		case IdleNotebook, Notebook:
-			w.Kind = "interactive"
+			w.Kind = schema.KindInteractive
 		case InferenceDaily:
-			w.Kind = "service"
+			w.Kind = schema.KindService
 		default:
-			w.Kind = "batch"
+			w.Kind = schema.KindBatch
 		}
-	case "batch", "interactive", "service":
+	case schema.KindBatch, schema.KindInteractive, schema.KindService:
 	default:
 		v.failf(p("kind"), "must be batch, interactive or service, got %q", w.Kind)
 	}
-	if (w.Behaviour == IdleNotebook || w.Behaviour == Notebook) && w.Kind != "interactive" {
+	if (w.Behaviour == IdleNotebook || w.Behaviour == Notebook) && w.Kind != schema.KindInteractive {
 		v.failf(p("kind"), "behaviour %s needs kind interactive", w.Behaviour)
 	}
 	n, ok := nodes[w.Node]

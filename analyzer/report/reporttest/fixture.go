@@ -140,9 +140,9 @@ func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
 				if sl.prof == schema.OverRequested && len(sl.gpus) < 2 {
 					sl.prof = schema.LowUtilization
 				}
-				sl.kind = "batch"
+				sl.kind = schema.KindBatch
 				if sl.prof == schema.IdleSession {
-					sl.kind = "interactive"
+					sl.kind = schema.KindInteractive
 				}
 				sl.wasted, sl.ws, sl.we = 0, time.Time{}, time.Time{}
 			}
@@ -164,7 +164,7 @@ func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
 				if sl.prof != "" && sl.wasted > 0 {
 					id, _ := strconv.Atoi(sl.job)
 					findings = append(findings, finding.Finding{Pattern: sl.prof, Severity: schema.SeverityWarning, Job: sl.job, User: sl.user,
-						Team: sl.team, Kind: sl.kind, Hostname: sl.host, Scheduler: "slurm", Account: sl.team,
+						Team: sl.team, Kind: sl.kind, Hostname: sl.host, Scheduler: schema.SchedulerSlurm, Account: sl.team,
 						JobName: fmt.Sprintf("train-%s-%d", sl.user, id%97), ModelName: sl.model, GPUs: sl.gpus,
 						Start: sl.ws, End: sl.we, WastedGPUHours: sl.wasted, Evidence: evidence(rng, sl.prof, size, sl.length),
 						Action: schema.ActionNotify})
