@@ -36,16 +36,17 @@ type Config struct {
 // Idle says when a GPU does nothing during one step.
 type Idle struct {
 	// UtilPercent: the step is idle only if its mean GPU util is at most
-	// this. Default 5 (%). Jobstats and Princeton's Job Defense Shield call a
-	// GPU idle when every exporter sample reads 0 % (job_defense_shield
-	// docs/alert/cancel_gpu_jobs.md), Run:ai when a whole 30 s interval does
-	// (Run:ai scheduling rules, "Idle GPU time limit"). But util is a whole
+	// this. Default 5 (%). Jobstats and Princeton's Job Defense Shield call
+	// a GPU idle when every exporter sample reads 0 % (its documentation,
+	// "Automatically Cancel GPU Jobs at 0% Utilization"), Run:ai when a
+	// whole 30 s interval does (Run:ai scheduling rules, "Idle GPU time
+	// limit"). But util is a whole
 	// percentage of the sample period in which any kernel ran, and a GPU
 	// holding a context reads 1-2 % now and then (driver housekeeping,
 	// monitoring probes): "every sample 0" calls such a GPU busy. The mean
 	// at most 5 % keeps those blips idle and stays well under what the
 	// field already calls light use, not idleness: Job Defense Shield's
-	// gpu_util_threshold 15 % (docs/alert/gpu_model_too_powerful.md).
+	// gpu_util_threshold 15 % (its "GPU Model Too Powerful" alert).
 	UtilPercent Percent `yaml:"util_percent"`
 	// SMActive: with DCGM_FI_PROF_SM_ACTIVE present, the step is idle only if
 	// its mean SM activity is below this (graphics-engine activity on MIG
@@ -88,7 +89,7 @@ type CPUOnly struct {
 	Switch `yaml:",inline"`
 	// MinDuration of idleness since the start. Default 2h: Princeton's Job
 	// Defense Shield cancels jobs whose GPUs stayed at 0% for 120 minutes
-	// (cancel_minutes: 120 in docs/alert/cancel_gpu_jobs.md).
+	// (cancel_minutes: 120 in its "Automatically Cancel GPU Jobs" alert).
 	MinDuration Duration `yaml:"min_duration"`
 }
 
