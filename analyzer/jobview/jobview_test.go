@@ -1,6 +1,8 @@
 package jobview_test
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -102,13 +104,13 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		job     string
-		pattern finding.Pattern
+		pattern schema.Pattern
 		advice  string
 	}{
-		{"501", finding.OverRequested, "--gres=gpu:2"},
-		{"502", finding.CPUOnly, "CPU partition"},
-		{"503", finding.LowUtilization, "MIG 1g.10gb"},
-		{"ml/nb-erin", finding.IdleSession, "idle"},
+		{"501", schema.OverRequested, "--gres=gpu:2"},
+		{"502", schema.CPUOnly, "CPU partition"},
+		{"503", schema.LowUtilization, "MIG 1g.10gb"},
+		{"ml/nb-erin", schema.IdleSession, "idle"},
 	} {
 		r := build(t, tc.job)
 		var want []finding.Finding

@@ -1,6 +1,8 @@
 package jobview
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"compress/flate"
 	"context"
@@ -62,8 +64,8 @@ type cgpu struct {
 }
 
 type cfind struct {
-	Pattern  finding.Pattern    `json:"p"`
-	Severity finding.Severity   `json:"s,omitempty"`
+	Pattern  schema.Pattern     `json:"p"`
+	Severity schema.Severity    `json:"s,omitempty"`
 	Wasted   float64            `json:"w"`
 	Start    int64              `json:"b,omitempty"`
 	End      int64              `json:"e,omitempty"`
@@ -262,7 +264,7 @@ const writeTimeout = 5 * time.Second
 // noteReport is what a note without figures still says: what Slurm tells
 // of the job, so accounting keeps whose job it was and how it ended.
 func noteReport(ref Ref, sc *Scheduler) *Report {
-	r := &Report{Job: ref.String(), Scheduler: "slurm"}
+	r := &Report{Job: ref.String(), Scheduler: schema.SchedulerSlurm}
 	if sc != nil {
 		r.State, r.User, r.Account, r.JobName = strings.ToLower(sc.State), sc.User, sc.Account, sc.Name
 		if !sc.Start.IsZero() && !sc.End.Before(sc.Start) {

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // JobMail configures the end-of-job mail: when a job ends having wasted
@@ -158,7 +158,7 @@ func EndedJobOf(ctx context.Context, st *store.Store, cfg *Config, hostname, job
 }
 
 // topPattern is the pattern that wasted the most, for the audit record.
-func (e *EndedJob) topPattern() finding.Pattern {
+func (e *EndedJob) topPattern() schema.Pattern {
 	if len(e.Findings) == 0 {
 		return ""
 	}

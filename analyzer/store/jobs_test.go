@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Job 60 and job 601 on the same host stay apart (finding keys share a
@@ -26,13 +27,13 @@ func TestJobReads(t *testing.T) {
 	if err := st.AddUsage(ctx, []Usage{hour(0, "60", 1, 1), hour(1, "60", 1, 0.5), hour(0, "601", 2, 0), hour(0, "7", 1, 0), hour(5, "7", 1, 0)}); err != nil {
 		t.Fatal(err)
 	}
-	f := func(job string, p finding.Pattern, w float64) finding.Finding {
+	f := func(job string, p schema.Pattern, w float64) finding.Finding {
 		return finding.Finding{Hostname: "n", Job: job, Pattern: p, WastedGPUHours: w, Start: t0, End: t0.Add(time.Hour)}
 	}
-	if err := st.SaveFindings(ctx, t0.Add(time.Hour), []finding.Finding{f("60", finding.LowUtilization, 0.2), f("601", finding.CPUOnly, 1)}); err != nil {
+	if err := st.SaveFindings(ctx, t0.Add(time.Hour), []finding.Finding{f("60", schema.LowUtilization, 0.2), f("601", schema.CPUOnly, 1)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SaveFindings(ctx, t0.Add(2*time.Hour), []finding.Finding{f("60", finding.LowUtilization, 0.5)}); err != nil {
+	if err := st.SaveFindings(ctx, t0.Add(2*time.Hour), []finding.Finding{f("60", schema.LowUtilization, 0.5)}); err != nil {
 		t.Fatal(err)
 	}
 	ended, err := st.JobsEndedBetween(ctx, t0, t0, t0.Add(3*time.Hour))
