@@ -226,6 +226,12 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		}
 		if anyActive && a.FirstActive.IsZero() {
 			a.FirstActive = runStart
+			if a.KnownSteps > 1 {
+				// Work began somewhere in this step, after an idle one: its
+				// middle is the unbiased guess, where its start would
+				// shorten every staging delay by half a step.
+				a.FirstActive = runStart.Add(s.End.Sub(s.Start) / 2)
+			}
 		}
 		resumed := anyActive && !a.IdleHeldSince.IsZero() && runStart.Sub(a.IdleHeldSince) >= d.cfg.Patterns.Stuck.IdleDuration.D()
 		a.IdleSince = run(a.IdleSince, allIdle, runStart)
@@ -254,14 +260,15 @@ func run(since time.Time, cond bool, at time.Time) time.Time {
 	}
 }
 
-// active decides whether a GPU did work in a step. SM activity is preferred
-// when exported, graphics-engine activity stands in for it on MIG instances
-// (which have no util of their own); power above the veto overrides an
-// idle reading.
+// active decides whether a GPU did work in a step: its mean util above the
+// idle threshold (a mean, not every sample: an idle context reads a percent
+// or two now and then), SM activity where exported, graphics-engine
+// activity on MIG instances (which have no util of their own); power above
+// the veto overrides an idle reading.
 func (d *Detector) active(st *State, g features.GPU) bool {
 	idle := true
 	if g.HasUtil {
-		idle = g.UtilMax <= float64(d.cfg.Idle.UtilPercent)
+		idle = g.UtilAvg <= float64(d.cfg.Idle.UtilPercent)
 	}
 	switch {
 	case g.HasSM:
