@@ -201,6 +201,13 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		} else if ok {
 			d.Jobs = append(d.Jobs, Job(dj))
 		}
+		if rcfg.JobMail.Enabled {
+			jm, err := report.JobMailJob(ctx, deps, lg)
+			if err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+			}
+			d.Jobs = append(d.Jobs, Job(jm))
+		}
 	}
 	page := analyzerweb.Options{Findings: analyzerweb.StoreFindings{Store: st}, Audit: analyzerweb.AuditLog{Log: lg}, Logger: logger,
 		Title: "gpuwatch analyzer " + version, Coverage: esc.Metrics.Found}
