@@ -201,6 +201,13 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		} else if ok {
 			d.Jobs = append(d.Jobs, Job(dj))
 		}
+		if rcfg.JobMail.Enabled {
+			jm, err := report.JobMailJob(ctx, deps, lg)
+			if err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+			}
+			d.Jobs = append(d.Jobs, Job(jm))
+		}
 	}
 	page := analyzerweb.Options{Findings: analyzerweb.StoreFindings{Store: st}, Audit: analyzerweb.AuditLog{Log: lg}, Logger: logger,
 		Title: "gpuwatch analyzer " + version, Coverage: esc.Metrics.Found}
@@ -387,7 +394,7 @@ func (f FileSource) Findings(ctx context.Context, now time.Time) ([]finding.Find
 type EngineSource struct {
 	Engine *engine.Engine
 	// Metrics, when set, publishes what each cycle saw (GPUs, allocations,
-	// coverage).
+	// coverage) and what it accounted.
 	Metrics *engine.Metrics
 }
 
@@ -399,6 +406,7 @@ func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Fi
 	}
 	if s.Metrics != nil && !res.To.IsZero() {
 		s.Metrics.ObserveCoverage(res.Coverage)
+		s.Metrics.ObserveAccounting(res)
 	}
 	unknown := map[string]bool{}
 	for _, u := range res.Unknown {

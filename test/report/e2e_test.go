@@ -307,7 +307,7 @@ func checkMessages(t *testing.T, mp *mailpit, want map[string]expected) {
 		var check struct {
 			Total struct{ Supported, Unsupported float64 }
 		}
-		mp.get(t, "/api/v1/message/"+m.ID+"/html-check", &check)
+		mp.Get(t, "/api/v1/message/"+m.ID+"/html-check", &check)
 		if check.Total.Supported < 90 || check.Total.Unsupported > 3 {
 			t.Errorf("%s: HTML is %.1f%% supported, %.1f%% unsupported in mail clients", who, check.Total.Supported, check.Total.Unsupported)
 		}
