@@ -394,7 +394,7 @@ func (f FileSource) Findings(ctx context.Context, now time.Time) ([]finding.Find
 type EngineSource struct {
 	Engine *engine.Engine
 	// Metrics, when set, publishes what each cycle saw (GPUs, allocations,
-	// coverage).
+	// coverage) and what it accounted.
 	Metrics *engine.Metrics
 }
 
@@ -406,6 +406,7 @@ func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Fi
 	}
 	if s.Metrics != nil && !res.To.IsZero() {
 		s.Metrics.ObserveCoverage(res.Coverage)
+		s.Metrics.ObserveAccounting(res)
 	}
 	unknown := map[string]bool{}
 	for _, u := range res.Unknown {

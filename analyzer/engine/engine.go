@@ -160,8 +160,9 @@ type CycleResult struct {
 	// Findings open at the end of the cycle, plus one-off findings made in
 	// it; they are also saved to the store.
 	Findings []finding.Finding
-	// Usage intervals written.
-	Usage int
+	// Usage intervals written; Intervals holds them.
+	Usage     int
+	Intervals []store.Usage
 	// Coverage of the steps read.
 	Coverage Coverage
 }
@@ -228,7 +229,7 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	if err := e.o.Store.AddUsage(ctx, usage); err != nil {
 		return res, fmt.Errorf("cycle: %w", err)
 	}
-	res.Usage = len(usage)
+	res.Usage, res.Intervals = len(usage), usage
 	if err := e.o.Store.SaveFindings(ctx, end, res.Findings); err != nil {
 		return res, fmt.Errorf("cycle: %w", err)
 	}
