@@ -108,6 +108,18 @@ type Result struct {
 	Usage []store.Usage
 	// Unknown lists the allocations (host|job) whose data was missing.
 	Unknown []string
+	// Withdrawn lists the cumulative verdicts (low utilization,
+	// over-requested) that held at an earlier step and no longer hold: the
+	// allocation's whole history now says otherwise, so the earlier verdict
+	// is no finding.
+	Withdrawn []Withdrawal
+}
+
+// Withdrawal names a withdrawn verdict: its finding key and the start of
+// its allocation, since when the verdict may have been recorded.
+type Withdrawal struct {
+	Key   string
+	Since time.Time
 }
 
 // Detector applies one configuration.
@@ -251,7 +263,7 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		if resumed {
 			a.Resumes++
 		}
-		res.Open = append(res.Open, d.evaluate(a, s.End)...)
+		res.Open = append(res.Open, d.evaluate(a, s.End, &res.Withdrawn)...)
 		if resumed {
 			forgetIdleStuck(a)
 		}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
@@ -177,6 +178,9 @@ type CycleResult struct {
 	// Findings open at the end of the cycle, plus one-off findings made in
 	// it; they are also saved to the store.
 	Findings []finding.Finding
+	// Withdrawn holds the keys of verdicts the cycle withdrew (see
+	// detect.Result); the store forgot them.
+	Withdrawn []string
 	// Usage intervals written; Intervals holds them.
 	Usage     int
 	Intervals []store.Usage
@@ -219,11 +223,15 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	e.timeLimits(ctx, st, steps)
 	var usage []store.Usage
 	var oneOffs, open []finding.Finding
+	withdrawn := map[string]time.Time{}
 	cov := newCoverageCounter(e.o.Config)
 	for i, s := range steps {
 		cov.add(s)
 		r := e.det.Step(st, s)
 		usage = append(usage, r.Usage...)
+		for _, w := range r.Withdrawn {
+			withdrawn[w.Key] = w.Since
+		}
 		if i == len(steps)-1 {
 			open = r.Open
 			res.Unknown = r.Unknown
@@ -248,6 +256,13 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 		return res, fmt.Errorf("cycle: %w", err)
 	}
 	res.Usage, res.Intervals = len(usage), usage
+	if err := e.o.Store.WithdrawFindings(ctx, withdrawn); err != nil {
+		return res, fmt.Errorf("cycle: %w", err)
+	}
+	for k := range withdrawn {
+		res.Withdrawn = append(res.Withdrawn, k)
+	}
+	sort.Strings(res.Withdrawn)
 	if err := e.o.Store.SaveFindings(ctx, end, res.Findings); err != nil {
 		return res, fmt.Errorf("cycle: %w", err)
 	}
