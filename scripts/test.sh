@@ -63,6 +63,7 @@ step "scale targets and the corpus week"
 go test -count=1 -timeout 30m -run '^(TestBench|TestCorpus)' -v ./analyzer/engine
 go test -count=1 -timeout 20m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent)$' -v ./analyzer/plan
 go test -count=1 -timeout 10m -run '^TestWeekJobUnderASecond$' -v ./analyzer/jobview
+go test -count=1 -timeout 10m -run '^TestAccountingIdentity$' -v ./analyzer/demo
 
 step "release build (linux/amd64 and linux/arm64 tarballs, packages, images) and .deb install check"
 # GPUWATCH_TRIMPATH=0: reuse the build cache of the tests above for amd64.

@@ -24,6 +24,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -71,7 +73,7 @@ func fromLine(t *testing.T, where, s string) figures {
 	return f
 }
 
-// TestAccountingIdentity runs one demo week and reads its GPU-hours off
+// TestAccountingIdentity runs the demo week and reads its GPU-hours off
 // every surface a person sees: the terminal summary, the fleet report the
 // demo wrote, the web page (findings page and reports page), `gpuwatch
 // analyze` over the demo's telemetry store (table and JSON), and the
@@ -82,7 +84,14 @@ func TestAccountingIdentity(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := t.TempDir()
-	d, err := New(Options{Scenario: smallScenario(t), Seed: 1, Length: 7 * 24 * time.Hour, Origin: origin, Out: out})
+	// The week `gpuwatch demo` simulates; under -race (where it takes
+	// minutes) the small fleet's, which has every pattern too. scripts/test.sh
+	// runs the full week again without -race.
+	sc := sim.DefaultScenario()
+	if testtool.Race {
+		sc = smallScenario(t)
+	}
+	d, err := New(Options{Scenario: sc, Seed: 1, Length: 7 * 24 * time.Hour, Origin: origin, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}

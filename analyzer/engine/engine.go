@@ -128,18 +128,27 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 	end := from.Add(time.Duration(n) * step)
 	ledger := accounting.NewLedger(from, end)
 	st := detect.NewState()
+	// The window is judged as a daemon started at its first step would
+	// judge it: after the daemon's warm-up (WarmUp back from its first
+	// cycle, one step in), so an allocation that began just before the
+	// window has a known start in both. Those lead steps feed the detectors
+	// only; coverage and accounting are the window's.
+	lead := max(0, int((e.o.WarmUp-step)/step))
+	start := from.Add(-time.Duration(lead) * step)
 	// Orphans are tracked per process, not per allocation: keep the newest
 	// finding of each key, which spans its whole episode.
 	orphans := map[string]finding.Finding{}
-	for done := 0; done < n; {
-		k := min(e.o.ChunkSteps, n-done)
-		steps, err := features.Fetch(ctx, e.o.Querier, from.Add(time.Duration(done+k)*step), k, step)
+	for done, total := 0, lead+n; done < total; {
+		k := min(e.o.ChunkSteps, total-done)
+		steps, err := features.Fetch(ctx, e.o.Querier, start.Add(time.Duration(done+k)*step), k, step)
 		if err != nil {
 			return Analysis{}, fmt.Errorf("analyze: %w", err)
 		}
 		e.timeLimits(ctx, st, steps)
 		for _, s := range steps {
-			cov.add(s)
+			if !s.Start.Before(from) {
+				cov.add(s)
+			}
 			res := e.det.Step(st, s)
 			for i := range res.Usage {
 				ledger.AddUsage(&res.Usage[i])
@@ -156,9 +165,14 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 	for _, f := range orphans {
 		extra = append(extra, f)
 	}
-	fs := st.Findings(extra)
-	for i := range fs {
-		ledger.AddFinding(&fs[i])
+	all := st.Findings(extra)
+	fs := all[:0]
+	for i := range all {
+		if all[i].End.Before(from) {
+			continue // over before the window, seen in the lead only
+		}
+		fs = append(fs, all[i])
+		ledger.AddFinding(&fs[len(fs)-1])
 	}
 	return Analysis{Findings: fs, Coverage: cov.result(from, end, len(fs)), Book: ledger.Close()}, nil
 }
