@@ -169,6 +169,21 @@ func (l *Ledger) AddFinding(f *finding.Finding) {
 	l.findings[k] = f
 }
 
+// RemoveFinding forgets a finding (a verdict the analyzer withdrew).
+func (l *Ledger) RemoveFinding(key string) {
+	if _, ok := l.findings[key]; !ok {
+		return
+	}
+	delete(l.findings, key)
+	keep := l.order[:0]
+	for _, k := range l.order {
+		if k != key {
+			keep = append(keep, k)
+		}
+	}
+	l.order = keep
+}
+
 // Close computes the book; the ledger stays open for more.
 func (l *Ledger) Close() *Book {
 	fs := make([]*finding.Finding, 0, len(l.order))

@@ -137,7 +137,11 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	acts := o.actuators(pol, sender, kube, logger)
 	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
 	if _, err := exec.LookPath(orDefault(o.Squeue, "squeue")); err == nil {
-		resolver.Sources[schema.SchedulerSlurm] = &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
+		slurm := &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
+		resolver.Sources[schema.SchedulerSlurm] = slurm
+		if es, ok := src.(EngineSource); ok {
+			es.Engine.UseLimits(slurm) // overlong judges by each job's own time limit
+		}
 	} else {
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", orDefault(o.Squeue, "squeue"))
 	}

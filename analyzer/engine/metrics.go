@@ -65,6 +65,9 @@ func (m *Metrics) ObserveAccounting(res CycleResult) {
 	for i := range res.Intervals {
 		m.ledger.AddUsage(&res.Intervals[i])
 	}
+	for _, k := range res.Withdrawn {
+		m.ledger.RemoveFinding(k)
+	}
 	for i := range res.Findings {
 		f := res.Findings[i]
 		m.ledger.AddFinding(&f)
