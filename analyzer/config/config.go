@@ -201,12 +201,15 @@ type LowUtilization struct {
 	MaxMemoryRatio Ratio `yaml:"max_memory_ratio"`
 }
 
-// Overlong: a job running past its kind's maximum run time.
+// Overlong: a job running past its run-time limit: the time limit its
+// scheduler reports (Slurm's, read with squeue by the analyzer daemon),
+// else its kind's maximum here.
 type Overlong struct {
 	Switch `yaml:",inline"`
-	// MaxRuntime per kind (batch, interactive, service). Defaults: batch 48h
-	// (the usual training-partition limit), interactive 24h (Open OnDemand
-	// and JupyterHub culling defaults are a day or less); services have none.
+	// MaxRuntime per kind (batch, interactive, service), for jobs whose
+	// scheduler reports no limit. Defaults: batch 48h (the usual
+	// training-partition limit), interactive 24h (Open OnDemand and
+	// JupyterHub culling defaults are a day or less); services have none.
 	MaxRuntime map[string]Duration `yaml:"max_runtime"`
 }
 
