@@ -71,8 +71,28 @@ func size(d *Demand, c Capacity) float64 {
 	return maxOf(d.Compute)/c.Compute + d.Memory/c.Memory
 }
 
-func (b *Bin) fits(d *Demand, c Capacity) bool {
-	for h := range d.Compute {
+// span is the range of hours [first, last] a demand is present in; a
+// demand present in no hour has first > last.
+type span struct{ first, last int }
+
+func spanOf(d *Demand) span {
+	if d.Present == nil {
+		return span{0, len(d.Compute) - 1}
+	}
+	s := span{len(d.Present), -1}
+	for h, p := range d.Present {
+		if p {
+			s.first = min(s.first, h)
+			s.last = h
+		}
+	}
+	return s
+}
+
+func (b *Bin) fits(d *Demand, sp span, c Capacity) bool {
+	// Only the hours the demand is present in matter: a week of short jobs
+	// is checked against a day's hours each, not the whole week's.
+	for h := sp.first; h <= sp.last; h++ {
 		if d.Present != nil && !d.Present[h] {
 			continue
 		}
@@ -105,16 +125,20 @@ func (b *Bin) add(i int, d *Demand) {
 // must have profiles of the same length.
 func TimeSlice(ds []Demand, c Capacity) []Bin {
 	order := make([]int, len(ds))
+	sizes := make([]float64, len(ds))
+	spans := make([]span, len(ds))
 	for i := range order {
 		order[i] = i
+		sizes[i] = size(&ds[i], c)
+		spans[i] = spanOf(&ds[i])
 	}
-	sort.SliceStable(order, func(a, b int) bool { return size(&ds[order[a]], c) > size(&ds[order[b]], c) })
+	sort.SliceStable(order, func(a, b int) bool { return sizes[order[a]] > sizes[order[b]] })
 	var bins []Bin
 	for _, i := range order {
 		d := &ds[i]
 		placed := false
 		for k := range bins {
-			if len(bins[k].Items) > 0 && bins[k].fits(d, c) {
+			if len(bins[k].Items) > 0 && bins[k].fits(d, spans[i], c) {
 				bins[k].add(i, d)
 				placed = true
 				break
@@ -185,7 +209,7 @@ func FitsTogether(ds []Demand, idx []int, c Capacity) bool {
 	n := len(ds[idx[0]].Compute)
 	b := Bin{load: make([]float64, n), peak: make([]float64, n), mem: make([]float64, n)}
 	for k, i := range idx {
-		if k > 0 && !b.fits(&ds[i], c) {
+		if k > 0 && !b.fits(&ds[i], spanOf(&ds[i]), c) {
 			return false
 		}
 		b.add(i, &ds[i])
