@@ -18,7 +18,7 @@ import (
 // dashboard instead of a generic one.
 var special = map[*c.Metric]bool{
 	c.ClockEvents: true, c.ClockEventActive: true, c.XIDErrors: true, c.XIDLast: true,
-	c.ProcessMemory: true, c.AllocationInfo: true, c.OrphanProcess: true, c.Capabilities: true,
+	c.ProcessMemory: true, c.AllocationInfo: true, c.ProcessOrphaned: true, c.Capabilities: true,
 }
 
 // Node shows one node's GPUs in detail: every per-GPU metric of the

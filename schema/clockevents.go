@@ -9,15 +9,28 @@ type ClockEventReason struct {
 	Bit  uint64
 }
 
+// The clock-event reasons' names.
+const (
+	ReasonGPUIdle              = "gpu_idle"
+	ReasonApplicationsClocks   = "applications_clocks_setting"
+	ReasonSWPowerCap           = "sw_power_cap"
+	ReasonHWSlowdown           = "hw_slowdown"
+	ReasonSyncBoost            = "sync_boost"
+	ReasonSWThermalSlowdown    = "sw_thermal_slowdown"
+	ReasonHWThermalSlowdown    = "hw_thermal_slowdown"
+	ReasonHWPowerBrakeSlowdown = "hw_power_brake_slowdown"
+	ReasonDisplayClockSetting  = "display_clock_setting"
+)
+
 // ClockEventReasons in bit order.
 var ClockEventReasons = []ClockEventReason{
-	{"gpu_idle", 0x1},
-	{"applications_clocks_setting", 0x2},
-	{"sw_power_cap", 0x4},
-	{"hw_slowdown", 0x8},
-	{"sync_boost", 0x10},
-	{"sw_thermal_slowdown", 0x20},
-	{"hw_thermal_slowdown", 0x40},
-	{"hw_power_brake_slowdown", 0x80},
-	{"display_clock_setting", 0x100},
+	{ReasonGPUIdle, 0x1},
+	{ReasonApplicationsClocks, 0x2},
+	{ReasonSWPowerCap, 0x4},
+	{ReasonHWSlowdown, 0x8},
+	{ReasonSyncBoost, 0x10},
+	{ReasonSWThermalSlowdown, 0x20},
+	{ReasonHWThermalSlowdown, 0x40},
+	{ReasonHWPowerBrakeSlowdown, 0x80},
+	{ReasonDisplayClockSetting, 0x100},
 }

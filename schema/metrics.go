@@ -206,7 +206,7 @@ var (
 	ProcessMemory = def(Metric{Name: "gpuwatch_process_gpu_memory_bytes", Type: Gauge, Unit: "bytes", Origin: OriginNVML, PerGPU: true,
 		Labels: []string{LabelPID, LabelCommand, LabelUser, LabelJob, LabelProcType},
 		Help:   "GPU memory used by a process, with its command, user and job (hpc_job id or namespace/pod)."})
-	OrphanProcess = def(Metric{Name: "gpuwatch_process_orphaned", Type: Gauge, Origin: OriginAttribution, PerGPU: true,
+	ProcessOrphaned = def(Metric{Name: "gpuwatch_process_orphaned", Type: Gauge, Origin: OriginAttribution, PerGPU: true,
 		Labels: []string{LabelPID, LabelCommand, LabelUser, LabelJob},
 		Help:   "1 for a GPU process that belongs to no live allocation (its job ended or it was never scheduled)."})
 	AllocationInfo = def(Metric{Name: "gpuwatch_allocation_info", Type: Gauge, Origin: OriginAttribution, PerGPU: true,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine (the README's test command;
 # CI runs it through .ci/run). It installs what the tests need, starts the
-# real services the integration tests use (munge + Slurm; the tests start
+# real services the integration tests use (munge + Slurm with slurmdbd; the tests start
 # their own Prometheus, Alertmanager and mailpit on loopback ports), then
 # runs lint, unit, integration and end-to-end tests.
 set -euo pipefail
@@ -20,6 +20,8 @@ command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
 command -v victoria-metrics >/dev/null || need_apt+=(victoria-metrics)   # the analyzer corpus through a real VictoriaMetrics
 command -v slurmctld >/dev/null || need_apt+=(slurm-wlm)
 command -v munged >/dev/null || need_apt+=(munge)
+command -v slurmdbd >/dev/null || need_apt+=(slurmdbd)         # accounting: the Epilog's AdminComment goes through slurmdbd
+command -v mariadbd >/dev/null || need_apt+=(mariadb-server)   # slurmdbd's database (test/slurm/start.sh runs a private one)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v jupyterhub >/dev/null || need_apt+=(jupyterhub)       # the JupyterHub actuator's tests (3.0.0)
 command -v npm >/dev/null || need_apt+=(npm)                     # installs configurable-http-proxy below
@@ -37,7 +39,7 @@ command -v staticcheck >/dev/null || GOBIN=/usr/local/bin go install honnef.co/g
 # Debian's node-configurable-http-proxy lacks a module: npm's, in its own prefix (actiontest.StartHub looks there).
 [[ -x /opt/configurable-http-proxy/bin/configurable-http-proxy ]] || npm install -g --silent --prefix /opt/configurable-http-proxy configurable-http-proxy@5.3.0 >/dev/null
 
-step "start a single-node Slurm (munge, slurmctld, slurmd)"
+step "start a single-node Slurm (munge, slurmctld, slurmd, slurmdbd + MariaDB)"
 # start.sh prints export lines (SLURM_CONF, GPUWATCH_SLURM_CONF, GPUWATCH_JOB_MAPPING_DIR, ...).
 eval "$(bash test/slurm/start.sh)"
 trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true' EXIT

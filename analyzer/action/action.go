@@ -6,6 +6,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"errors"
 	"fmt"
@@ -19,10 +21,10 @@ import (
 // Step names (policy.StepAction values; repeated here so that actuators do
 // not depend on the policy file format).
 const (
-	StepNotify     = "notify"
-	StepWarn       = "warn"
-	StepCheckpoint = "checkpoint"
-	StepReclaim    = "reclaim"
+	StepNotify     = string(schema.ActionNotify)
+	StepWarn       = string(schema.ActionWarn)
+	StepCheckpoint = string(schema.ActionCheckpoint)
+	StepReclaim    = string(schema.ActionReclaim)
 )
 
 // Request is one step to carry out on one finding's allocation.

@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,9 +16,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // KubeSpawner's pod annotations: the Hub's user name and server name as
@@ -41,7 +41,7 @@ type JupyterHub struct {
 	// servers (or admin:servers). It is read at each use and never logged.
 	TokenFile string
 	// Pods reads the pod's annotations at decision time.
-	Pods          kubernetes.Interface
+	Pods          corev1client.CoreV1Interface
 	Next          Actuator
 	FallbackEvict bool
 	// Client defaults to one with a 10s timeout.
@@ -49,7 +49,7 @@ type JupyterHub struct {
 }
 
 // Name implements Actuator: the Hub acts for Kubernetes pods.
-func (j *JupyterHub) Name() string { return "kubernetes" }
+func (j *JupyterHub) Name() string { return schema.SchedulerKubernetes }
 
 // maxHubBody bounds what is read of a Hub answer.
 const maxHubBody = 1 << 20
@@ -82,7 +82,7 @@ func (j *JupyterHub) lookup(ctx context.Context, req *Request) (hubServer, error
 	if !dnsName.MatchString(ns) || !dnsName.MatchString(name) {
 		return hubServer{}, fmt.Errorf("pod %q/%q: %w", ns, name, ErrInvalid)
 	}
-	pod, err := j.Pods.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	pod, err := j.Pods.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return hubServer{}, fmt.Errorf("pod %s/%s: %w", ns, name, ErrGone)
 	}
@@ -98,7 +98,7 @@ func (j *JupyterHub) lookup(ctx context.Context, req *Request) (hubServer, error
 
 // Act implements Actuator.
 func (j *JupyterHub) Act(ctx context.Context, req *Request) (string, error) {
-	if req.Step != StepReclaim || req.Finding.Pattern != finding.IdleSession {
+	if req.Step != StepReclaim || req.Finding.Pattern != schema.IdleSession {
 		return j.next(ctx, req)
 	}
 	srv, err := j.lookup(ctx, req)
@@ -237,7 +237,7 @@ func readToken(path string) (string, error) {
 // Reconcile implements Reconciler: a stop took effect when the Hub no
 // longer runs the server.
 func (j *JupyterHub) Reconcile(ctx context.Context, req *Request) (Outcome, string, error) {
-	if req.Step != StepReclaim || req.Finding.Pattern != finding.IdleSession {
+	if req.Step != StepReclaim || req.Finding.Pattern != schema.IdleSession {
 		if r, ok := j.Next.(Reconciler); ok {
 			return r.Reconcile(ctx, req)
 		}

@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"errors"
 	"os"
@@ -28,7 +30,7 @@ func hubPod(name, user, server string) *corev1.Pod {
 }
 
 func idleReq(pod string) *Request {
-	return &Request{Step: StepReclaim, Finding: finding.Finding{Pattern: finding.IdleSession, Namespace: "jhub", Pod: pod,
+	return &Request{Step: StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: "jhub", Pod: pod,
 		Scheduler: "kubernetes", Job: "jhub/" + pod}}
 }
 
@@ -46,8 +48,8 @@ func TestJupyterHubActuator(t *testing.T) {
 	hub.Start("carol", "")
 	client := fake.NewClientset(hubPod("jupyter-alice", "alice", ""), hubPod("jupyter-bob--lab", "bob", "lab"),
 		hubPod("jupyter-carol", "carol", ""))
-	kube := &Kubernetes{Client: client, Mode: "evict"}
-	j := &JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: client, Next: kube}
+	kube := &Kubernetes{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: "evict"}
+	j := &JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: client.CoreV1(), Next: kube}
 	ctx := context.Background()
 
 	d, err := j.Act(ctx, idleReq("jupyter-alice"))
@@ -75,13 +77,13 @@ func TestJupyterHubActuator(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not-the-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wrong := &JupyterHub{URL: hub.URL, TokenFile: bad, Pods: client, Next: kube}
+	wrong := &JupyterHub{URL: hub.URL, TokenFile: bad, Pods: client.CoreV1(), Next: kube}
 	if _, err := wrong.Act(ctx, idleReq("jupyter-carol")); err == nil || errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "refused the token") ||
 		strings.Contains(err.Error(), "not-the-token") {
 		t.Errorf("wrong token: %v", err)
 	}
 	// The Hub down: fails; with the policy's fallback the pod is evicted.
-	down := &JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: client, Next: kube}
+	down := &JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: client.CoreV1(), Next: kube}
 	if _, err := down.Act(ctx, idleReq("jupyter-carol")); err == nil || !strings.Contains(err.Error(), "unreachable") {
 		t.Errorf("hub down: %v", err)
 	}

@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"errors"
 	"fmt"
@@ -12,14 +14,18 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // Kubernetes reclaims pods: through the Eviction API (so PodDisruptionBudgets
 // hold), by scaling the owning Deployment or StatefulSet to zero (so the pod
 // is not simply recreated), or by deleting the pod as a last resort.
 type Kubernetes struct {
-	Client kubernetes.Interface
+	// Core gets, evicts and deletes pods; Apps reads ReplicaSets and scales
+	// Deployments and StatefulSets. Nothing else of the API is used.
+	Core corev1client.CoreV1Interface
+	Apps appsv1client.AppsV1Interface
 	// Mode is "evict", "scale_owner" or "delete".
 	Mode string
 	// DeleteAfterRefusals deletes the pod once this many evictions were
@@ -30,7 +36,7 @@ type Kubernetes struct {
 var dnsName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
 
 // Name implements Actuator.
-func (k *Kubernetes) Name() string { return "kubernetes" }
+func (k *Kubernetes) Name() string { return schema.SchedulerKubernetes }
 
 func (k *Kubernetes) target(req *Request) (string, string, error) {
 	ns, pod := req.Finding.Namespace, req.Finding.Pod
@@ -49,7 +55,7 @@ func (k *Kubernetes) Act(ctx context.Context, req *Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	pod, err := k.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	pod, err := k.Core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("pod %s/%s: %w", ns, name, ErrGone)
 	}
@@ -76,7 +82,7 @@ func (k *Kubernetes) Act(ctx context.Context, req *Request) (string, error) {
 
 func (k *Kubernetes) evict(ctx context.Context, req *Request, pod *corev1.Pod) (string, error) {
 	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
-	err := k.Client.CoreV1().Pods(pod.Namespace).EvictV1(ctx, ev)
+	err := k.Core.Pods(pod.Namespace).EvictV1(ctx, ev)
 	switch {
 	case err == nil:
 		return fmt.Sprintf("evicted pod %s/%s", pod.Namespace, pod.Name), nil
@@ -92,7 +98,7 @@ func (k *Kubernetes) evict(ctx context.Context, req *Request, pod *corev1.Pod) (
 }
 
 func (k *Kubernetes) delete(ctx context.Context, pod *corev1.Pod, what string) (string, error) {
-	err := k.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+	err := k.Core.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ErrGone)
 	}
@@ -124,7 +130,7 @@ func (k *Kubernetes) owner(ctx context.Context, pod *corev1.Pod) (kind, name str
 	case "StatefulSet":
 		return "StatefulSet", ref.Name, nil
 	case "ReplicaSet":
-		rs, err := k.Client.AppsV1().ReplicaSets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		rs, err := k.Apps.ReplicaSets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if err != nil {
 			return "", "", fmt.Errorf("get replicaset %s/%s: %w", pod.Namespace, ref.Name, err)
 		}
@@ -165,9 +171,9 @@ type scaler interface {
 
 func (k *Kubernetes) scales(kind, ns string) scaler {
 	if kind == "Deployment" {
-		return k.Client.AppsV1().Deployments(ns)
+		return k.Apps.Deployments(ns)
 	}
-	return k.Client.AppsV1().StatefulSets(ns)
+	return k.Apps.StatefulSets(ns)
 }
 
 // Reconcile implements Reconciler: a reclaim took effect when the pod is gone
@@ -177,7 +183,7 @@ func (k *Kubernetes) Reconcile(ctx context.Context, req *Request) (Outcome, stri
 	if err != nil {
 		return 0, "", err
 	}
-	pod, err := k.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	pod, err := k.Core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return Applied, "pod is gone", nil
 	}

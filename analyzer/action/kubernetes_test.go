@@ -41,7 +41,7 @@ func podReq(pod string, attempt int) *Request {
 
 func TestKubernetesEvictsTheRightPod(t *testing.T) {
 	c := fake.NewClientset(objects()...)
-	k := &Kubernetes{Client: c, Mode: "evict"}
+	k := &Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict"}
 	if _, err := k.Act(context.Background(), podReq("train-0", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestKubernetesPDBRefusal(t *testing.T) {
 			}
 			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
 		})
-		k := &Kubernetes{Client: c, Mode: "evict", DeleteAfterRefusals: tc.deleteAfter}
+		k := &Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict", DeleteAfterRefusals: tc.deleteAfter}
 		detail, err := k.Act(context.Background(), podReq("train-0", tc.attempt))
 		if got := errors.Is(err, ErrRetryLater); got != tc.wantRetry {
 			t.Errorf("%+v: retry=%v (err %v)", tc, got, err)
@@ -93,7 +93,7 @@ func TestKubernetesPDBRefusal(t *testing.T) {
 func TestKubernetesScaleOwner(t *testing.T) {
 	c := fake.NewClientset(objects()...)
 	actiontest.ScaleSubresource(c)
-	k := &Kubernetes{Client: c, Mode: "scale_owner"}
+	k := &Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "scale_owner"}
 	ctx := context.Background()
 	detail, err := k.Act(ctx, podReq("nb-abc-xyz", 1))
 	if err != nil {
@@ -133,7 +133,7 @@ func TestKubernetesScaleOwner(t *testing.T) {
 
 func TestKubernetesReconcile(t *testing.T) {
 	c := fake.NewClientset(objects()...)
-	k := &Kubernetes{Client: c, Mode: "evict"}
+	k := &Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict"}
 	ctx := context.Background()
 	if out, _, _ := k.Reconcile(ctx, podReq("train-0", 1)); out != NotApplied {
 		t.Fatalf("running pod: %v", out)

@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -124,7 +126,7 @@ func (a *Alertmanager) Act(ctx context.Context, req *Request) (string, error) {
 	f := &req.Finding
 	sev := string(f.Severity)
 	if sev == "" {
-		sev = "warning"
+		sev = string(schema.SeverityWarning)
 	}
 	labels := map[string]string{"alertname": AlertName, "job": f.Job, "user": f.User, "team": f.Team,
 		"pattern": string(f.Pattern), "severity": sev, "hostname": f.Hostname, "step": req.Step, "tier": req.Tier}

@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +19,7 @@ import (
 
 func warnReq() *Request {
 	return &Request{Step: StepWarn, Tier: "dev", NextStep: "reclaim", NextStepAt: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC),
-		Finding: finding.Finding{Pattern: finding.CPUOnly, Severity: finding.Warning, Job: "42", User: "bob", Team: "vision",
+		Finding: finding.Finding{Pattern: schema.CPUOnly, Severity: schema.SeverityWarning, Job: "42", User: "bob", Team: "vision",
 			Hostname: "n1", WastedGPUHours: 3.5}}
 }
 

@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"errors"
 	"fmt"
@@ -64,7 +66,7 @@ func TestProcessesKill(t *testing.T) {
 			var sent []syscall.Signal
 			p := &Processes{Hostname: "n1", Grace: 300 * time.Millisecond, Poll: 20 * time.Millisecond, GPUs: gpuTable{"GPU-0": {pid: 1 << 30}},
 				Signal: func(pid int, sig syscall.Signal) error { sent = append(sent, sig); return syscall.Kill(pid, sig) }}
-			req := &Request{Step: StepReclaim, Finding: finding.Finding{Pattern: finding.OrphanProcess, Hostname: "n1",
+			req := &Request{Step: StepReclaim, Finding: finding.Finding{Pattern: schema.OrphanProcess, Hostname: "n1",
 				Job: "orphan", PIDs: []int{pid}, GPUs: []string{"GPU-0"}, Start: time.Now(), End: time.Now()}}
 			detail, err := p.Act(context.Background(), req)
 			if err != nil {
@@ -181,7 +183,7 @@ func TestProcessesNeverHitReusedPID(t *testing.T) {
 					return nil
 				}}
 			_, err := p.Act(context.Background(), &Request{Step: StepReclaim, Finding: finding.Finding{
-				Pattern: finding.OrphanProcess, Hostname: tc.host, PIDs: tc.pids, GPUs: []string{"GPU-0"},
+				Pattern: schema.OrphanProcess, Hostname: tc.host, PIDs: tc.pids, GPUs: []string{"GPU-0"},
 				Commands: map[int]string{4242: command}, Start: evidence, End: evidence}})
 			if (tc.wantErr == nil) != (err == nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)

@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"regexp"
@@ -18,7 +20,7 @@ type Slurm struct {
 }
 
 // Name implements Actuator.
-func (s *Slurm) Name() string { return "slurm" }
+func (s *Slurm) Name() string { return schema.SchedulerSlurm }
 
 var (
 	slurmJobID = regexp.MustCompile(`^[0-9]{1,12}(_[0-9]{1,12})?$`)

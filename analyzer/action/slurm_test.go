@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"errors"
 	"fmt"
@@ -78,7 +80,7 @@ func TestSlurm(t *testing.T) {
 				fs.states["42"], fs.states["42_3"] = tc.state, tc.state
 			}
 			s := &Slurm{Runner: fs}
-			req := &Request{Step: tc.step, Signal: "USR1", Finding: finding.Finding{Job: tc.job, Pattern: finding.CPUOnly}}
+			req := &Request{Step: tc.step, Signal: "USR1", Finding: finding.Finding{Job: tc.job, Pattern: schema.CPUOnly}}
 			_, err := s.Act(context.Background(), req)
 			switch {
 			case tc.wantErr == nil && err != nil:

@@ -14,7 +14,6 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
@@ -85,7 +84,7 @@ func TestCollectorFeedsCycles(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range res.Findings {
-			if f.Job != "77" || f.Pattern != finding.CPUOnly {
+			if f.Job != "77" || f.Pattern != schema.CPUOnly {
 				t.Fatalf("unexpected finding %s on %s", f.Pattern, f.Job)
 			}
 			if first.IsZero() {

@@ -6,6 +6,8 @@
 package config
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"reflect"
 	"strings"
@@ -196,8 +198,8 @@ func Default() Config {
 			LowUtilization: LowUtilization{MinDuration: Duration(2 * time.Hour), MaxMeanUtilPercent: 20,
 				MaxMeanSMActive: 0.15, MaxPeakRatio: 0.4, MaxMemoryRatio: 0.5},
 			Overlong: Overlong{MaxRuntime: map[string]Duration{
-				"batch":       Duration(48 * time.Hour),
-				"interactive": Duration(24 * time.Hour),
+				schema.KindBatch:       Duration(48 * time.Hour),
+				schema.KindInteractive: Duration(24 * time.Hour),
 			}},
 			OrphanProcess: OrphanProcess{MinDuration: Duration(10 * time.Minute)},
 		},

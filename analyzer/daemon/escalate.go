@@ -7,6 +7,8 @@
 package daemon
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,12 +152,12 @@ func (e *Escalator) unknown(f *finding.Finding, now time.Time) string {
 // target names the actuator that reclaims or signals f.
 func target(f *finding.Finding) string {
 	switch {
-	case f.Pattern == finding.OrphanProcess:
+	case f.Pattern == schema.OrphanProcess:
 		return "process"
-	case f.Scheduler == "kubernetes" || (f.Scheduler == "" && f.Pod != ""):
-		return "kubernetes"
+	case f.Scheduler == schema.SchedulerKubernetes || (f.Scheduler == "" && f.Pod != ""):
+		return schema.SchedulerKubernetes
 	default:
-		return "slurm"
+		return schema.SchedulerSlurm
 	}
 }
 
@@ -223,9 +225,9 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 	// says, not what the telemetry carried.
 	owned := *f
 	for _, c := range []struct {
-		a   facts.Attr
+		a   schema.Attr
 		dst *string
-	}{{facts.User, &owned.User}, {facts.Team, &owned.Team}} {
+	}{{schema.AttrUser, &owned.User}, {schema.AttrTeam, &owned.Team}} {
 		if v, ok, _ := fa.Value(c.a); ok && v != "" {
 			*c.dst = v
 		}

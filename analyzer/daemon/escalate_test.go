@@ -142,12 +142,12 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 	o.calls++
 	out := make([]*facts.Facts, len(fs))
 	for i, f := range fs {
-		fa := &facts.Facts{Scheduler: facts.Slurm}
+		fa := &facts.Facts{Scheduler: schema.SchedulerSlurm}
 		if o.down {
 			fa.MarkMissing("squeue --json: exit status 1")
 		} else {
-			fa.Values = map[facts.Attr]string{facts.Partition: partitionOf[f.Job], facts.User: f.User, facts.Team: f.Team,
-				facts.QoS: "normal", facts.Account: "a", facts.JobName: "j", facts.Kind: "batch"}
+			fa.Values = map[schema.Attr]string{schema.AttrPartition: partitionOf[f.Job], schema.AttrUser: f.User, schema.AttrTeam: f.Team,
+				schema.AttrQoS: "normal", schema.AttrAccount: "a", schema.AttrJobName: "j", schema.AttrKind: "batch"}
 		}
 		out[i] = fa
 	}
@@ -156,7 +156,7 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 
 func idle(job, user, partition string, at time.Time) finding.Finding {
 	partitionOf[job] = partition
-	return finding.Finding{Pattern: finding.CPUOnly, Severity: finding.Warning, Job: job, User: user, Team: "t",
+	return finding.Finding{Pattern: schema.CPUOnly, Severity: schema.SeverityWarning, Job: job, User: user, Team: "t",
 		Hostname: "n1", Scheduler: "slurm", Start: at.Add(-time.Hour), End: at, WastedGPUHours: 2}
 }
 

@@ -77,15 +77,15 @@ func TestIdleNotebooksStopThroughJupyterHub(t *testing.T) {
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	}
 	client := fake.NewClientset(pods[0], pods[1], pods[2], pods[3], pods[4])
-	kube := &action.Kubernetes{Client: client, Mode: "evict"}
-	good := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: client, Next: kube}
+	kube := &action.Kubernetes{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: "evict"}
+	good := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: client.CoreV1(), Next: kube}
 	badToken := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(badToken, []byte("wrong\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	acts := byPod{"jupyter-alice": good, "jupyter-bob--lab": good, "jupyter-carol": good,
-		"jupyter-dave": &action.JupyterHub{URL: hub.URL, TokenFile: badToken, Pods: client, Next: kube},
-		"jupyter-erin": &action.JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: client, Next: kube}}
+		"jupyter-dave": &action.JupyterHub{URL: hub.URL, TokenFile: badToken, Pods: client.CoreV1(), Next: kube},
+		"jupyter-erin": &action.JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: client.CoreV1(), Next: kube}}
 
 	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	r, d := engineRigFor(t, notebooks, origin, 0, 0)

@@ -150,7 +150,7 @@ func TestTwoReplicasLeaderElection(t *testing.T) {
 		done   chan struct{}
 	}
 	mk := func(id string) *member {
-		kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: client, Namespace: "gpuwatch", Identity: id,
+		kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: client.CoordinationV1(), Namespace: "gpuwatch", Identity: id,
 			LeaseDuration: leaseDuration, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond,
 			// A killed process releases nothing.
 			ReleaseOnCancel: false})

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,12 +137,12 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	acts := o.actuators(pol, sender, kube, logger)
 	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
 	if _, err := exec.LookPath(orDefault(o.Squeue, "squeue")); err == nil {
-		resolver.Sources[facts.Slurm] = &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
+		resolver.Sources[schema.SchedulerSlurm] = &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
 	} else {
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", orDefault(o.Squeue, "squeue"))
 	}
 	if kube != nil {
-		resolver.Sources[facts.Kubernetes] = &facts.KubernetesSource{Client: kube}
+		resolver.Sources[schema.SchedulerKubernetes] = &facts.KubernetesSource{Client: kube.CoreV1()}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
@@ -210,6 +212,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		rb := report.NewBuilder(st, rcfg)
 		rb.Planner = planSrc
 		page.Reports = analyzerweb.BuiltReports{Builder: rb, Renderer: rd}
+		page.Accounting = analyzerweb.BuiltReports{Builder: rb, Renderer: rd}
 	}
 	if planner != nil {
 		page.Planner = planner
@@ -222,7 +225,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if kube != nil && o.LeaseNamespace != "" {
-		kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: kube, Namespace: o.LeaseNamespace, Identity: storeLease.Identity, ReleaseOnCancel: true})
+		kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: kube.CoordinationV1(), Namespace: o.LeaseNamespace, Identity: storeLease.Identity, ReleaseOnCancel: true})
 		if err != nil {
 			return err
 		}
@@ -298,16 +301,16 @@ func (o *Options) kubeClient() (kubernetes.Interface, error) {
 func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, logger *slog.Logger) map[string]action.Actuator {
 	acts := map[string]action.Actuator{}
 	if _, err := exec.LookPath(orDefault(o.Scancel, "scancel")); err == nil {
-		acts["slurm"] = &action.Slurm{Runner: action.ExecRunner{Timeout: o.CommandTimeout},
+		acts[schema.SchedulerSlurm] = &action.Slurm{Runner: action.ExecRunner{Timeout: o.CommandTimeout},
 			Scancel: o.Scancel, Squeue: o.Squeue, Scontrol: o.Scontrol}
 	} else {
 		logger.Info("no Slurm actuator: scancel not found", "scancel", orDefault(o.Scancel, "scancel"))
 	}
 	if kube != nil {
-		acts["kubernetes"] = &action.Kubernetes{Client: kube, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
+		acts[schema.SchedulerKubernetes] = &action.Kubernetes{Core: kube.CoreV1(), Apps: kube.AppsV1(), Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
 		if o.JupyterHubURL != "" {
-			acts["kubernetes"] = &action.JupyterHub{URL: o.JupyterHubURL, TokenFile: o.JupyterHubTokenFile, Pods: kube,
-				Next: acts["kubernetes"], FallbackEvict: pol.Kubernetes.JupyterHubFallback == policy.HubFallbackEvict}
+			acts[schema.SchedulerKubernetes] = &action.JupyterHub{URL: o.JupyterHubURL, TokenFile: o.JupyterHubTokenFile, Pods: kube.CoreV1(),
+				Next: acts[schema.SchedulerKubernetes], FallbackEvict: pol.Kubernetes.JupyterHubFallback == policy.HubFallbackEvict}
 		}
 	}
 	if o.ProcessLocal {
@@ -323,7 +326,7 @@ func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, kube kuberne
 		} else {
 			pa.GPUs = n
 		}
-		if s, ok := acts["slurm"].(*action.Slurm); ok {
+		if s, ok := acts[schema.SchedulerSlurm].(*action.Slurm); ok {
 			pa.JobActive = s.Active
 		}
 		acts["process"] = pa

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"os"
@@ -77,7 +79,7 @@ workloads:
 		t.Fatal(err)
 	}
 	r.esc.Policy = pol
-	r.esc.Facts = &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}}}
+	r.esc.Facts = &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}}}
 	var checkpointed, cancelled time.Duration
 	for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5*time.Hour + 30*time.Minute)); now = now.Add(5 * time.Minute) {
 		d.Now = func() time.Time { return now }

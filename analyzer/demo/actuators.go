@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"sync"
@@ -20,7 +22,7 @@ type recorder struct {
 
 func (r *recorder) actuators() map[string]action.Actuator {
 	m := map[string]action.Actuator{}
-	for _, name := range []string{"slurm", "kubernetes", "process",
+	for _, name := range []string{schema.SchedulerSlurm, schema.SchedulerKubernetes, "process",
 		policy.ChannelWebhook, policy.ChannelAlertmanager, policy.ChannelEmail} {
 		m[name] = demoActuator{name: name, rec: r}
 	}

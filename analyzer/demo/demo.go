@@ -30,6 +30,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
@@ -84,11 +85,12 @@ type Result struct {
 	Audit       []audit.Event
 	// Notifications counts notify and warn steps the demo recorded.
 	Notifications int
-	// Allocated, Active and Wasted GPU-hours of the fleet report.
-	AllocatedGPUHours, ActiveGPUHours, WastedGPUHours float64
-	Teams                                             []string
-	Files                                             []string
-	Elapsed                                           time.Duration
+	// Fleet is the fleet report of the simulated span: the figures the
+	// summary prints.
+	Fleet   *report.Report
+	Teams   []string
+	Files   []string
+	Elapsed time.Duration
 	// Plan is the capacity plan of the simulated span.
 	Plan *plan.Plan
 }

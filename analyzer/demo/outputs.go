@@ -28,7 +28,7 @@ func (d *Demo) writeOutputs(ctx context.Context, res *Result) error {
 	}
 	res.Findings = fs
 	var buf bytes.Buffer
-	if err := present.JSON(&buf, fs, nil); err != nil {
+	if err := present.JSON(&buf, fs, nil, nil); err != nil {
 		return fmt.Errorf("findings.json: %w", err)
 	}
 	if err := d.write(res, "findings.json", buf.Bytes()); err != nil {
@@ -140,8 +140,7 @@ func (d *Demo) writeReports(ctx context.Context, res *Result) error {
 		return d.write(res, filepath.Join("reports", name+".html"), []byte(x.HTML))
 	}
 	if fleet != nil {
-		res.AllocatedGPUHours, res.ActiveGPUHours, res.WastedGPUHours =
-			fleet.Totals.AllocatedGPUHours, fleet.Totals.ActiveGPUHours, fleet.Totals.WastedGPUHours
+		res.Fleet = fleet
 		if err := render(fleet, "fleet"); err != nil {
 			return err
 		}

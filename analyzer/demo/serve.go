@@ -73,14 +73,15 @@ func (d *Demo) Handler(ctx context.Context, version string) (http.Handler, error
 	weekAfter := report.WeekOf(d.result.Origin, cfg.Location()).End
 	reportClock := func() time.Time { return weekAfter }
 	page := analyzerweb.Options{
-		Findings: analyzerweb.StoreFindings{Store: d.st, Window: end.Sub(d.result.Origin) + time.Minute, Now: clock},
-		Audit:    analyzerweb.AuditLog{Log: d.log},
-		Reports:  analyzerweb.BuiltReports{Builder: d.builder(cfg, end), Renderer: rd, Now: reportClock},
-		Planner:  plannedSpan{d.result.Plan},
-		Now:      clock,
-		Logger:   d.o.Logger,
-		Title:    "gpuwatch demo " + version,
-		Coverage: d.seen,
+		Findings:   analyzerweb.StoreFindings{Store: d.st, Window: end.Sub(d.result.Origin) + time.Minute, Now: clock},
+		Audit:      analyzerweb.AuditLog{Log: d.log},
+		Reports:    analyzerweb.BuiltReports{Builder: d.builder(cfg, end), Renderer: rd, Now: reportClock},
+		Accounting: analyzerweb.BuiltReports{Builder: d.builder(cfg, end), Renderer: rd, Now: reportClock},
+		Planner:    plannedSpan{d.result.Plan},
+		Now:        clock,
+		Logger:     d.o.Logger,
+		Title:      "gpuwatch demo " + version,
+		Coverage:   d.seen,
 	}
 	mux.Handle("/", analyzerweb.Handler(page))
 	return mux, nil

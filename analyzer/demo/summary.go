@@ -9,9 +9,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Reclaim is one job the dry-run would have reclaimed.
@@ -56,85 +59,56 @@ func (res *Result) Reclaims() []Reclaim {
 	return out
 }
 
-type total struct {
-	name  string
-	hours float64
-	n     int
-}
-
-func totals(fs []finding.Finding, key func(*finding.Finding) string) []total {
-	m := map[string]*total{}
-	for i := range fs {
-		k := key(&fs[i])
-		if m[k] == nil {
-			m[k] = &total{name: k}
-		}
-		m[k].hours += fs[i].WastedGPUHours
-		m[k].n++
-	}
-	out := make([]total, 0, len(m))
-	for _, t := range m {
-		out = append(out, *t)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].hours != out[j].hours {
-			return out[i].hours > out[j].hours
-		}
-		return out[i].name < out[j].name
-	})
-	return out
-}
-
 // WriteSummary prints what a person reads in ten seconds: the fleet's
 // GPU-hours, the waste by pattern and by team, the five worst jobs and what
-// the policy would have reclaimed.
+// the policy would have reclaimed. Every figure is the fleet report's, so
+// the terminal, the reports and the web page agree.
 func WriteSummary(w io.Writer, res *Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	p := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
 	p("gpuwatch demo: %s scenario, %d nodes, %d GPUs, %s to %s (%s at %s steps), %d analyzer cycles in %s\n",
 		res.Scenario, res.Nodes, res.GPUs, res.Origin.UTC().Format("2006-01-02 15:04"), res.End.UTC().Format("2006-01-02 15:04 MST"),
 		res.End.Sub(res.Origin), res.Step, res.Cycles, res.Elapsed.Round(100*time.Millisecond))
-	p("GPU-hours: %s allocated, %s active, %s wasted (%s of allocated)\n\n", gh(res.AllocatedGPUHours), gh(res.ActiveGPUHours),
-		gh(res.WastedGPUHours), pct(res.WastedGPUHours, res.AllocatedGPUHours))
+	fleet := res.Fleet
+	if fleet == nil {
+		fleet = &report.Report{}
+	}
+	p("%s\n\n", AccountingLine(fleet.Totals))
 
 	p("WASTE BY PATTERN\tGPU-HOURS\tFINDINGS\t\n")
-	for _, t := range totals(res.Findings, func(f *finding.Finding) string { return string(f.Pattern) }) {
-		p("  %s\t%s\t%d\t\n", t.name, gh(t.hours), t.n)
+	for _, r := range fleet.ByPattern {
+		p("  %s\t%s\t%d\t\n", r.Pattern, gh(r.WastedGPUHours), r.Findings)
 	}
-	p("\nWASTE BY TEAM\tGPU-HOURS\tFINDINGS\t\n")
-	for _, t := range totals(res.Findings, func(f *finding.Finding) string { return dash(f.Team) }) {
-		p("  %s\t%s\t%d\t\n", t.name, gh(t.hours), t.n)
+	// Over the limit and orphaned are totals of their own, beside waste.
+	count := map[schema.Pattern]int{}
+	for i := range res.Findings {
+		count[res.Findings[i].Pattern]++
+	}
+	if h := fleet.Totals.OverLimitGPUHours; h > 0 {
+		p("  %s\t%s\t%d\tover the limit, not waste\n", schema.Overlong, gh(h), count[schema.Overlong])
+	}
+	if h := fleet.Totals.OrphanGPUHours; h > 0 {
+		p("  %s\t%s\t%d\torphaned, outside allocated\n", schema.OrphanProcess, gh(h), count[schema.OrphanProcess])
+	}
+	p("\nWASTE BY TEAM\tGPU-HOURS\tTOP PATTERN\t\n")
+	for _, r := range fleet.Teams {
+		if r.WastedGPUHours > 0 {
+			p("  %s\t%s\t%s\t\n", r.Team, gh(r.WastedGPUHours), dash(string(r.TopPattern)))
+		}
 	}
 
 	p("\nWORST JOBS\tGPU-HOURS\tTEAM\tUSER\tHOST\tPATTERNS\t\n")
-	type job struct {
-		f        *finding.Finding
-		hours    float64
-		patterns []string
-	}
-	jobs := map[string]*job{}
-	for i := range res.Findings {
-		f := &res.Findings[i]
-		k := f.Hostname + "|" + f.Job
-		if jobs[k] == nil {
-			jobs[k] = &job{f: f}
+	for _, j := range fleet.TopJobs[:min(5, len(fleet.TopJobs))] {
+		pats := make([]string, len(j.Patterns))
+		for i, x := range j.Patterns {
+			pats[i] = string(x)
 		}
-		jobs[k].hours += f.WastedGPUHours
-		jobs[k].patterns = append(jobs[k].patterns, string(f.Pattern))
-	}
-	worst := make([]*job, 0, len(jobs))
-	for _, j := range jobs {
-		worst = append(worst, j)
-	}
-	sort.Slice(worst, func(a, b int) bool {
-		if worst[a].hours != worst[b].hours {
-			return worst[a].hours > worst[b].hours
+		sort.Strings(pats)
+		name := j.Job
+		if j.JobName != "" {
+			name += " (" + j.JobName + ")"
 		}
-		return worst[a].f.Job < worst[b].f.Job
-	})
-	for _, j := range worst[:min(5, len(worst))] {
-		sort.Strings(j.patterns)
-		p("  %s\t%s\t%s\t%s\t%s\t%s\t\n", jobName(j.f), gh(j.hours), dash(j.f.Team), dash(j.f.User), j.f.Hostname, strings.Join(j.patterns, ","))
+		p("  %s\t%s\t%s\t%s\t%s\t%s\t\n", name, gh(j.WastedGPUHours), dash(j.Team), dash(j.User), j.Hostname, strings.Join(pats, ","))
 	}
 
 	rs := res.Reclaims()
@@ -165,21 +139,14 @@ func WriteSummary(w io.Writer, res *Result) error {
 	return nil
 }
 
-func jobName(f *finding.Finding) string {
-	if f.JobName != "" {
-		return f.Job + " (" + f.JobName + ")"
-	}
-	return f.Job
+// AccountingLine is the fleet report's GPU-hours in the accounting's one
+// sentence.
+func AccountingLine(t report.Totals) string {
+	return accounting.Totals{Allocated: t.AllocatedGPUHours, Used: t.ActiveGPUHours, Wasted: t.WastedGPUHours,
+		OverLimit: t.OverLimitGPUHours, Orphan: t.OrphanGPUHours}.Line()
 }
 
 func gh(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
-
-func pct(a, b float64) string {
-	if b <= 0 {
-		return "n/a"
-	}
-	return strconv.FormatFloat(100*a/b, 'f', 1, 64) + "%"
-}
 
 func dash(s string) string {
 	if s == "" {

@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"context"
 	"errors"
@@ -12,9 +14,11 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
 
-func fnd(job, host, team string, p finding.Pattern, gpus int, wasted float64, end time.Duration) finding.Finding {
+func fnd(job, host, team string, p schema.Pattern, gpus int, wasted float64, end time.Duration) finding.Finding {
 	f := finding.Finding{Job: job, Hostname: host, Team: team, User: "u-" + job, Pattern: p, WastedGPUHours: wasted,
 		Start: origin, End: origin.Add(end)}
 	for i := 0; i < gpus; i++ {
@@ -30,9 +34,9 @@ func ev(job, host, pattern, step string, state audit.State, at time.Duration) au
 func TestReclaims(t *testing.T) {
 	res := &Result{
 		Findings: []finding.Finding{
-			fnd("1", "a", "t1", finding.Stuck, 4, 20, 10*time.Hour),
-			fnd("2", "a", "t1", finding.CPUOnly, 1, 5, 3*time.Hour),
-			fnd("3", "b", "t2", finding.IdleSession, 1, 2, time.Hour),
+			fnd("1", "a", "t1", schema.Stuck, 4, 20, 10*time.Hour),
+			fnd("2", "a", "t1", schema.CPUOnly, 1, 5, 3*time.Hour),
+			fnd("3", "b", "t2", schema.IdleSession, 1, 2, time.Hour),
 		},
 		Audit: []audit.Event{
 			ev("1", "a", "stuck", "warn", audit.Done, 0),
@@ -57,21 +61,52 @@ func TestReclaims(t *testing.T) {
 	}
 }
 
+// TestWriteSummary prints the fleet report of a hand-made day read back
+// from a store: the summary's figures are the report's.
 func TestWriteSummary(t *testing.T) {
-	res := &Result{Scenario: "s", Nodes: 1, GPUs: 8, Origin: origin, End: origin.Add(24 * time.Hour), Step: 30 * time.Second,
-		AllocatedGPUHours: 100, ActiveGPUHours: 60, WastedGPUHours: 25}
-	// Seven jobs, so that only the five worst are listed; job 7 has two
-	// patterns whose sum makes it the worst.
-	for i, w := range []float64{3, 9, 1, 7, 2, 5} {
-		res.Findings = append(res.Findings, fnd(fmt.Sprint(i+1), "h", "team-long-name", finding.LowUtilization, 1, w, time.Hour))
+	ctx := context.Background()
+	st, err := store.Open(":memory:")
+	if err != nil {
+		t.Fatal(err)
 	}
-	res.Findings = append(res.Findings, fnd("7", "h", "x", finding.Stuck, 1, 6, time.Hour), fnd("7", "h", "x", finding.Overlong, 1, 6, time.Hour))
+	defer st.Close()
+	end := origin.Add(24 * time.Hour)
+	res := &Result{Scenario: "s", Nodes: 1, GPUs: 8, Origin: origin, End: end, Step: 30 * time.Second}
+	// Seven jobs of one GPU for a day, half active, so that only the five
+	// worst are listed; job 7 is stuck and also over its limit, which is
+	// not waste.
+	var fs []finding.Finding
+	for i, w := range []float64{3, 9, 1, 7, 2, 5} {
+		fs = append(fs, fnd(fmt.Sprint(i+1), "h", "team-long-name", schema.LowUtilization, 1, w, time.Hour))
+	}
+	long := fnd("7", "h", "x", schema.Overlong, 1, 0, time.Hour)
+	long.Evidence = map[string]float64{"over_limit_gpu_hours": 6}
+	fs = append(fs, fnd("7", "h", "x", schema.Stuck, 1, 6, time.Hour), long)
+	var us []store.Usage
+	for _, f := range fs[:7] {
+		for h := 0; h < 24; h++ {
+			s := origin.Add(time.Duration(h) * time.Hour)
+			us = append(us, store.Usage{Start: s, End: s.Add(time.Hour), Hostname: f.Hostname, Job: f.Job, User: f.User, Team: f.Team,
+				GPUs: 1, AllocatedGPUHours: 1, ActiveGPUHours: 0.5})
+		}
+	}
+	if err := st.AddUsage(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveFindings(ctx, origin.Add(time.Hour), fs); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &report.Config{}
+	cfg.Defaults()
+	if res.Fleet, err = report.NewBuilder(st, cfg).Build(ctx, report.Period{Kind: report.Week, Start: origin, End: end, Label: "day"}, ""); err != nil {
+		t.Fatal(err)
+	}
 	var b bytes.Buffer
 	if err := WriteSummary(&b, res); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"100.0 allocated, 60.0 active, 25.0 wasted (25.0% of allocated)", "low_utilization", "27.0"} {
+	for _, want := range []string{"168.0 allocated, 84.0 used, 33.0 wasted (19.6% of allocated), 6.0 over the limit", "low_utilization", "27.0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
@@ -92,7 +127,7 @@ func TestWriteSummary(t *testing.T) {
 			}
 		}
 	}
-	if got, want := strings.Join(worst, " "), "7 2 4 6 1"; got != want {
+	if got, want := strings.Join(worst, " "), "2 4 7 6 1"; got != want {
 		t.Errorf("worst jobs %q, want %q:\n%s", got, want, out)
 	}
 	if !strings.Contains(out, "reclaimed 0 job(s)") || strings.Contains(out, "WOULD RECLAIM") {
@@ -143,7 +178,7 @@ func TestActuatorsOnlyRecord(t *testing.T) {
 		{"kubernetes", "checkpoint", true},
 		{"process", "reclaim", true},
 	} {
-		req := &action.Request{Step: tc.step, Finding: fnd("9", "h", "t", finding.Stuck, 1, 1, time.Hour), DryRun: true}
+		req := &action.Request{Step: tc.step, Finding: fnd("9", "h", "t", schema.Stuck, 1, 1, time.Hour), DryRun: true}
 		detail, err := acts[tc.actuator].Act(context.Background(), req)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("%s %s: err = %v, want error %v", tc.actuator, tc.step, err, tc.wantErr)

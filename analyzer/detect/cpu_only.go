@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -12,8 +14,7 @@ import (
 // job that hangs before its first kernel, neither of which CPU nodes would
 // serve.
 func init() {
-	register(Spec{Pattern: finding.CPUOnly, Severity: finding.Critical, Action: finding.ActionReclaim,
-		Label: "CPU only", Title: "GPU never used (CPU only)", judge: judgeCPUOnly,
+	register(schema.CPUOnly, Spec{judge: judgeCPUOnly,
 		Advise: func(f *finding.Finding) string {
 			return fmt.Sprintf("Held %s without ever using the GPU: run it in a CPU partition (no --gres=gpu / no nvidia.com/gpu request), or check that the code actually selects CUDA.", plural(len(f.GPUs), "GPU"))
 		}})

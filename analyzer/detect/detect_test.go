@@ -138,8 +138,8 @@ func feed(t *testing.T, cfg config.Config, n int, jobs ...job) ([]finding.Findin
 	return st.Findings(nil), results
 }
 
-func patterns(fs []finding.Finding) map[string][]finding.Pattern {
-	out := map[string][]finding.Pattern{}
+func patterns(fs []finding.Finding) map[string][]schema.Pattern {
+	out := map[string][]schema.Pattern{}
 	for _, f := range fs {
 		out[f.Job] = append(out[f.Job], f.Pattern)
 	}
@@ -153,28 +153,28 @@ func TestDetectors(t *testing.T) {
 		name  string
 		steps int
 		job   job
-		want  []finding.Pattern // nil: no finding
+		want  []schema.Pattern // nil: no finding
 	}{
 		{"steady training", 10 * h, job{id: "1", start: 2, end: 9 * h, gpus: []gpuFn{busy, busy}}, nil},
 		{"short job", 2 * h, job{id: "1", start: 2, end: 4, gpus: []gpuFn{busy}}, nil},
-		{"cpu only", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{idle(0), idle(0)}}, []finding.Pattern{finding.CPUOnly}},
+		{"cpu only", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{idle(0), idle(0)}}, []schema.Pattern{schema.CPUOnly}},
 		{"cpu only under threshold", 5 * h, job{id: "1", start: 2, end: 2 + 2*h - 2, gpus: []gpuFn{idle(0)}}, nil},
-		{"over requested", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{busy, idle(0)}}, []finding.Pattern{finding.OverRequested}},
-		{"stuck idle after work", 6 * h, job{id: "1", start: 2, end: 5 * h, gpus: []gpuFn{phases(busy, h, idle(40000))}}, []finding.Pattern{finding.Stuck}},
+		{"over requested", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{busy, idle(0)}}, []schema.Pattern{schema.OverRequested}},
+		{"stuck idle after work", 6 * h, job{id: "1", start: 2, end: 5 * h, gpus: []gpuFn{phases(busy, h, idle(40000))}}, []schema.Pattern{schema.Stuck}},
 		{"stall of 50 minutes is not stuck", 6 * h, job{id: "1", start: 2, end: 5 * h, gpus: []gpuFn{phases(busy, h, phases(idle(40000), h+10, busy))}}, nil},
-		{"hung collective", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, h, spin), phases(busy, h, spin)}}, []finding.Pattern{finding.Stuck}},
+		{"hung collective", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, h, spin), phases(busy, h, spin)}}, []schema.Pattern{schema.Stuck}},
 		{"hung collective without profiling (power decides)", 5 * h, job{id: "1", start: 2, end: 4 * h,
-			gpus: []gpuFn{strip(phases(busy, h, spin), false, true)}}, []finding.Pattern{finding.Stuck}},
+			gpus: []gpuFn{strip(phases(busy, h, spin), false, true)}}, []schema.Pattern{schema.Stuck}},
 		{"hung collective without power (SM/DRAM decide)", 5 * h, job{id: "1", start: 2, end: 4 * h,
-			gpus: []gpuFn{strip(phases(busy, h, spin), true, false)}}, []finding.Pattern{finding.Stuck}},
+			gpus: []gpuFn{strip(phases(busy, h, spin), true, false)}}, []schema.Pattern{schema.Stuck}},
 		{"spin without power or profiling is not judged", 5 * h, job{id: "1", start: 2, end: 4 * h,
 			gpus: []gpuFn{strip(phases(busy, h, spin), true, true)}}, nil},
 		{"MIG instance at work (SM activity, no util)", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{mig(busy)}}, nil},
-		{"MIG instance idle (SM activity, no util)", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{mig(idle(0))}}, []finding.Pattern{finding.CPUOnly}},
-		{"startup overhead", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(idle(0), 6, busy)}}, []finding.Pattern{finding.StartupOverhead}},
-		{"idle notebook", 5 * h, job{pod: "jupyter-ann", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, 3, idle(3000))}}, []finding.Pattern{finding.IdleSession}},
-		{"interactive by allocation_info", 5 * h, job{id: "7", kind: "interactive", start: 2, end: 4 * h, gpus: []gpuFn{idle(3000)}}, []finding.Pattern{finding.IdleSession}},
-		{"overlong", 52 * h, job{id: "1", start: 2, end: 51 * h, gpus: []gpuFn{busy}}, []finding.Pattern{finding.Overlong}},
+		{"MIG instance idle (SM activity, no util)", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{mig(idle(0))}}, []schema.Pattern{schema.CPUOnly}},
+		{"startup overhead", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(idle(0), 6, busy)}}, []schema.Pattern{schema.StartupOverhead}},
+		{"idle notebook", 5 * h, job{pod: "jupyter-ann", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, 3, idle(3000))}}, []schema.Pattern{schema.IdleSession}},
+		{"interactive by allocation_info", 5 * h, job{id: "7", kind: "interactive", start: 2, end: 4 * h, gpus: []gpuFn{idle(3000)}}, []schema.Pattern{schema.IdleSession}},
+		{"overlong", 52 * h, job{id: "1", start: 2, end: 51 * h, gpus: []gpuFn{busy}}, []schema.Pattern{schema.Overlong}},
 		{"service is never overlong", 52 * h, job{id: "1", kind: "service", start: 2, end: 51 * h, gpus: []gpuFn{busy}}, nil},
 		// 40 idle minutes, 5 without data, 40 idle minutes: never an hour of known idleness.
 		{"missing data is not idleness", 6 * h, job{id: "1", start: 2, end: 2 + h + 17, gpus: []gpuFn{gap(phases(busy, h, idle(40000)), h+8, h+9)}}, nil},
@@ -198,8 +198,8 @@ func TestDetectors(t *testing.T) {
 			}
 			for _, f := range fs {
 				switch {
-				case f.Job != jobID || f.Pattern == finding.LowUtilization:
-				case f.Pattern == finding.Overlong:
+				case f.Job != jobID || f.Pattern == schema.LowUtilization:
+				case f.Pattern == schema.Overlong:
 					// A busy job past its limit is over the limit, not waste.
 					if f.WastedGPUHours != 0 || f.Evidence["over_limit_gpu_hours"] <= 0 {
 						t.Errorf("overlong: wasted %v, over the limit %v GPU-hours", f.WastedGPUHours, f.Evidence["over_limit_gpu_hours"])
@@ -231,7 +231,7 @@ func TestUnknownSuppressesFindings(t *testing.T) {
 	// unknown, and holding no memory) was flagged cpu_only.
 	found := false
 	for _, f := range res[3*h-1].Open {
-		found = found || (f.Job == "9" && f.Pattern == finding.CPUOnly)
+		found = found || (f.Job == "9" && f.Pattern == schema.CPUOnly)
 	}
 	if !found {
 		t.Fatalf("cpu_only not open before the gap: %+v", res[3*h-1].Open)
@@ -242,7 +242,7 @@ func TestThresholdOverride(t *testing.T) {
 	cfg := config.Default()
 	cfg.Patterns.CPUOnly.MinDuration = config.Duration(30 * time.Minute)
 	fs, _ := feed(t, cfg, 2*12, job{id: "1", start: 2, end: 14, gpus: []gpuFn{idle(0)}})
-	if p := patterns(fs)["1"]; len(p) != 1 || p[0] != finding.CPUOnly {
+	if p := patterns(fs)["1"]; len(p) != 1 || p[0] != schema.CPUOnly {
 		t.Fatalf("with a 30m threshold a 1h idle job is cpu_only, got %v", p)
 	}
 	cfg.Patterns.CPUOnly.Disabled = true

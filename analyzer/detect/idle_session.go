@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -8,8 +10,7 @@ import (
 
 // idle_session: an interactive session with no GPU activity for long.
 func init() {
-	register(Spec{Pattern: finding.IdleSession, Severity: finding.Warning, Action: finding.ActionReclaim,
-		Label: "Idle session", Title: "Idle interactive session", judge: judgeIdleSession,
+	register(schema.IdleSession, Spec{judge: judgeIdleSession,
 		Advise: func(*finding.Finding) string {
 			return "An interactive session sat idle: close notebooks when done, and use a shorter session time limit; idle sessions are reclaimed by policy."
 		}})

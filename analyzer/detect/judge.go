@@ -76,7 +76,7 @@ func (d *Detector) newJudge(a *Alloc, t time.Time) *judge {
 // since is the time from a run's start to the judged step.
 func (j *judge) since(from time.Time) time.Duration { return j.t.Sub(from) }
 
-func (d *Detector) base(a *Alloc, p finding.Pattern) finding.Finding {
+func (d *Detector) base(a *Alloc, p schema.Pattern) finding.Finding {
 	s, _ := Lookup(p)
 	f := finding.Finding{Pattern: p, Severity: s.Severity, Action: s.Action,
 		Job: a.Job, User: a.User, Team: a.Team, Kind: a.Kind, Hostname: a.Host, Scheduler: a.Scheduler,
@@ -93,7 +93,7 @@ func (d *Detector) base(a *Alloc, p finding.Pattern) finding.Finding {
 // findings.
 func (d *Detector) evaluate(a *Alloc, t time.Time) []finding.Finding {
 	j := d.newJudge(a, t)
-	hits := map[finding.Pattern]*finding.Finding{}
+	hits := map[schema.Pattern]*finding.Finding{}
 	var out []finding.Finding
 	for _, s := range Specs() {
 		if s.judge == nil || d.cfg.Patterns.Disabled(string(s.Pattern)) {
@@ -108,7 +108,7 @@ func (d *Detector) evaluate(a *Alloc, t time.Time) []finding.Finding {
 		}
 		if s.OneOff {
 			if a.Reported == nil {
-				a.Reported = map[finding.Pattern]bool{}
+				a.Reported = map[schema.Pattern]bool{}
 			}
 			a.Reported[s.Pattern] = true
 			if v.quiet {
@@ -139,7 +139,7 @@ func (d *Detector) evaluate(a *Alloc, t time.Time) []finding.Finding {
 			delete(a.Open, p)
 		}
 	}
-	for _, p := range finding.Patterns {
+	for _, p := range schema.Patterns {
 		f, ok := hits[p]
 		if !ok {
 			continue

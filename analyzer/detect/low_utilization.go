@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -10,8 +12,7 @@ import (
 // low_utilization: whole GPUs used lightly all along, with memory that
 // would fit a MIG slice or a smaller GPU.
 func init() {
-	register(Spec{Pattern: finding.LowUtilization, Severity: finding.Info, Action: finding.ActionResize,
-		Label: "Low utilization", Title: "Low utilisation (fits MIG / smaller GPU)", Cumulative: true,
+	register(schema.LowUtilization, Spec{Cumulative: true,
 		judge: judgeLowUtilization, Advise: adviseLowUtilization})
 }
 

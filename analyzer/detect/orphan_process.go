@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"math"
 	"sort"
@@ -14,18 +16,16 @@ import (
 // per process, outside any allocation, and its waste is counted apart from
 // the allocations'.
 func init() {
-	register(Spec{Pattern: finding.OrphanProcess, Severity: finding.Critical, Action: finding.ActionKill,
-		Label: "Orphan process", Title: "Orphaned GPU process",
-		Advise: func(*finding.Finding) string {
-			return "A process kept GPU memory after its job ended: make the job kill its whole process group on exit (trap EXIT / use srun), so the next job gets a clean GPU."
-		}})
+	register(schema.OrphanProcess, Spec{Advise: func(*finding.Finding) string {
+		return "A process kept GPU memory after its job ended: make the job kill its whole process group on exit (trap EXIT / use srun), so the next job gets a clean GPU."
+	}})
 }
 
 // orphans tracks orphaned processes: present in this step or gone (an
 // absent series ends the episode, which can only suppress a finding).
 func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 	c := d.cfg.Patterns.OrphanProcess
-	spec, _ := Lookup(finding.OrphanProcess)
+	spec, _ := Lookup(schema.OrphanProcess)
 	seen := map[string]bool{}
 	step := s.End.Sub(s.Start)
 	for _, o := range s.Orphans {
@@ -72,7 +72,7 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 		fk := o.Host + "|" + job
 		f := byJob[fk]
 		if f == nil {
-			f = &finding.Finding{Pattern: finding.OrphanProcess, Severity: spec.Severity,
+			f = &finding.Finding{Pattern: schema.OrphanProcess, Severity: spec.Severity,
 				Action: spec.Action, Job: job, User: o.User, Hostname: o.Host, ModelName: o.Model,
 				Start: o.Since, End: s.End, Evidence: map[string]float64{"threshold_minutes": c.MinDuration.D().Minutes()}}
 			byJob[fk] = f

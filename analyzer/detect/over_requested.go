@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -9,8 +11,7 @@ import (
 // over_requested: a multi-GPU job that leaves some of its GPUs idle all
 // along while the others work.
 func init() {
-	register(Spec{Pattern: finding.OverRequested, Severity: finding.Warning, Action: finding.ActionResize,
-		Label: "Over-requested", Title: "More GPUs than used", Cumulative: true, judge: judgeOverRequested,
+	register(schema.OverRequested, Spec{Cumulative: true, judge: judgeOverRequested,
 		Advise: func(f *finding.Finding) string {
 			n := len(f.GPUs)
 			if idle, ok := f.Evidence["idle_gpus"]; ok && n > 0 {

@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -11,8 +13,7 @@ import (
 // working past its limit uses its GPUs, and idleness past it is found by
 // the idle patterns, which count it as waste once.
 func init() {
-	register(Spec{Pattern: finding.Overlong, Severity: finding.Warning, Action: finding.ActionCheckpoint,
-		Label: "Overlong", Title: "Ran past time limit", judge: judgeOverlong,
+	register(schema.Overlong, Spec{judge: judgeOverlong,
 		Advise: func(*finding.Finding) string {
 			return "Ran past its tier's time limit: checkpoint regularly (e.g. hourly), handle SIGUSR1 to save state, and resubmit from the checkpoint instead of running open-ended."
 		}})

@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"time"
 
@@ -8,17 +10,13 @@ import (
 )
 
 // Spec is everything gpuwatch knows of one waste pattern besides its
-// thresholds (those live in the analyzer configuration): its severity and
-// recommended action, its names for people, the advice a report gives, and
-// the rule that finds it. Each pattern registers its Spec from its own file;
-// the engine, the web page, the reports and the policy read them from here.
+// thresholds (those live in the analyzer configuration): its entry in the
+// schema's pattern registry (severity, recommended action, names for people),
+// the advice a report gives, and the rule that finds it. Each pattern
+// registers its Spec from its own file; the engine, the web page, the reports
+// and the policy read them from here.
 type Spec struct {
-	Pattern  finding.Pattern
-	Severity finding.Severity
-	// Action is the default recommendation; the policy decides what is done.
-	Action finding.Action
-	// Label is the short name (tables, web page); Title the name in reports.
-	Label, Title string
+	schema.PatternSpec
 	// Cumulative patterns judge an allocation's whole history, so their
 	// verdict at the last known step supersedes earlier ones.
 	Cumulative bool
@@ -43,32 +41,35 @@ type verdict struct {
 	quiet bool
 }
 
-var registry = map[finding.Pattern]*Spec{}
+var registry = map[schema.Pattern]*Spec{}
 
 // register adds a pattern's Spec; called from each pattern's file.
-func register(s Spec) {
-	if _, dup := registry[s.Pattern]; dup {
-		panic(fmt.Sprintf("detect: pattern %s registered twice", s.Pattern))
+func register(p schema.Pattern, s Spec) {
+	if _, dup := registry[p]; dup {
+		panic(fmt.Sprintf("detect: pattern %s registered twice", p))
 	}
-	if !s.Pattern.Valid() {
-		panic(fmt.Sprintf("detect: pattern %s missing from finding.Patterns", s.Pattern))
+	ps, ok := p.Spec()
+	if !ok {
+		panic(fmt.Sprintf("detect: pattern %s missing from the schema's pattern registry", p))
 	}
-	registry[s.Pattern] = &s
+	s.PatternSpec = ps
+	registry[p] = &s
 }
 
 // Lookup returns a pattern's Spec.
-func Lookup(p finding.Pattern) (Spec, bool) {
+func Lookup(p schema.Pattern) (Spec, bool) {
 	s, ok := registry[p]
 	if !ok {
-		return Spec{Pattern: p, Label: string(p), Title: string(p)}, false
+		ps, _ := p.Spec()
+		return Spec{PatternSpec: ps}, false
 	}
 	return *s, true
 }
 
-// Specs lists every registered pattern in finding.Patterns' order.
+// Specs lists every registered pattern in schema.Patterns' order.
 func Specs() []Spec {
 	out := make([]Spec, 0, len(registry))
-	for _, p := range finding.Patterns {
+	for _, p := range schema.Patterns {
 		if s, ok := registry[p]; ok {
 			out = append(out, *s)
 		}
@@ -77,25 +78,25 @@ func Specs() []Spec {
 }
 
 // DefaultAction returns the action recommended for a pattern.
-func DefaultAction(p finding.Pattern) finding.Action {
+func DefaultAction(p schema.Pattern) schema.Action {
 	s, _ := Lookup(p)
 	return s.Action
 }
 
 // Cumulative reports whether a pattern judges an allocation's whole history.
-func Cumulative(p finding.Pattern) bool {
+func Cumulative(p schema.Pattern) bool {
 	s, _ := Lookup(p)
 	return s.Cumulative
 }
 
 // Label is a pattern's short name for people.
-func Label(p finding.Pattern) string {
+func Label(p schema.Pattern) string {
 	s, _ := Lookup(p)
 	return s.Label
 }
 
 // Title is a pattern's name in reports.
-func Title(p finding.Pattern) string {
+func Title(p schema.Pattern) string {
 	s, _ := Lookup(p)
 	return s.Title
 }

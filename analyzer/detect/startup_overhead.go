@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -10,8 +12,7 @@ import (
 // the first activity is seen, and only when the start was observed. A
 // service's wait for its first request is not staging.
 func init() {
-	register(Spec{Pattern: finding.StartupOverhead, Severity: finding.Info, Action: finding.ActionNotify,
-		Label: "Startup overhead", Title: "Slow start (staging)", OneOff: true, judge: judgeStartup,
+	register(schema.StartupOverhead, Spec{OneOff: true, judge: judgeStartup,
 		Advise: func(f *finding.Finding) string {
 			lead := "Waited long"
 			if m, ok := f.Evidence["delay_minutes"]; ok {

@@ -10,6 +10,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"math"
 	"sort"
@@ -52,12 +54,12 @@ type Alloc struct {
 	KnownSteps, UnknownSteps  int
 	KnownHours                float64
 	Ended                     bool
-	Open                      map[finding.Pattern]*finding.Finding
+	Open                      map[schema.Pattern]*finding.Finding
 	Closed                    []finding.Finding
 	Unknown                   bool
 	LastStep                  time.Time
 	// Reported holds the one-off patterns already judged.
-	Reported map[finding.Pattern]bool `json:",omitempty"`
+	Reported map[schema.Pattern]bool `json:",omitempty"`
 	// Resumes counts the times GPU activity came back after an idle spell
 	// long enough to look stuck: activity that keeps coming back is a
 	// service's (request-driven, diurnal), not a hang.
@@ -279,7 +281,7 @@ func (d *Detector) active(st *State, g features.GPU) bool {
 func forgetIdleStuck(a *Alloc) {
 	kept := a.Closed[:0]
 	for _, f := range a.Closed {
-		if f.Pattern == finding.Stuck && f.Evidence["idle_minutes"] > 0 {
+		if f.Pattern == schema.Stuck && f.Evidence["idle_minutes"] > 0 {
 			continue
 		}
 		kept = append(kept, f)
@@ -316,7 +318,7 @@ func (d *Detector) gpu(a *Alloc, g features.GPU, act bool) {
 func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU, known func(string) bool) *Alloc {
 	g := gs[0]
 	a := &Alloc{Host: g.Host, Job: g.Job, Namespace: g.NS, Pod: g.Pod, Model: g.Model,
-		GPUs: map[string]*GPUState{}, Open: map[finding.Pattern]*finding.Finding{}}
+		GPUs: map[string]*GPUState{}, Open: map[schema.Pattern]*finding.Finding{}}
 	frac := 0.0
 	for _, x := range gs {
 		frac = math.Max(frac, x.Samples/math.Max(s.Expected, 1))
@@ -335,9 +337,9 @@ func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU, known
 	}
 	a.StartKnown = devKnown && (s.Start.After(st.Origin) || frac < 0.9)
 	if g.HPCJob != "" {
-		a.Scheduler = "slurm"
+		a.Scheduler = schema.SchedulerSlurm
 	} else {
-		a.Scheduler = "kubernetes"
+		a.Scheduler = schema.SchedulerKubernetes
 	}
 	return a
 }
@@ -434,7 +436,7 @@ func (st *State) Findings(extra []finding.Finding) []finding.Finding {
 		for _, f := range a.Closed {
 			add(f)
 		}
-		for _, p := range finding.Patterns {
+		for _, p := range schema.Patterns {
 			if f, ok := a.Open[p]; ok {
 				add(*f)
 			}

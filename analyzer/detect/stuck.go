@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
@@ -11,8 +13,7 @@ import (
 // GPUs: either every GPU idle with memory held, or the spin-waiting
 // collective signature (util pinned high, no real work underneath).
 func init() {
-	register(Spec{Pattern: finding.Stuck, Severity: finding.Critical, Action: finding.ActionReclaim,
-		Label: "Stuck", Title: "Stuck, no progress", judge: judgeStuck,
+	register(schema.Stuck, Spec{judge: judgeStuck,
 		Advise: func(*finding.Finding) string {
 			return "Stopped making progress while holding the GPUs: set a collective timeout (NCCL_TIMEOUT / torch.distributed timeout) and a watchdog that exits on no progress, and checkpoint so a restart loses little."
 		}})

@@ -210,18 +210,18 @@ func (s score) recall() float64 {
 // evaluate scores findings against expectations. skip says which expected
 // (host|job, pattern) pairs the data format cannot support; they count
 // neither way.
-func evaluate(t *testing.T, exps []sim.Expectation, fs []finding.Finding, skip func(e sim.Expectation) bool) map[finding.Pattern]*score {
+func evaluate(t *testing.T, exps []sim.Expectation, fs []finding.Finding, skip func(e sim.Expectation) bool) map[schema.Pattern]*score {
 	t.Helper()
-	got := map[string]map[finding.Pattern]bool{}
+	got := map[string]map[schema.Pattern]bool{}
 	for _, f := range fs {
 		k := f.Hostname + "|" + f.Job
 		if got[k] == nil {
-			got[k] = map[finding.Pattern]bool{}
+			got[k] = map[schema.Pattern]bool{}
 		}
 		got[k][f.Pattern] = true
 	}
-	sc := map[finding.Pattern]*score{}
-	for _, p := range finding.Patterns {
+	sc := map[schema.Pattern]*score{}
+	for _, p := range schema.Patterns {
 		sc[p] = &score{}
 	}
 	known := map[string]bool{}
@@ -232,11 +232,11 @@ func evaluate(t *testing.T, exps []sim.Expectation, fs []finding.Finding, skip f
 		if skip != nil && skip(e) {
 			continue
 		}
-		want := map[finding.Pattern]bool{}
+		want := map[schema.Pattern]bool{}
 		for _, p := range e.Patterns {
-			want[finding.Pattern(p)] = true
+			want[schema.Pattern(p)] = true
 		}
-		for _, p := range finding.Patterns {
+		for _, p := range schema.Patterns {
 			switch {
 			case want[p] && got[k][p]:
 				sc[p].tp++
@@ -264,10 +264,10 @@ func evaluate(t *testing.T, exps []sim.Expectation, fs []finding.Finding, skip f
 
 // table prints the scores; a pattern with no labelled case and no finding
 // is not scored (n/a), so an empty row never reads as a perfect one.
-func table(sc map[finding.Pattern]*score) string {
+func table(sc map[schema.Pattern]*score) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%-18s %4s %4s %4s %9s %6s\n", "pattern", "tp", "fp", "fn", "precision", "recall")
-	for _, p := range finding.Patterns {
+	for _, p := range schema.Patterns {
 		s := sc[p]
 		if s.tp+s.fp+s.fn == 0 {
 			fmt.Fprintf(&b, "%-18s %4d %4d %4d %9s %6s\n", p, 0, 0, 0, "n/a", "n/a")
@@ -280,12 +280,12 @@ func table(sc map[finding.Pattern]*score) string {
 
 // check applies the acceptance thresholds: precision 1.0 for patterns whose
 // default action reclaims (or kills), 0.97 elsewhere; recall 0.95.
-func check(t *testing.T, sc map[finding.Pattern]*score) {
+func check(t *testing.T, sc map[schema.Pattern]*score) {
 	t.Helper()
-	for _, p := range finding.Patterns {
+	for _, p := range schema.Patterns {
 		s := sc[p]
 		minP := 0.97
-		if a := detect.DefaultAction(p); a == finding.ActionReclaim || a == finding.ActionKill {
+		if a := detect.DefaultAction(p); a == schema.ActionReclaim || a == schema.ActionKill {
 			minP = 1
 		}
 		if s.precision() < minP {
@@ -433,7 +433,7 @@ func TestCorpusCyclesMatchOneShot(t *testing.T) {
 		if want[k] {
 			continue
 		}
-		if !detect.Cumulative(x.Pattern) || x.Action == finding.ActionReclaim || x.Action == finding.ActionKill {
+		if !detect.Cumulative(x.Pattern) || x.Action == schema.ActionReclaim || x.Action == schema.ActionKill {
 			t.Errorf("cycle finding %s (%s) not in the one-shot analysis", k, x.Action)
 		} else {
 			t.Logf("transient %s in cycles (history still short)", k)

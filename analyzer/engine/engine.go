@@ -7,6 +7,8 @@
 package engine
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -15,6 +17,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/detect"
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
@@ -89,10 +92,12 @@ func (e *Engine) Analyze(ctx context.Context, from, to time.Time) ([]finding.Fin
 	return a.Findings, err
 }
 
-// Analysis is a one-shot analysis: the findings and what the data covered.
+// Analysis is a one-shot analysis: the findings, what the data covered,
+// and the window's GPU-hours as the accounting package defines them.
 type Analysis struct {
 	Findings []finding.Finding `json:"findings"`
 	Coverage Coverage          `json:"coverage"`
+	Book     *accounting.Book  `json:"-"`
 }
 
 // AnalyzeWindow is Analyze with the coverage of the data it read.
@@ -103,22 +108,26 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 		return Analysis{}, fmt.Errorf("analyze %s to %s: window shorter than one step (%s)", from.Format(time.RFC3339), to.Format(time.RFC3339), step)
 	}
 	cov := newCoverageCounter(e.o.Config)
+	end := from.Add(time.Duration(n) * step)
+	ledger := accounting.NewLedger(from, end)
 	st := detect.NewState()
 	// Orphans are tracked per process, not per allocation: keep the newest
 	// finding of each key, which spans its whole episode.
 	orphans := map[string]finding.Finding{}
 	for done := 0; done < n; {
 		k := min(e.o.ChunkSteps, n-done)
-		end := from.Add(time.Duration(done+k) * step)
-		steps, err := features.Fetch(ctx, e.o.Querier, end, k, step)
+		steps, err := features.Fetch(ctx, e.o.Querier, from.Add(time.Duration(done+k)*step), k, step)
 		if err != nil {
 			return Analysis{}, fmt.Errorf("analyze: %w", err)
 		}
 		for _, s := range steps {
 			cov.add(s)
 			res := e.det.Step(st, s)
+			for i := range res.Usage {
+				ledger.AddUsage(&res.Usage[i])
+			}
 			for _, f := range res.Open {
-				if f.Pattern == finding.OrphanProcess {
+				if f.Pattern == schema.OrphanProcess {
 					orphans[f.Key()] = f
 				}
 			}
@@ -130,7 +139,10 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 		extra = append(extra, f)
 	}
 	fs := st.Findings(extra)
-	return Analysis{Findings: fs, Coverage: cov.result(from, from.Add(time.Duration(n)*step), len(fs))}, nil
+	for i := range fs {
+		ledger.AddFinding(&fs[i])
+	}
+	return Analysis{Findings: fs, Coverage: cov.result(from, end, len(fs)), Book: ledger.Close()}, nil
 }
 
 // CycleResult is what one cycle did.
@@ -199,7 +211,7 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 			continue
 		}
 		for _, f := range r.Open {
-			if f.Pattern == finding.StartupOverhead {
+			if f.Pattern == schema.StartupOverhead {
 				oneOffs = append(oneOffs, f)
 			}
 		}

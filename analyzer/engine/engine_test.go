@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
@@ -144,7 +143,7 @@ func TestCyclesAcrossRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range res.Findings {
-			if f.Pattern == finding.CPUOnly {
+			if f.Pattern == schema.CPUOnly {
 				if off < 2*time.Hour+10*time.Minute {
 					t.Errorf("cpu_only at %s, before two hours of idleness", off)
 				}
@@ -260,7 +259,7 @@ func TestPartialDataIsUnknown(t *testing.T) {
 	}
 	n := 0
 	for _, f := range fs {
-		if f.Hostname == "ok" && f.Pattern == finding.CPUOnly {
+		if f.Hostname == "ok" && f.Pattern == schema.CPUOnly {
 			n++
 		}
 	}
@@ -287,7 +286,7 @@ func TestFirstCycleWarmUp(t *testing.T) {
 	}
 	n := 0
 	for _, f := range res.Findings {
-		if f.Pattern == finding.CPUOnly {
+		if f.Pattern == schema.CPUOnly {
 			n++
 		}
 	}

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"math"
 	"strings"
@@ -53,19 +55,19 @@ func checkHours(t *testing.T, c corpus, exps []sim.Expectation, fs []finding.Fin
 	found := map[string]float64{}
 	for _, f := range fs {
 		h := f.WastedGPUHours
-		if f.Pattern == finding.Overlong {
+		if f.Pattern == schema.Overlong {
 			h = f.Evidence["over_limit_gpu_hours"] // over the limit is not waste
 		}
 		found[f.Hostname+"|"+f.Job+"|"+string(f.Pattern)] += h
 	}
 	type sum struct{ found, truth float64 }
-	sums := map[finding.Pattern]*sum{}
+	sums := map[schema.Pattern]*sum{}
 	var b strings.Builder
 	for _, e := range exps {
 		if skip != nil && skip(e) || len(e.Patterns) != 1 {
 			continue
 		}
-		p := finding.Pattern(e.Patterns[0])
+		p := schema.Pattern(e.Patterns[0])
 		got, ok := found[e.Hostname+"|"+e.Job+"|"+string(p)]
 		truth, known := trueHours(c.sc, e, c.span)
 		if !ok || !known {
@@ -81,7 +83,7 @@ func checkHours(t *testing.T, c corpus, exps []sim.Expectation, fs []finding.Fin
 		}
 	}
 	fmt.Fprintf(&b, "%-18s %10s %10s %7s\n", "pattern", "found_h", "true_h", "error")
-	for _, p := range finding.Patterns {
+	for _, p := range schema.Patterns {
 		s := sums[p]
 		if s == nil {
 			continue

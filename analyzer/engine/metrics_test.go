@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +14,7 @@ import (
 
 func TestMetrics(t *testing.T) {
 	m := NewMetrics()
-	f := finding.Finding{Pattern: finding.CPUOnly, Severity: finding.Critical, Job: "1", User: "ann", Team: "nlp", Hostname: "n1"}
+	f := finding.Finding{Pattern: schema.CPUOnly, Severity: schema.SeverityCritical, Job: "1", User: "ann", Team: "nlp", Hostname: "n1"}
 	at := base
 	for _, w := range []float64{2, 2.5, 3} { // the same finding over three cycles
 		f.WastedGPUHours = w

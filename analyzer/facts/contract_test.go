@@ -1,6 +1,8 @@
 package facts_test
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"os"
 	"testing"
@@ -32,21 +34,21 @@ func TestEveryAttributeIsFilled(t *testing.T) {
 	c := fake.NewClientset(
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml", Labels: map[string]string{"env": "dev"}}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ml", Labels: map[string]string{"team": "vision"},
-			Annotations:     map[string]string{facts.ExemptKey: "false"},
+			Annotations:     map[string]string{schema.ExemptKey: "false"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "j", Controller: &yes}}}})
 	tm, err := teams.Parse([]byte("team: {podLabel: team, default: unassigned}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &facts.Resolver{Teams: tm, Sources: map[string]facts.Source{
-		facts.Slurm:      &facts.SlurmSource{Runner: recorded(out)},
-		facts.Kubernetes: &facts.KubernetesSource{Client: c}}}
+		schema.SchedulerSlurm:      &facts.SlurmSource{Runner: recorded(out)},
+		schema.SchedulerKubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}}
 	fs := []finding.Finding{{Job: "1228", Scheduler: "slurm"}, {Job: "ml/p", Pod: "p", Namespace: "ml", Scheduler: "kubernetes"}}
 	got := r.Resolve(context.Background(), fs)
-	for _, s := range facts.Specs {
+	for _, s := range schema.MatchAttrs() {
 		for _, sch := range s.Sources {
 			fa := got[0]
-			if sch == facts.Kubernetes {
+			if sch == schema.SchedulerKubernetes {
 				fa = got[1]
 			}
 			var filled bool
@@ -60,15 +62,15 @@ func TestEveryAttributeIsFilled(t *testing.T) {
 			}
 			// qos and account are empty on a cluster without accounting,
 			// as the recording's is; they are present, not missing.
-			if !filled && !(sch == facts.Slurm && (s.Attr == facts.QoS || s.Attr == facts.Account) && why == "") {
+			if !filled && !(sch == schema.SchedulerSlurm && (s.Attr == schema.AttrQoS || s.Attr == schema.AttrAccount) && why == "") {
 				t.Errorf("%s: %s not filled (%s)", sch, s.Attr, why)
 			}
 		}
 	}
-	if v, _, _ := got[0].Value(facts.JobName); v != "train-resnet" {
+	if v, _, _ := got[0].Value(schema.AttrJobName); v != "train-resnet" {
 		t.Errorf("job name %q", v)
 	}
-	if v, _, _ := got[1].Value(facts.Owner); v != "Job" {
+	if v, _, _ := got[1].Value(schema.AttrOwner); v != "Job" {
 		t.Errorf("owner %q", v)
 	}
 }

@@ -1,6 +1,8 @@
 package facts
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"os"
 	"strings"
 	"testing"
@@ -25,7 +27,7 @@ func TestDocumentedMatchKeys(t *testing.T) {
 		got = append(got, line)
 	}
 	var want []string
-	for _, s := range Specs {
+	for _, s := range schema.MatchAttrs() {
 		want = append(want, "| `"+s.MatchKey+"` | "+string(s.Attr)+" | "+strings.Join(s.Sources, ", ")+" | "+s.Doc+" |")
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

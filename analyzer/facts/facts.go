@@ -1,6 +1,13 @@
+// Package facts is what the analyzer learns about an allocation from the
+// system that owns it, at decision time: Slurm (one squeue call per cycle)
+// or the Kubernetes API server (one list of pods and of namespaces per
+// cycle). The attributes a policy may match are defined once, in
+// schema.AllocationAttrs; every one of them is filled by at least one Source.
 package facts
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"maps"
@@ -16,11 +23,11 @@ type Facts struct {
 	// Scheduler is slurm, kubernetes, or "" for an allocation no scheduler
 	// owns (an orphaned process): then no attribute applies.
 	Scheduler string
-	Values    map[Attr]string
-	Maps      map[Attr]map[string]string
+	Values    map[schema.Attr]string
+	Maps      map[schema.Attr]map[string]string
 	// Missing holds, for each attribute that applies to this allocation but
 	// could not be had, why (scheduler down, job gone, access refused).
-	Missing map[Attr]string
+	Missing map[schema.Attr]string
 	// State is the job's state (Slurm) or the pod's phase, for the audit.
 	State     string
 	Start     time.Time
@@ -28,8 +35,8 @@ type Facts struct {
 }
 
 // Applies reports whether a is an attribute of allocations of f's scheduler.
-func (f *Facts) Applies(a Attr) bool {
-	for _, s := range SpecOf(a).Sources {
+func (f *Facts) Applies(a schema.Attr) bool {
+	for _, s := range a.Spec().Sources {
 		if s == f.Scheduler {
 			return true
 		}
@@ -38,7 +45,7 @@ func (f *Facts) Applies(a Attr) bool {
 }
 
 // Value returns a scalar attribute; why is set when it applies but is missing.
-func (f *Facts) Value(a Attr) (v string, ok bool, why string) {
+func (f *Facts) Value(a schema.Attr) (v string, ok bool, why string) {
 	if why, missing := f.Missing[a]; missing {
 		return "", false, why
 	}
@@ -49,7 +56,7 @@ func (f *Facts) Value(a Attr) (v string, ok bool, why string) {
 }
 
 // Map returns a map attribute; why is set when it applies but is missing.
-func (f *Facts) Map(a Attr) (m map[string]string, ok bool, why string) {
+func (f *Facts) Map(a schema.Attr) (m map[string]string, ok bool, why string) {
 	if why, missing := f.Missing[a]; missing {
 		return nil, false, why
 	}
@@ -59,16 +66,16 @@ func (f *Facts) Map(a Attr) (m map[string]string, ok bool, why string) {
 	return f.Maps[a], true, ""
 }
 
-func (f *Facts) set(a Attr, v string) {
+func (f *Facts) set(a schema.Attr, v string) {
 	if f.Values == nil {
-		f.Values = map[Attr]string{}
+		f.Values = map[schema.Attr]string{}
 	}
 	f.Values[a] = v
 }
 
-func (f *Facts) setMap(a Attr, m map[string]string) {
+func (f *Facts) setMap(a schema.Attr, m map[string]string) {
 	if f.Maps == nil {
-		f.Maps = map[Attr]map[string]string{}
+		f.Maps = map[schema.Attr]map[string]string{}
 	}
 	if m == nil {
 		m = map[string]string{}
@@ -79,7 +86,7 @@ func (f *Facts) setMap(a Attr, m map[string]string) {
 // MarkMissing marks every attribute of the scheduler that is not yet known as
 // missing for why.
 func (f *Facts) MarkMissing(why string) {
-	for _, s := range Specs {
+	for _, s := range schema.MatchAttrs() {
 		if !f.Applies(s.Attr) {
 			continue
 		}
@@ -90,7 +97,7 @@ func (f *Facts) MarkMissing(why string) {
 			continue
 		}
 		if f.Missing == nil {
-			f.Missing = map[Attr]string{}
+			f.Missing = map[schema.Attr]string{}
 		}
 		if _, ok := f.Missing[s.Attr]; !ok {
 			f.Missing[s.Attr] = why
@@ -121,14 +128,14 @@ type Resolver struct {
 // orphaned process, which no scheduler owns.
 func SchedulerOf(f *finding.Finding) string {
 	switch {
-	case f.Pattern == finding.OrphanProcess:
+	case f.Pattern == schema.OrphanProcess:
 		return ""
 	case f.Scheduler != "":
 		return f.Scheduler
 	case f.Pod != "":
-		return Kubernetes
+		return schema.SchedulerKubernetes
 	default:
-		return Slurm
+		return schema.SchedulerSlurm
 	}
 }
 
@@ -185,24 +192,24 @@ func (r *Resolver) Resolve(ctx context.Context, fs []finding.Finding) []*Facts {
 // derive applies the teams file to the owner's facts: team and kind, unless
 // the owner named them itself.
 func (r *Resolver) derive(fa *Facts, f *finding.Finding) {
-	a := source.Allocation{Scheduler: fa.Scheduler, User: fa.Values[User], Account: fa.Values[Account],
-		JobName: fa.Values[JobName], Namespace: fa.Values[Namespace], Labels: fa.Maps[PodLabels],
-		Team: fa.Values[Team], Kind: fa.Values[Kind]}
-	if fa.Scheduler == Kubernetes {
+	a := source.Allocation{Scheduler: fa.Scheduler, User: fa.Values[schema.AttrUser], Account: fa.Values[schema.AttrAccount],
+		JobName: fa.Values[schema.AttrJobName], Namespace: fa.Values[schema.AttrNamespace], Labels: fa.Maps[schema.AttrPodLabels],
+		Team: fa.Values[schema.AttrTeam], Kind: fa.Values[schema.AttrKind]}
+	if fa.Scheduler == schema.SchedulerKubernetes {
 		a.Pod = f.Pod
 	}
 	r.Teams.Apply(&a)
 	fa.Values = maps.Clone(fa.Values)
-	fa.set(Kind, a.Kind)
+	fa.set(schema.AttrKind, a.Kind)
 	if a.Team != "" || r.Teams != nil {
-		fa.set(Team, a.Team)
+		fa.set(schema.AttrTeam, a.Team)
 		return
 	}
 	fa.Missing = maps.Clone(fa.Missing)
 	if fa.Missing == nil {
-		fa.Missing = map[Attr]string{}
+		fa.Missing = map[schema.Attr]string{}
 	}
-	fa.Missing[Team] = "no teams file given to the analyzer"
+	fa.Missing[schema.AttrTeam] = "no teams file given to the analyzer"
 }
 
 // Table is a Source with fixed answers: the simulated fleet's scheduler,
@@ -228,22 +235,22 @@ func (t *Table) Lookup(_ context.Context, jobs []string) (map[string]*Facts, err
 
 // SlurmJob builds the facts squeue would report.
 func SlurmJob(partition, qos, account, user, jobName string) *Facts {
-	f := &Facts{Scheduler: Slurm, State: "RUNNING"}
-	f.set(Partition, partition)
-	f.set(QoS, qos)
-	f.set(Account, account)
-	f.set(User, user)
-	f.set(JobName, jobName)
+	f := &Facts{Scheduler: schema.SchedulerSlurm, State: "RUNNING"}
+	f.set(schema.AttrPartition, partition)
+	f.set(schema.AttrQoS, qos)
+	f.set(schema.AttrAccount, account)
+	f.set(schema.AttrUser, user)
+	f.set(schema.AttrJobName, jobName)
 	return f
 }
 
 // Pod builds the facts the API server would report.
 func Pod(namespace, owner string, labels, annotations, namespaceLabels map[string]string) *Facts {
-	f := &Facts{Scheduler: Kubernetes, State: "Running"}
-	f.set(Namespace, namespace)
-	f.set(Owner, owner)
-	f.setMap(PodLabels, labels)
-	f.setMap(PodAnnotations, annotations)
-	f.setMap(NamespaceLabels, namespaceLabels)
+	f := &Facts{Scheduler: schema.SchedulerKubernetes, State: "Running"}
+	f.set(schema.AttrNamespace, namespace)
+	f.set(schema.AttrOwner, owner)
+	f.setMap(schema.AttrPodLabels, labels)
+	f.setMap(schema.AttrPodAnnotations, annotations)
+	f.setMap(schema.AttrNamespaceLabels, namespaceLabels)
 	return f
 }

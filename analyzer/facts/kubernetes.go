@@ -1,25 +1,28 @@
 package facts
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // KubernetesSource reads pod labels, annotations and owner, and namespace
 // labels, from the API server: one list of pods and one of namespaces per
 // cycle, whatever the number of findings.
 type KubernetesSource struct {
-	Client kubernetes.Interface
+	// Client is the API server's core group: pods and namespaces are all it reads.
+	Client corev1client.CoreV1Interface
 	// PageSize bounds each list response (default 500).
 	PageSize int64
 }
 
 // Scheduler implements Source.
-func (k *KubernetesSource) Scheduler() string { return Kubernetes }
+func (k *KubernetesSource) Scheduler() string { return schema.SchedulerKubernetes }
 
 // Lookup implements Source. Jobs are "namespace/pod".
 func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[string]*Facts, error) {
@@ -33,7 +36,7 @@ func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[strin
 	}
 	nsLabels := map[string]map[string]string{}
 	for cont := ""; ; {
-		l, err := k.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
+		l, err := k.Client.Namespaces().List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
 		if err != nil {
 			return nil, fmt.Errorf("list namespaces: %w", err)
 		}
@@ -46,7 +49,7 @@ func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[strin
 	}
 	res := make(map[string]*Facts, len(jobs))
 	for cont := ""; ; {
-		l, err := k.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
+		l, err := k.Client.Pods("").List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
 		if err != nil {
 			return nil, fmt.Errorf("list pods: %w", err)
 		}
@@ -56,21 +59,21 @@ func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[strin
 			if !want[id] {
 				continue
 			}
-			f := &Facts{Scheduler: Kubernetes, State: string(p.Status.Phase)}
-			f.set(Namespace, p.Namespace)
-			f.setMap(PodLabels, maps.Clone(p.Labels))
-			f.setMap(PodAnnotations, maps.Clone(p.Annotations))
+			f := &Facts{Scheduler: schema.SchedulerKubernetes, State: string(p.Status.Phase)}
+			f.set(schema.AttrNamespace, p.Namespace)
+			f.setMap(schema.AttrPodLabels, maps.Clone(p.Labels))
+			f.setMap(schema.AttrPodAnnotations, maps.Clone(p.Annotations))
 			owner := ""
 			for _, r := range p.OwnerReferences {
 				if r.Controller != nil && *r.Controller {
 					owner = r.Kind
 				}
 			}
-			f.set(Owner, owner)
+			f.set(schema.AttrOwner, owner)
 			if nl, ok := nsLabels[p.Namespace]; ok {
-				f.setMap(NamespaceLabels, maps.Clone(nl))
+				f.setMap(schema.AttrNamespaceLabels, maps.Clone(nl))
 			} else {
-				f.Missing = map[Attr]string{NamespaceLabels: "namespace " + p.Namespace + " not listed"}
+				f.Missing = map[schema.Attr]string{schema.AttrNamespaceLabels: "namespace " + p.Namespace + " not listed"}
 			}
 			if p.Status.StartTime != nil {
 				f.Start = p.Status.StartTime.UTC()

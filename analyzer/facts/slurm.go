@@ -1,6 +1,8 @@
 package facts
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -23,7 +25,7 @@ type SlurmSource struct {
 }
 
 // Scheduler implements Source.
-func (s *SlurmSource) Scheduler() string { return Slurm }
+func (s *SlurmSource) Scheduler() string { return schema.SchedulerSlurm }
 
 // squeueJSON is the part of squeue's JSON that facts use. Several fields
 // changed shape across Slurm releases (a plain number in 22.05, an object
@@ -122,12 +124,12 @@ func (s *SlurmSource) Lookup(ctx context.Context, jobs []string) (map[string]*Fa
 			if !want[id] {
 				continue
 			}
-			f := &Facts{Scheduler: Slurm, State: state(j.JobState)}
-			f.set(Partition, j.Partition)
-			f.set(QoS, j.QoS)
-			f.set(Account, j.Account)
-			f.set(User, j.UserName)
-			f.set(JobName, j.Name)
+			f := &Facts{Scheduler: schema.SchedulerSlurm, State: state(j.JobState)}
+			f.set(schema.AttrPartition, j.Partition)
+			f.set(schema.AttrQoS, j.QoS)
+			f.set(schema.AttrAccount, j.Account)
+			f.set(schema.AttrUser, j.UserName)
+			f.set(schema.AttrJobName, j.Name)
 			if j.StartTime.Set && j.StartTime.N > 0 {
 				f.Start = time.Unix(j.StartTime.N, 0).UTC()
 			}

@@ -1,6 +1,8 @@
 package facts_test
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"os"
@@ -69,7 +71,7 @@ func held(tb testing.TB, n int, names func(i int) string) []string {
 // findingsOn makes n findings spread over the jobs (several hosts and
 // patterns per job), plus findings of jobs Slurm never had.
 func findingsOn(ids []string, n int) []finding.Finding {
-	pats := []finding.Pattern{finding.CPUOnly, finding.Stuck, finding.LowUtilization, finding.Overlong}
+	pats := []schema.Pattern{schema.CPUOnly, schema.Stuck, schema.LowUtilization, schema.Overlong}
 	fs := make([]finding.Finding, 0, n)
 	for i := 0; len(fs) < n; i++ {
 		job := "99999990"
@@ -89,14 +91,14 @@ func TestSlurmFacts(t *testing.T) {
 	hostile := "evil\n{\"job_id\":1,\"partition\":\"prod\"} PARTITION=prod|prod"
 	ids := held(t, 2, func(i int) string { return []string{"plain", hostile}[i] })
 	r := &countingRunner{r: action.ExecRunner{Timeout: 10 * time.Second}}
-	res := &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: &facts.SlurmSource{Runner: r}}}
+	res := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: r}}}
 	fs := []finding.Finding{{Job: ids[0], Scheduler: "slurm"}, {Job: ids[1], Scheduler: "slurm"}, {Job: "99999991", Scheduler: "slurm"}}
 	got := res.Resolve(context.Background(), fs)
 	if len(r.calls) != 1 {
 		t.Fatalf("scheduler calls = %v, want one", r.calls)
 	}
 	for i, wantName := range []string{"plain", hostile} {
-		for a, want := range map[facts.Attr]string{facts.Partition: "dev", facts.JobName: wantName, facts.User: "root", facts.Kind: "batch"} {
+		for a, want := range map[schema.Attr]string{schema.AttrPartition: "dev", schema.AttrJobName: wantName, schema.AttrUser: "root", schema.AttrKind: "batch"} {
 			if v, ok, why := got[i].Value(a); !ok || v != want {
 				t.Errorf("job %s %s = %q (%v, %s), want %q", ids[i], a, v, ok, why, want)
 			}
@@ -104,16 +106,16 @@ func TestSlurmFacts(t *testing.T) {
 		if got[i].State != "PENDING" {
 			t.Errorf("job %s state %q", ids[i], got[i].State)
 		}
-		if _, _, why := got[i].Value(facts.Team); !strings.Contains(why, "teams file") {
+		if _, _, why := got[i].Value(schema.AttrTeam); !strings.Contains(why, "teams file") {
 			t.Errorf("team without a teams file: %q, want missing", why)
 		}
 	}
-	if _, ok, why := got[2].Value(facts.Partition); ok || !strings.Contains(why, "gone") {
+	if _, ok, why := got[2].Value(schema.AttrPartition); ok || !strings.Contains(why, "gone") {
 		t.Errorf("unknown job: partition ok=%v why=%q, want missing (gone)", ok, why)
 	}
 	// squeue failing: every Slurm fact missing, naming the error.
-	down := &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: &facts.SlurmSource{Runner: r, Squeue: "/bin/false"}}}
-	if _, ok, why := down.Resolve(context.Background(), fs[:1])[0].Value(facts.Partition); ok || !strings.Contains(why, "squeue") {
+	down := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: r, Squeue: "/bin/false"}}}
+	if _, ok, why := down.Resolve(context.Background(), fs[:1])[0].Value(schema.AttrPartition); ok || !strings.Contains(why, "squeue") {
 		t.Errorf("squeue down: ok=%v why=%q", ok, why)
 	}
 }
@@ -125,7 +127,7 @@ func TestSlurmFactsAtScale(t *testing.T) {
 	ids := held(t, 200, func(i int) string { return fmt.Sprintf("scale-%d", i) })
 	fs := findingsOn(ids, 1000)
 	r := &countingRunner{r: action.ExecRunner{Timeout: 10 * time.Second}}
-	res := &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: &facts.SlurmSource{Runner: r}}}
+	res := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: r}}}
 	start := time.Now()
 	got := res.Resolve(context.Background(), fs)
 	took := time.Since(start)
@@ -134,7 +136,7 @@ func TestSlurmFactsAtScale(t *testing.T) {
 	}
 	known := 0
 	for i, fa := range got {
-		if v, ok, _ := fa.Value(facts.Partition); ok && v == "dev" {
+		if v, ok, _ := fa.Value(schema.AttrPartition); ok && v == "dev" {
 			known++
 		} else if fs[i].Job != "99999990" {
 			t.Fatalf("job %s: no partition", fs[i].Job)
@@ -148,7 +150,7 @@ func BenchmarkSlurmFacts(b *testing.B) {
 	ids := held(b, 200, func(i int) string { return fmt.Sprintf("bench-%d", i) })
 	fs := findingsOn(ids, 1000)
 	r := &countingRunner{r: action.ExecRunner{Timeout: 10 * time.Second}}
-	res := &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: &facts.SlurmSource{Runner: r}}}
+	res := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: r}}}
 	b.ResetTimer()
 	for b.Loop() {
 		res.Resolve(context.Background(), fs)

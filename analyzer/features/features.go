@@ -151,7 +151,7 @@ func Exprs(step time.Duration) []string {
 		fTensorAvg:  o("avg", schema.ProfTensorActive),
 		fMemCopyAvg: o("avg", schema.MemCopyUtil),
 		fInfo:       o("max", schema.AllocationInfo),
-		fOrphan:     o("count", schema.OrphanProcess),
+		fOrphan:     o("count", schema.ProcessOrphaned),
 	}
 }
 

@@ -43,16 +43,16 @@ func TestFetchJoinsSeries(t *testing.T) {
 	gpu := []string{"UUID", "GPU-a", "hostname", "h1", "modelName", "H100", "hpc_job", "77"}
 	// Each expression's answer, keyed by its function and metric.
 	answers := map[string]model.Matrix{
-		"count_over_time|" + schema.FBUsed.Name:        {series(10, gpu...), series(10, mig...)},
-		"max_over_time|" + schema.FBUsed.Name:          {series(40000, gpu...), series(2000, mig...)},
-		"min_over_time|" + schema.FBFree.Name:          {series(41000, gpu...), series(7800, mig...)},
-		"avg_over_time|" + schema.GPUUtil.Name:         {series(55, gpu...)},
-		"max_over_time|" + schema.GPUUtil.Name:         {series(90, gpu...)},
-		"avg_over_time|" + schema.ProfSMActive.Name:    {series(0.4, gpu...), series(0.2, mig...)},
-		"max_over_time|" + schema.AllocationInfo.Name:  {series(1, append(gpu, "job_id", "77", "user", "ann", "team", "nlp", "kind", "Batch")...)},
-		"count_over_time|" + schema.OrphanProcess.Name: {series(10, "UUID", "GPU-b", "hostname", "h1", "pid", "4242", "job_id", "66", "command", "python")},
-		"avg_over_time|" + schema.PowerUsage.Name:      {series(350, gpu...)},
-		"max_over_time|" + schema.PowerLimit.Name:      {series(700, gpu...)},
+		"count_over_time|" + schema.FBUsed.Name:          {series(10, gpu...), series(10, mig...)},
+		"max_over_time|" + schema.FBUsed.Name:            {series(40000, gpu...), series(2000, mig...)},
+		"min_over_time|" + schema.FBFree.Name:            {series(41000, gpu...), series(7800, mig...)},
+		"avg_over_time|" + schema.GPUUtil.Name:           {series(55, gpu...)},
+		"max_over_time|" + schema.GPUUtil.Name:           {series(90, gpu...)},
+		"avg_over_time|" + schema.ProfSMActive.Name:      {series(0.4, gpu...), series(0.2, mig...)},
+		"max_over_time|" + schema.AllocationInfo.Name:    {series(1, append(gpu, "job_id", "77", "user", "ann", "team", "nlp", "kind", "Batch")...)},
+		"count_over_time|" + schema.ProcessOrphaned.Name: {series(10, "UUID", "GPU-b", "hostname", "h1", "pid", "4242", "job_id", "66", "command", "python")},
+		"avg_over_time|" + schema.PowerUsage.Name:        {series(350, gpu...)},
+		"max_over_time|" + schema.PowerLimit.Name:        {series(700, gpu...)},
 	}
 	q := &answerer{answers: answers}
 	steps, err := Fetch(context.Background(), q, end, 1, 5*time.Minute)

@@ -1,63 +1,19 @@
 // Package finding defines what the analyzer concludes about one allocation:
-// the waste pattern, who owns it, the GPU-hours lost, the evidence and the
+// the waste pattern (schema.Pattern), who owns it, the GPU-hours lost, the evidence and the
 // recommended action. Detectors produce findings; policy, actions and
 // reports consume them.
 package finding
 
-import "time"
+import (
+	"time"
 
-// Pattern is one of the waste patterns listed below.
-type Pattern string
-
-const (
-	CPUOnly         Pattern = "cpu_only"
-	OverRequested   Pattern = "over_requested"
-	Stuck           Pattern = "stuck"
-	StartupOverhead Pattern = "startup_overhead"
-	IdleSession     Pattern = "idle_session"
-	LowUtilization  Pattern = "low_utilization"
-	Overlong        Pattern = "overlong"
-	OrphanProcess   Pattern = "orphan_process"
-)
-
-// Patterns lists every pattern in a stable order.
-var Patterns = []Pattern{CPUOnly, OverRequested, Stuck, StartupOverhead, IdleSession, LowUtilization, Overlong, OrphanProcess}
-
-// Valid reports whether p is a known pattern.
-func (p Pattern) Valid() bool {
-	for _, q := range Patterns {
-		if p == q {
-			return true
-		}
-	}
-	return false
-}
-
-// Severity of a finding.
-type Severity string
-
-const (
-	Info     Severity = "info"
-	Warning  Severity = "warning"
-	Critical Severity = "critical"
-)
-
-// Action recommended for a finding (policy decides what is actually done).
-type Action string
-
-const (
-	ActionNotify     Action = "notify"
-	ActionWarn       Action = "warn"
-	ActionCheckpoint Action = "checkpoint"
-	ActionReclaim    Action = "reclaim"
-	ActionKill       Action = "kill"   // orphaned process
-	ActionResize     Action = "resize" // ask for fewer or smaller GPUs (MIG)
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Finding is one conclusion about one allocation.
 type Finding struct {
-	Pattern  Pattern  `json:"pattern"`
-	Severity Severity `json:"severity"`
+	Pattern  schema.Pattern  `json:"pattern"`
+	Severity schema.Severity `json:"severity"`
 	// Job is the hpc_job id, or namespace/pod.
 	Job       string `json:"job"`
 	User      string `json:"user"`
@@ -76,7 +32,7 @@ type Finding struct {
 	End            time.Time          `json:"end"`
 	WastedGPUHours float64            `json:"wasted_gpu_hours"`
 	Evidence       map[string]float64 `json:"evidence"`
-	Action         Action             `json:"action"`
+	Action         schema.Action      `json:"action"`
 	// Advice is a sentence for people (reports, notifications).
 	Advice string `json:"advice,omitempty"`
 	// PIDs of the orphaned processes (orphan_process only), and the command

@@ -240,9 +240,9 @@ func Build(ctx context.Context, o Options, ref Ref) (*Report, error) {
 	}
 	r := &Report{Job: ref.String(), Start: start, End: end, Source: "query", Findings: []Finding{}}
 	if ref.Slurm != "" {
-		r.Scheduler = "slurm"
+		r.Scheduler = schema.SchedulerSlurm
 	} else {
-		r.Scheduler = "kubernetes"
+		r.Scheduler = schema.SchedulerKubernetes
 		r.Team = ref.Namespace
 	}
 	w := end.Sub(start) + time.Millisecond
@@ -437,7 +437,7 @@ func Exprs(ref Ref, w time.Duration) map[string]string {
 		"power_mean":  o("avg", "avg_over_time", schema.PowerUsage),
 		"energy_mj":   o("sum", "increase", schema.TotalEnergy),
 		"cpu_seconds": "sum(increase(" + schema.JobCPUSeconds.Name + ref.JobSelector() + r + "))",
-		"info":        "max by (" + strings.Join([]string{schema.LabelUser, schema.LabelTeam, schema.LabelKind, schema.LabelAccount, schema.LabelJobName, schema.LabelScheduler}, ", ") + ") (max_over_time(" + schema.AllocationInfo.Name + ref.JobSelector() + r + "))",
+		"holder":      "max by (" + strings.Join([]string{schema.LabelUser, schema.LabelTeam, schema.LabelKind, schema.LabelAccount, schema.LabelJobName, schema.LabelScheduler}, ", ") + ") (max_over_time(" + schema.AllocationInfo.Name + ref.JobSelector() + r + "))",
 	}
 }
 
@@ -534,7 +534,7 @@ func figures(ctx context.Context, o Options, ref Ref, r *Report, devs []device, 
 		}
 		r.CPU = c
 	}
-	if v := res["info"]; len(v) > 0 {
+	if v := res["holder"]; len(v) > 0 {
 		m := v[0].Metric
 		r.User, r.Account, r.JobName = string(m[schema.LabelUser]), string(m[schema.LabelAccount]), string(m[schema.LabelJobName])
 		r.Kind = string(m[schema.LabelKind])

@@ -1,6 +1,8 @@
 package jobview_test
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -102,13 +104,13 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		job     string
-		pattern finding.Pattern
+		pattern schema.Pattern
 		advice  string
 	}{
-		{"501", finding.OverRequested, "--gres=gpu:2"},
-		{"502", finding.CPUOnly, "CPU partition"},
-		{"503", finding.LowUtilization, "MIG 1g.10gb"},
-		{"ml/nb-erin", finding.IdleSession, "idle"},
+		{"501", schema.OverRequested, "--gres=gpu:2"},
+		{"502", schema.CPUOnly, "CPU partition"},
+		{"503", schema.LowUtilization, "MIG 1g.10gb"},
+		{"ml/nb-erin", schema.IdleSession, "idle"},
 	} {
 		r := build(t, tc.job)
 		var want []finding.Finding
@@ -191,6 +193,13 @@ func TestSummaryRoundTrip(t *testing.T) {
 		if d := *g.UtilMean - *r.GPUs[i].UtilMean; d > 0.001 || d < -0.001 {
 			t.Errorf("GPU %d util %v, was %v", i, *g.UtilMean, *r.GPUs[i].UtilMean)
 		}
+	}
+	// sacctmgr stores the AdminComment lowercased: the summary survives it.
+	if s != strings.ToLower(s) {
+		t.Errorf("summary not in lower case: %q", s)
+	}
+	if up, err := jobview.DecodeSummary(jobview.SummaryPrefix + strings.ToUpper(strings.TrimPrefix(s, jobview.SummaryPrefix))); err != nil || len(up.GPUs) != 4 {
+		t.Errorf("upper-cased summary: %v", err)
 	}
 	if !strings.Contains(back.Findings[0].Advice, "--gres=gpu:2") {
 		t.Errorf("advice after decoding: %q", back.Findings[0].Advice)

@@ -75,7 +75,24 @@ func (s *Slurm) Job(ctx context.Context, id string) (*Scheduler, error) {
 	sc.User, _, _ = strings.Cut(f["UserId"], "(")
 	sc.CPUs, _ = strconv.Atoi(f["NumCPUs"])
 	sc.Start, sc.End = slurmTime(f["StartTime"]), slurmTime(f["EndTime"])
+	// The Epilog's summary went into accounting, not into slurmctld's
+	// copy of the finished job, which it keeps for MinJobAge more.
+	if !strings.HasPrefix(sc.AdminComment, SummaryPrefix) && finished(sc.State) {
+		if acct, _ := s.sacct(ctx, id); acct != nil && strings.HasPrefix(acct.AdminComment, SummaryPrefix) {
+			sc.AdminComment = acct.AdminComment
+		}
+	}
 	return sc, nil
+}
+
+// finished tells a job state past running (COMPLETING included: its Epilog
+// runs then).
+func finished(state string) bool {
+	switch state {
+	case "", "PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "STOPPED", "SIGNALING":
+		return false
+	}
+	return true
 }
 
 // sacct reads the AdminComment that accounting keeps after scontrol forgot
@@ -118,9 +135,11 @@ const maxCommentBytes = 1024
 
 // SetAdminComment writes the comment: with scontrol update while
 // slurmctld still lets the job be changed (it refuses once the job
-// finished, which it has by the time the Epilog runs), else into
-// accounting with sacctmgr, as jobstats does, where slurmdbd keeps jobs.
-// Both are argument lists: the value never meets a shell.
+// finished, "Job has already finished", which it has by the time the
+// Epilog runs, COMPLETING), else into accounting with sacctmgr, as
+// Princeton's jobstats does, where slurmdbd keeps jobs; `sacct -o
+// AdminComment` shows it from then on. Both are argument lists: the value
+// never meets a shell.
 func (s *Slurm) SetAdminComment(ctx context.Context, id, comment string) error {
 	if !slurmID.MatchString(id) {
 		return fmt.Errorf("slurm job %q: not a job id", id)

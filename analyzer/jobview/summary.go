@@ -1,10 +1,12 @@
 package jobview
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"compress/flate"
 	"context"
-	"encoding/base64"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +26,9 @@ import (
 const SummaryPrefix = "gpuwatch1:"
 
 // The summary is the report's figures in short JSON keys, deflated and
-// base64url-encoded: one word, no spaces, no quotes, so scontrol and
-// accounting store it as it is.
+// base32-encoded in lower case: one word, no spaces, no quotes, and no
+// meaning in letter case, because sacctmgr (Slurm 22.05) lowercases the
+// AdminComment it stores in accounting while scontrol keeps it as given.
 type compact struct {
 	Job      string  `json:"j"`
 	Sched    string  `json:"s,omitempty"`
@@ -61,8 +64,8 @@ type cgpu struct {
 }
 
 type cfind struct {
-	Pattern  finding.Pattern    `json:"p"`
-	Severity finding.Severity   `json:"s,omitempty"`
+	Pattern  schema.Pattern     `json:"p"`
+	Severity schema.Severity    `json:"s,omitempty"`
 	Wasted   float64            `json:"w"`
 	Start    int64              `json:"b,omitempty"`
 	End      int64              `json:"e,omitempty"`
@@ -85,8 +88,11 @@ func EncodeSummary(r *Report, note string, maxBytes int) (string, error) {
 	c := compact{Note: note}
 	if r != nil {
 		c = compact{Job: r.Job, Sched: r.Scheduler, Host: r.Hostname, User: r.User, Team: r.Team, Account: r.Account,
-			Name: r.JobName, Kind: r.Kind, State: r.State, Start: r.Start.Unix(), End: r.End.Unix(),
+			Name: r.JobName, Kind: r.Kind, State: r.State,
 			Coverage: math.Round(r.Coverage*1000) / 1000, Short: r.NotEnoughData, Note: note, CPU: r.CPU}
+		if !r.Start.IsZero() {
+			c.Start, c.End = r.Start.Unix(), r.End.Unix()
+		}
 		for _, g := range r.GPUs {
 			c.GPUs = append(c.GPUs, cgpu{Index: g.Index, UUID: g.UUID, Model: g.Model, Samples: g.Samples, UMean: r3(g.UtilMean),
 				UPeak: r3(g.UtilPeak), SMean: r3(g.SMActiveMean), MPeak: r3(g.MemPeakMiB), MTotal: r3(g.MemTotalMiB),
@@ -147,8 +153,10 @@ func pack(c compact) (string, error) {
 	if err := zw.Close(); err != nil {
 		return "", fmt.Errorf("encode summary: %w", err)
 	}
-	return SummaryPrefix + base64.RawURLEncoding.EncodeToString(b.Bytes()), nil
+	return SummaryPrefix + summaryEncoding.EncodeToString(b.Bytes()), nil
 }
+
+var summaryEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // maxSummaryJSON bounds the inflated summary: a comment is foreign input.
 const maxSummaryJSON = 64 << 10
@@ -160,7 +168,7 @@ func DecodeSummary(s string) (*Report, error) {
 	if !ok {
 		return nil, errors.New("admin comment holds no gpuwatch summary")
 	}
-	z, err := base64.RawURLEncoding.DecodeString(body)
+	z, err := summaryEncoding.DecodeString(strings.ToLower(body))
 	if err != nil {
 		return nil, fmt.Errorf("decode summary: %w", err)
 	}
@@ -240,11 +248,28 @@ func WriteSummary(ctx, wctx context.Context, s *Slurm, o Options, ref Ref, logge
 			note = "no summary: telemetry unreachable: " + uerr.Err.Error()
 		}
 		logger.Warn("job summary not made; writing a note", "job", ref, "err", err)
-		if comment, err = EncodeSummary(&Report{Job: ref.String(), Scheduler: "slurm"}, cut(note, 200), maxCommentBytes); err != nil {
+		if comment, err = EncodeSummary(noteReport(ref, o.Scheduler), cut(note, 200), maxCommentBytes); err != nil {
 			return err
 		}
 	}
-	wctx, cancel := context.WithTimeout(wctx, 5*time.Second)
+	wctx, cancel := context.WithTimeout(wctx, writeTimeout)
 	defer cancel()
 	return s.SetAdminComment(wctx, ref.Slurm, comment)
+}
+
+// writeTimeout bounds scontrol and sacctmgr together; the epilog
+// companion leaves this much after the figures' budget.
+const writeTimeout = 5 * time.Second
+
+// noteReport is what a note without figures still says: what Slurm tells
+// of the job, so accounting keeps whose job it was and how it ended.
+func noteReport(ref Ref, sc *Scheduler) *Report {
+	r := &Report{Job: ref.String(), Scheduler: schema.SchedulerSlurm}
+	if sc != nil {
+		r.State, r.User, r.Account, r.JobName = strings.ToLower(sc.State), sc.User, sc.Account, sc.Name
+		if !sc.Start.IsZero() && !sc.End.Before(sc.Start) {
+			r.Start, r.End = sc.Start, sc.End
+		}
+	}
+	return r
 }

@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // buildGpuwatch builds the command the epilog companion runs.
@@ -31,10 +34,10 @@ func buildGpuwatch(t *testing.T) string {
 // siteSettings points the test cluster's epilog (test/slurm/start.sh reads
 // <dir>/etc/gpuwatch-slurm) at a Prometheus and a gpuwatch binary, with the
 // least time budget, as other packages' jobs on the same Slurm meet it too.
-func siteSettings(t *testing.T, conf, promURL, bin string) {
+func siteSettings(t *testing.T, conf, promURL, bin string, budget int) {
 	t.Helper()
 	f := filepath.Join(filepath.Dir(conf), "gpuwatch-slurm")
-	body := "GPUWATCH_PROMETHEUS_URL='" + promURL + "'\nGPUWATCH_BIN='" + bin + "'\nGPUWATCH_SUMMARY_TIMEOUT=8\n"
+	body := fmt.Sprintf("GPUWATCH_PROMETHEUS_URL='%s'\nGPUWATCH_BIN='%s'\nGPUWATCH_SUMMARY_TIMEOUT=%d\n", promURL, bin, budget)
 	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -54,9 +57,8 @@ func showComment(t *testing.T, id string) string {
 // `gpuwatch job --summary`, as the epilog companion runs it, writes the
 // summary into AdminComment on a real Slurm: `scontrol show job` shows it,
 // and `gpuwatch job` decodes it once Prometheus is gone, with the figures
-// the live view had. (It runs while the job still runs: slurmctld 22.05
-// refuses `scontrol update` on a job that finished, so from the Epilog the
-// write goes to accounting with sacctmgr, which needs slurmdbd.)
+// the live view had. (It runs while the job still runs, where `scontrol
+// update` is allowed; from the Epilog see TestEpilogSummaryInAccounting.)
 func TestSummaryRoundTripOnSlurm(t *testing.T) {
 	_, mapDir := slurmEnv(t)
 	bin := buildGpuwatch(t)
@@ -155,26 +157,120 @@ func TestSummaryPrometheusDown(t *testing.T) {
 			if !strings.Contains(dec.Note, tc.note) || took > 9*time.Second || len(dec.GPUs) != 0 {
 				t.Errorf("note %q after %s", dec.Note, took)
 			}
-			// The Epilog with the companion pointed at this Prometheus.
-			siteSettings(t, conf, tc.url, bin)
-			start = time.Now()
-			run(t, "scancel", id)
-			for {
-				st, _ := exec.Command("squeue", "--noheader", "--jobs="+id, "--format=%T").Output()
-				if s := strings.TrimSpace(string(st)); s == "" || (s != "COMPLETING" && s != "RUNNING") {
-					break
-				}
-				if time.Since(start) > 30*time.Second {
-					t.Fatalf("job %s still completing after 30s: the epilog is held up", id)
-				}
-				time.Sleep(100 * time.Millisecond)
+			// The Epilog, with the companion pointed at this Prometheus,
+			// on a second job (the first's note, written while it ran,
+			// would reach accounting with the job's end anyway): its own
+			// note lands in accounting within the budget.
+			siteSettings(t, conf, tc.url, bin, 8)
+			id2, _ := submit(t, "jobview-epilog-"+tc.name, "sleep 300")
+			run(t, "scancel", id2)
+			took = epilogTime(t, conf, id2)
+			acct := accountingComment(t, id2)
+			dec2, err := jobview.DecodeSummary(acct)
+			if err != nil {
+				t.Fatalf("accounting holds %q: %v", acct, err)
 			}
-			t.Logf("note %q; epilog with the companion done %s after scancel", dec.Note, time.Since(start).Round(time.Millisecond))
-			if d := time.Since(start); d > 8*time.Second+5*time.Second {
-				t.Errorf("epilog took %s, budget 8s", d)
+			t.Logf("epilog with the companion took %s (Prometheus %s); note in accounting %q, state %q",
+				took.Round(time.Millisecond), tc.name, dec2.Note, dec2.State)
+			if !strings.Contains(dec2.Note, tc.note) || dec2.State != "completing" || dec2.Account != "physics" || len(dec2.GPUs) != 0 {
+				t.Errorf("epilog's summary %+v", dec2)
+			}
+			if took > 8*time.Second {
+				t.Errorf("epilog took %s, budget 8s", took)
 			}
 		})
 	}
+}
+
+// The shipped Epilog runs the companion when a job ends by itself: the
+// summary of its figures goes into accounting (slurmctld refuses `scontrol
+// update` on a finished job, so through slurmdbd), `sacct -o AdminComment`
+// shows it, and `gpuwatch job` decodes it with Prometheus down, equal to
+// the live view of the same window.
+func TestEpilogSummaryInAccounting(t *testing.T) {
+	conf, mapDir := slurmEnv(t)
+	testtool.Need(t, "sacct")
+	bin := buildGpuwatch(t)
+	const budget = 15
+	id, gpus := submit(t, "jobview-epilog", "sleep 20")
+	prom := startScraping(t, startExporter(t, id, gpus, mapDir))
+	siteSettings(t, conf, prom, bin, budget)
+	took := epilogTime(t, conf, id)
+	comment := accountingComment(t, id)
+	t.Logf("epilog with the companion took %s (Prometheus up); AdminComment in accounting of %d bytes", took.Round(time.Millisecond), len(comment))
+	if took > budget*time.Second {
+		t.Errorf("epilog took %s, budget %ds", took, budget)
+	}
+	dec, err := jobview.DecodeSummary(comment)
+	if err != nil {
+		t.Fatalf("accounting holds %q: %v", comment, err)
+	}
+	if dec.Note != "" || len(dec.GPUs) != 2 || dec.Account != "physics" || dec.JobName != "jobview-epilog" || dec.State != "completing" {
+		t.Fatalf("summary %+v", dec)
+	}
+	c, _ := promapi.New(prom, promapi.Options{Timeout: 10 * time.Second})
+	ref, _ := jobview.ParseRef(id)
+	// The summary keeps whole seconds: the job's last sample lies within
+	// the second after its End.
+	live, err := jobview.Build(context.Background(), jobview.Options{Querier: c, Lookback: 10 * time.Minute, Now: dec.End.Add(time.Second)}, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !live.Start.Truncate(time.Second).Equal(dec.Start) || !live.End.Truncate(time.Second).Equal(dec.End) {
+		t.Errorf("summary %s..%s, live %s..%s", dec.Start, dec.End, live.Start, live.End)
+	}
+	for i, g := range dec.GPUs {
+		l := live.GPUs[i]
+		if g.Index != l.Index || g.MemPeakMiB == nil || !near(*g.MemPeakMiB, roundTo3(*l.MemPeakMiB)) ||
+			g.UtilMean == nil || !near(*g.UtilMean, roundTo3(*l.UtilMean)) {
+			t.Errorf("GPU %d: summary %s util %v mem %v, live %s util %v mem %v", i, g.Index, deref(g.UtilMean), deref(g.MemPeakMiB), l.Index, deref(l.UtilMean), deref(l.MemPeakMiB))
+		}
+	}
+	// Prometheus gone: `gpuwatch job` finds the summary in accounting
+	// (slurmctld still remembers the finished job, without it).
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "job", "--prometheus.url=http://"+closedAddr(t), "--query.timeout=2s", "--format=json", id)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gpuwatch job with Prometheus down: %v\n%s", err, stderr.String())
+	}
+	var shown jobview.Report
+	if err := json.Unmarshal(stdout.Bytes(), &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown.Source != "admin_comment" || shown.Job != id || len(shown.GPUs) != 2 || *shown.GPUs[1].UtilMean != *dec.GPUs[1].UtilMean {
+		t.Fatalf("shown %+v", shown)
+	}
+}
+
+// epilogTime waits for the job's Epilog to end and returns how long it
+// ran, from the times test/slurm/start.sh's wrapper logs.
+func epilogTime(t *testing.T, conf, id string) time.Duration {
+	t.Helper()
+	f := filepath.Join(filepath.Dir(filepath.Dir(conf)), "log", "epilog-times")
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		b, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(b), "\n") {
+			p := strings.Fields(line)
+			if len(p) != 3 || p[0] != id {
+				continue
+			}
+			t0, err0 := strconv.ParseFloat(p[1], 64)
+			t1, err1 := strconv.ParseFloat(p[2], 64)
+			if err0 != nil || err1 != nil {
+				t.Fatalf("%s: %q", f, line)
+			}
+			return time.Duration((t1 - t0) * float64(time.Second))
+		}
+	}
+	t.Fatalf("job %s: no Epilog ended within 90s (%s)", id, f)
+	return 0
+}
+
+// accountingComment is the job's AdminComment as slurmdbd keeps it.
+func accountingComment(t *testing.T, id string) string {
+	t.Helper()
+	return run(t, "sacct", "--noheader", "--parsable2", "--allocations", "--jobs="+id, "--format=AdminComment")
 }
 
 func closedAddr(t *testing.T) string {
@@ -189,3 +285,10 @@ func closedAddr(t *testing.T) string {
 }
 
 func roundTo3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
+
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

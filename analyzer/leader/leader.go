@@ -17,7 +17,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -100,7 +100,7 @@ type KubeLease struct {
 // KubeLeaseOptions configure KubeLease; zero durations take client-go's
 // usual values (15s, 10s, 2s).
 type KubeLeaseOptions struct {
-	Client                                    kubernetes.Interface
+	Client                                    coordinationv1client.CoordinationV1Interface
 	Namespace, Identity                       string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// ReleaseOnCancel gives the Lease up when the process stops, so that
@@ -116,7 +116,7 @@ func NewKubeLease(o KubeLeaseOptions) (*KubeLease, error) {
 	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: o.Namespace},
-		Client:     o.Client.CoordinationV1(),
+		Client:     o.Client,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: o.Identity},
 	}
 	el, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{

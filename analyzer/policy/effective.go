@@ -1,14 +1,13 @@
 package policy
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"io"
 	"slices"
 	"sort"
 	"strings"
-
-	"github.com/gpuwatch/gpuwatch/analyzer/facts"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
 // Effective is one rule as it will run: its tier, and the dry-run and
@@ -38,7 +37,7 @@ func (p *Policy) Effective() []Effective {
 // empty one.
 func (m *Match) String() string {
 	var parts []string
-	for _, s := range facts.Specs {
+	for _, s := range schema.MatchAttrs() {
 		if g, ok := m.Values[s.Attr]; ok {
 			parts = append(parts, s.MatchKey+"="+strings.Join(g, "|"))
 		}
@@ -82,7 +81,7 @@ func (p *Policy) Warnings() []string {
 		for j := range t.Rules {
 			r := &t.Rules[j]
 			// Orphaned processes belong to no allocation: no tier could select them.
-			if t.Reclaim && (r.Reclaim == nil || *r.Reclaim) && r.reclaims() && r.Pattern != finding.OrphanProcess {
+			if t.Reclaim && (r.Reclaim == nil || *r.Reclaim) && r.reclaims() && r.Pattern != schema.OrphanProcess {
 				mode := "in dry-run"
 				if !p.effectiveDryRun(t, r) {
 					mode = "FOR REAL"
@@ -105,8 +104,8 @@ func (p *Policy) Warnings() []string {
 // schedulers lists the schedulers whose allocations can have every attribute
 // the match names (all of them for an empty match).
 func (m *Match) schedulers() []string {
-	out := []string{facts.Slurm, facts.Kubernetes}
-	for _, s := range facts.Specs {
+	out := []string{schema.SchedulerSlurm, schema.SchedulerKubernetes}
+	for _, s := range schema.MatchAttrs() {
 		_, v := m.Values[s.Attr]
 		_, mv := m.Maps[s.Attr]
 		if !v && !mv {

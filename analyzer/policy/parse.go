@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"math"
 	"net/url"
@@ -12,8 +14,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/facts"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
@@ -322,7 +322,7 @@ func (v *validator) tier(key string, r *rawTier, p *Policy) Tier {
 	if !tierName.MatchString(r.Name) {
 		v.fail(key+".name", "a tier needs a name of letters, digits, '.', '_' or '-', got %q", r.Name)
 	}
-	seen := map[finding.Pattern]bool{}
+	seen := map[schema.Pattern]bool{}
 	for i := range r.Rules {
 		rk := fmt.Sprintf("%s.rules[%d]", key, i)
 		rule := v.rule(rk, &r.Rules[i], p)
@@ -348,9 +348,9 @@ func (v *validator) match(key string, r rawMatch) Match {
 	for _, k := range keys {
 		n := r[k]
 		kk := key + "." + k
-		spec, ok := facts.ByMatchKey(k)
+		spec, ok := schema.AttrByMatchKey(k)
 		if !ok {
-			v.fail(kk, "unknown match key %q: nothing fills it (one of %s)", k, strings.Join(facts.MatchKeys(), ", "))
+			v.fail(kk, "unknown match key %q: nothing fills it (one of %s)", k, strings.Join(schema.MatchKeys(), ", "))
 			continue
 		}
 		if spec.Map {
@@ -371,7 +371,7 @@ func (v *validator) match(key string, r rawMatch) Match {
 				v.globs(kk+"."+name, []string{mv[name]})
 			}
 			if m.Maps == nil {
-				m.Maps = map[facts.Attr]map[string]string{}
+				m.Maps = map[schema.Attr]map[string]string{}
 			}
 			m.Maps[spec.Attr] = mv
 			continue
@@ -383,7 +383,7 @@ func (v *validator) match(key string, r rawMatch) Match {
 		}
 		v.globs(kk, lv)
 		if m.Values == nil {
-			m.Values = map[facts.Attr][]string{}
+			m.Values = map[schema.Attr][]string{}
 		}
 		m.Values[spec.Attr] = lv
 	}
@@ -391,11 +391,11 @@ func (v *validator) match(key string, r rawMatch) Match {
 }
 
 func (v *validator) rule(key string, r *rawRule, p *Policy) Rule {
-	rule := Rule{Pattern: finding.Pattern(r.Pattern), DryRun: r.DryRun, Reclaim: r.Reclaim,
+	rule := Rule{Pattern: schema.Pattern(r.Pattern), DryRun: r.DryRun, Reclaim: r.Reclaim,
 		MinDuration: v.duration(key+".min_duration", r.MinDuration, 0)}
 	if !rule.Pattern.Valid() {
-		names := make([]string, len(finding.Patterns))
-		for i, q := range finding.Patterns {
+		names := make([]string, len(schema.Patterns))
+		for i, q := range schema.Patterns {
 			names[i] = string(q)
 		}
 		v.fail(key+".pattern", "unknown pattern %q (one of %s)", r.Pattern, strings.Join(names, ", "))

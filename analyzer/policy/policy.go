@@ -6,6 +6,8 @@
 package policy
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"path"
 	"strings"
 	"time"
@@ -18,10 +20,10 @@ import (
 type StepAction string
 
 const (
-	StepNotify     StepAction = "notify"     // tell the operators (webhook)
-	StepWarn       StepAction = "warn"       // tell the owner (Alertmanager, email)
-	StepCheckpoint StepAction = "checkpoint" // signal the job to checkpoint
-	StepReclaim    StepAction = "reclaim"    // cancel, evict or kill
+	StepNotify     StepAction = StepAction(schema.ActionNotify)     // tell the operators (webhook)
+	StepWarn       StepAction = StepAction(schema.ActionWarn)       // tell the owner (Alertmanager, email)
+	StepCheckpoint StepAction = StepAction(schema.ActionCheckpoint) // signal the job to checkpoint
+	StepReclaim    StepAction = StepAction(schema.ActionReclaim)    // cancel, evict or kill
 )
 
 // StepActions lists the steps in escalation order.
@@ -124,8 +126,8 @@ type Tier struct {
 // listed key is present with a value matching its glob. An empty Match
 // matches everything.
 type Match struct {
-	Values map[facts.Attr][]string
-	Maps   map[facts.Attr]map[string]string
+	Values map[schema.Attr][]string
+	Maps   map[schema.Attr]map[string]string
 }
 
 // Empty reports whether m matches everything (a catch-all tier).
@@ -133,7 +135,7 @@ func (m *Match) Empty() bool { return len(m.Values) == 0 && len(m.Maps) == 0 }
 
 // Rule is the escalation for one pattern within a tier.
 type Rule struct {
-	Pattern           finding.Pattern
+	Pattern           schema.Pattern
 	DryRun            *bool
 	Reclaim           *bool
 	MinWastedGPUHours float64
@@ -257,7 +259,7 @@ func (p *Policy) Evaluate(f *finding.Finding, fa *facts.Facts, now time.Time) Ev
 	return ev
 }
 
-func (t *Tier) rule(pat finding.Pattern) *Rule {
+func (t *Tier) rule(pat schema.Pattern) *Rule {
 	for i := range t.Rules {
 		if t.Rules[i].Pattern == pat {
 			return &t.Rules[i]
@@ -273,7 +275,7 @@ func (p *Policy) qualifies(f *finding.Finding, t *Tier, r *Rule, now time.Time) 
 		return "wasted GPU-hours below min_wasted_gpu_hours"
 	case f.End.Sub(f.Start) < r.MinDuration:
 		return "finding shorter than min_duration"
-	case f.Pattern == finding.Overlong && t.MaxRunTime > 0 && now.Sub(f.Start) < t.MaxRunTime:
+	case f.Pattern == schema.Overlong && t.MaxRunTime > 0 && now.Sub(f.Start) < t.MaxRunTime:
 		return "run time below the tier's max_run_time"
 	}
 	return ""
@@ -283,24 +285,24 @@ func (p *Policy) qualifies(f *finding.Finding, t *Tier, r *Rule, now time.Time) 
 // and could not have (then it is not known to be exempt).
 func (p *Policy) exempt(f *finding.Finding, fa *facts.Facts, now time.Time) (bool, string, string) {
 	var missing []string
-	for _, a := range []facts.Attr{facts.PodLabels, facts.PodAnnotations} {
+	for _, a := range []schema.Attr{schema.AttrPodLabels, schema.AttrPodAnnotations} {
 		m, _, why := fa.Map(a)
 		if why != "" {
 			missing = append(missing, string(a)+": "+why)
 			continue
 		}
-		v, ok := m[facts.ExemptKey]
+		v, ok := m[schema.ExemptKey]
 		if !ok {
 			continue
 		}
 		if until, err := time.Parse(time.RFC3339, v); err == nil {
 			if now.Before(until) {
-				return true, facts.ExemptKey + " until " + v, ""
+				return true, schema.ExemptKey + " until " + v, ""
 			}
 		} else if v != "false" {
 			// Anything but a past time or "false" exempts: a typo in an
 			// exemption must not get a job cancelled.
-			return true, facts.ExemptKey + "=" + v, ""
+			return true, schema.ExemptKey + "=" + v, ""
 		}
 	}
 	for _, e := range p.Exemptions {
@@ -330,9 +332,9 @@ func (e *Exemption) matches(f *finding.Finding, fa *facts.Facts) (bool, string) 
 	}
 	var missing []string
 	for _, c := range []struct {
-		a       facts.Attr
+		a       schema.Attr
 		pattern string
-	}{{facts.User, e.User}, {facts.Team, e.Team}} {
+	}{{schema.AttrUser, e.User}, {schema.AttrTeam, e.Team}} {
 		if c.pattern == "" {
 			continue
 		}
@@ -372,7 +374,7 @@ func anyGlob(patterns []string, value string) bool {
 // does not match; else, when a fact it needs is missing, which and why.
 func (m *Match) matches(fa *facts.Facts) (bool, string) {
 	var missing []string
-	for _, s := range facts.Specs {
+	for _, s := range schema.MatchAttrs() {
 		if globs, ok := m.Values[s.Attr]; ok {
 			v, have, why := fa.Value(s.Attr)
 			switch {

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"strings"
 	"testing"
 	"time"
@@ -48,13 +50,13 @@ exemptions:
 `
 
 func slurmFacts(partition, qos, user, team string) *facts.Facts {
-	return &facts.Facts{Scheduler: facts.Slurm, Values: map[facts.Attr]string{facts.Partition: partition, facts.QoS: qos,
-		facts.User: user, facts.Team: team, facts.Account: "acct", facts.JobName: "train", facts.Kind: "batch"}}
+	return &facts.Facts{Scheduler: schema.SchedulerSlurm, Values: map[schema.Attr]string{schema.AttrPartition: partition, schema.AttrQoS: qos,
+		schema.AttrUser: user, schema.AttrTeam: team, schema.AttrAccount: "acct", schema.AttrJobName: "train", schema.AttrKind: "batch"}}
 }
 
 func kubeFacts(ns string, labels, annotations map[string]string) *facts.Facts {
-	return &facts.Facts{Scheduler: facts.Kubernetes, Values: map[facts.Attr]string{facts.Namespace: ns, facts.Team: "vision", facts.Kind: "interactive"},
-		Maps: map[facts.Attr]map[string]string{facts.PodLabels: labels, facts.PodAnnotations: annotations, facts.NamespaceLabels: {}}}
+	return &facts.Facts{Scheduler: schema.SchedulerKubernetes, Values: map[schema.Attr]string{schema.AttrNamespace: ns, schema.AttrTeam: "vision", schema.AttrKind: "interactive"},
+		Maps: map[schema.Attr]map[string]string{schema.AttrPodLabels: labels, schema.AttrPodAnnotations: annotations, schema.AttrNamespaceLabels: {}}}
 }
 
 func TestEvaluate(t *testing.T) {
@@ -64,7 +66,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	base := func(mut func(f *finding.Finding)) *finding.Finding {
-		f := &finding.Finding{Pattern: finding.CPUOnly, Job: "1", User: "bob", Team: "vision", Scheduler: "slurm",
+		f := &finding.Finding{Pattern: schema.CPUOnly, Job: "1", User: "bob", Team: "vision", Scheduler: "slurm",
 			Start: now.Add(-2 * time.Hour), End: now, WastedGPUHours: 4}
 		if mut != nil {
 			mut(f)
@@ -73,10 +75,10 @@ func TestEvaluate(t *testing.T) {
 	}
 	dev := slurmFacts("dev", "normal", "bob", "vision")
 	idle := func(f *finding.Finding) {
-		f.Pattern, f.Scheduler, f.Namespace, f.Pod, f.Job = finding.IdleSession, "kubernetes", "nb-7", "p", "nb-7/p"
+		f.Pattern, f.Scheduler, f.Namespace, f.Pod, f.Job = schema.IdleSession, "kubernetes", "nb-7", "p", "nb-7/p"
 	}
 	annotated := func(v string) *facts.Facts {
-		return kubeFacts("nb-7", map[string]string{"app": "jupyter"}, map[string]string{facts.ExemptKey: v})
+		return kubeFacts("nb-7", map[string]string{"app": "jupyter"}, map[string]string{schema.ExemptKey: v})
 	}
 	cases := []struct {
 		name                              string
@@ -91,8 +93,8 @@ func TestEvaluate(t *testing.T) {
 		{"prod", base(nil), slurmFacts("prod", "high", "bob", "vision"), now, "production", false, true, false, false},
 		{"below wasted", base(func(f *finding.Finding) { f.WastedGPUHours = 0.5 }), dev, now, "development", false, false, false, true},
 		{"too short", base(func(f *finding.Finding) { f.Start = now.Add(-10 * time.Minute) }), dev, now, "development", false, false, false, true},
-		{"overlong early", base(func(f *finding.Finding) { f.Pattern = finding.Overlong }), dev, now, "development", false, false, false, true},
-		{"overlong late", base(func(f *finding.Finding) { f.Pattern, f.Start = finding.Overlong, now.Add(-49*time.Hour) }), dev, now, "development", false, true, false, true},
+		{"overlong early", base(func(f *finding.Finding) { f.Pattern = schema.Overlong }), dev, now, "development", false, false, false, true},
+		{"overlong late", base(func(f *finding.Finding) { f.Pattern, f.Start = schema.Overlong, now.Add(-49*time.Hour) }), dev, now, "development", false, true, false, true},
 		{"notebook rule forbids reclaim", base(idle), kubeFacts("nb-7", map[string]string{"app": "jupyter"}, nil), now, "notebooks", false, true, true, false},
 		{"user exempt until", base(nil), slurmFacts("dev", "normal", "alice", "vision"), now, "development", true, true, false, true},
 		{"user exemption expired", base(nil), slurmFacts("dev", "normal", "alice", "vision"), now.AddDate(0, 2, 0), "development", false, true, false, true},
@@ -151,12 +153,12 @@ exemptions:
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	f := &finding.Finding{Pattern: finding.CPUOnly, Job: "1", Scheduler: "slurm", Start: now.Add(-3 * time.Hour), End: now, WastedGPUHours: 4}
-	down := &facts.Facts{Scheduler: facts.Slurm}
+	f := &finding.Finding{Pattern: schema.CPUOnly, Job: "1", Scheduler: "slurm", Start: now.Add(-3 * time.Hour), End: now, WastedGPUHours: 4}
+	down := &facts.Facts{Scheduler: schema.SchedulerSlurm}
 	down.MarkMissing("squeue --json: connection refused")
 	noTeam := slurmFacts("dev", "normal", "bob", "")
-	delete(noTeam.Values, facts.Team)
-	noTeam.Missing = map[facts.Attr]string{facts.Team: "no teams file given to the analyzer"}
+	delete(noTeam.Values, schema.AttrTeam)
+	noTeam.Missing = map[schema.Attr]string{schema.AttrTeam: "no teams file given to the analyzer"}
 	for _, tc := range []struct {
 		name, want string
 		fa         *facts.Facts

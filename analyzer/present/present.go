@@ -4,6 +4,8 @@
 package present
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/internal/termsafe"
@@ -44,27 +47,36 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// JSON writes {"findings": [...], "coverage": {...}}; an empty result is an
-// empty list, not null, and coverage is left out when cov is nil.
-func JSON(w io.Writer, fs []finding.Finding, cov *engine.Coverage) error {
+// JSON writes {"findings": [...], "coverage": {...}, "accounting": {...}};
+// an empty result is an empty list, not null, and coverage and accounting
+// are left out when nil.
+func JSON(w io.Writer, fs []finding.Finding, cov *engine.Coverage, book *accounting.Book) error {
 	if fs == nil {
 		fs = []finding.Finding{}
+	}
+	var totals *accounting.Totals
+	if book != nil {
+		totals = &book.Totals
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(struct {
-		Findings []finding.Finding `json:"findings"`
-		Coverage *engine.Coverage  `json:"coverage,omitempty"`
-	}{fs, cov}); err != nil {
+		Findings   []finding.Finding  `json:"findings"`
+		Coverage   *engine.Coverage   `json:"coverage,omitempty"`
+		Accounting *accounting.Totals `json:"accounting,omitempty"`
+	}{fs, cov, totals}); err != nil {
 		return fmt.Errorf("write json: %w", err)
 	}
 	return nil
 }
 
-// Table writes findings sorted by GPU-hours wasted, aligned, with a total
-// per pattern and overall, then what the data covered and, when nothing
-// was found, why (cov may be nil).
-func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage) error {
+// Table writes findings sorted by GPU-hours wasted, aligned, each with its
+// own figure; then, when book is set, the window's waste per pattern and
+// its GPU-hours as the accounting package counts them (clipped to the
+// window, waste at most what was allocated, over-limit and orphaned hours
+// apart); then what the data covered and, when nothing was found, why
+// (cov may be nil).
+func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage, book *accounting.Book) error {
 	sorted := append([]finding.Finding(nil), fs...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if sorted[i].WastedGPUHours != sorted[j].WastedGPUHours {
@@ -82,31 +94,48 @@ func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage) error {
 		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
 	}
 	row("WASTED_GPU_H", "PATTERN", "SEVERITY", "ACTION", "JOB", "USER", "TEAM", "KIND", "HOST", "GPUS", "START", "END")
-	totals := map[finding.Pattern]float64{}
-	counts := map[finding.Pattern]int{}
-	var total float64
 	for _, f := range sorted {
 		row(num(f.WastedGPUHours), string(f.Pattern), string(f.Severity), string(f.Action), f.Job, dash(f.User), dash(f.Team),
 			dash(f.Kind), f.Hostname, strconv.Itoa(len(f.GPUs)), f.Start.UTC().Format(time.RFC3339), f.End.UTC().Format(time.RFC3339))
-		totals[f.Pattern] += f.WastedGPUHours
-		counts[f.Pattern]++
-		total += f.WastedGPUHours
 	}
-	row()
-	for _, p := range finding.Patterns {
-		if counts[p] > 0 {
-			row(num(totals[p]), string(p), fmt.Sprintf("%d findings", counts[p]))
+	if book != nil {
+		row()
+		totals := map[schema.Pattern]float64{}
+		counts := map[schema.Pattern]int{}
+		for _, e := range book.Entries {
+			p := e.Finding.Pattern
+			totals[p] += e.Wasted + e.Orphan + e.OverLimit
+			counts[p]++
 		}
+		for _, p := range schema.Patterns {
+			if counts[p] == 0 {
+				continue
+			}
+			note := fmt.Sprintf("%d findings", counts[p])
+			switch p {
+			case schema.Overlong:
+				note += ", over the limit (not waste)"
+			case schema.OrphanProcess:
+				note += ", orphaned (outside allocated)"
+			}
+			row(num(totals[p]), string(p), note)
+		}
+		row(num(book.Wasted), "TOTAL", fmt.Sprintf("%d findings", len(sorted)))
 	}
-	row(num(total), "TOTAL", fmt.Sprintf("%d findings", len(sorted)))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
-	if cov == nil {
-		return nil
+	var tail []string
+	if book != nil {
+		tail = append(tail, book.Totals.Line()+".")
 	}
-	if _, err := io.WriteString(w, CoverageLine(*cov)+"\n"); err != nil {
-		return fmt.Errorf("write table: %w", err)
+	if cov != nil {
+		tail = append(tail, CoverageLine(*cov))
+	}
+	for _, l := range tail {
+		if _, err := io.WriteString(w, l+"\n"); err != nil {
+			return fmt.Errorf("write table: %w", err)
+		}
 	}
 	return nil
 }

@@ -1,13 +1,17 @@
 package present
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
 
 func TestParseTime(t *testing.T) {
@@ -31,30 +35,52 @@ func TestParseTime(t *testing.T) {
 	}
 }
 
+var t0 = time.Date(2026, 11, 16, 0, 0, 0, 0, time.UTC)
+
 var sample = []finding.Finding{
-	{Pattern: finding.CPUOnly, Severity: finding.Critical, Job: "12", User: "ann", Team: "nlp", Kind: "batch", Hostname: "n1",
-		GPUs: []string{"GPU-a", "GPU-b"}, WastedGPUHours: 4, Action: finding.ActionReclaim, Evidence: map[string]float64{"idle_minutes": 120}},
-	{Pattern: finding.LowUtilization, Severity: finding.Info, Job: "ns/pod", Hostname: "n2", GPUs: []string{"GPU-c"},
-		WastedGPUHours: 9.5, Action: finding.ActionResize, Evidence: map[string]float64{"mean_sm_active": 0.1}},
+	{Pattern: schema.CPUOnly, Severity: schema.SeverityCritical, Job: "12", User: "ann", Team: "nlp", Kind: "batch", Hostname: "n1",
+		GPUs: []string{"GPU-a", "GPU-b"}, WastedGPUHours: 4, Action: schema.ActionReclaim, Evidence: map[string]float64{"idle_minutes": 120},
+		Start: t0, End: t0.Add(2 * time.Hour)},
+	{Pattern: schema.LowUtilization, Severity: schema.SeverityInfo, Job: "ns/pod", Hostname: "n2", GPUs: []string{"GPU-c"},
+		WastedGPUHours: 9.5, Action: schema.ActionResize, Evidence: map[string]float64{"mean_sm_active": 0.1},
+		Start: t0, End: t0.Add(10 * time.Hour)},
+}
+
+// sampleBook accounts the sample: job 12 held 2 idle GPUs for 2 hours, the
+// pod one busy GPU for 10 hours, of which its low use wasted 9.5.
+func sampleBook() *accounting.Book {
+	var us []store.Usage
+	for h := 0; h < 10; h++ {
+		s := t0.Add(time.Duration(h) * time.Hour)
+		if h < 2 {
+			us = append(us, store.Usage{Start: s, End: s.Add(time.Hour), Hostname: "n1", Job: "12", GPUs: 2, AllocatedGPUHours: 2})
+		}
+		us = append(us, store.Usage{Start: s, End: s.Add(time.Hour), Hostname: "n2", Job: "ns/pod", GPUs: 1, AllocatedGPUHours: 1, ActiveGPUHours: 1})
+	}
+	return accounting.Build(t0, t0.Add(24*time.Hour), us, sample)
 }
 
 func TestJSON(t *testing.T) {
 	var b bytes.Buffer
-	if err := JSON(&b, nil, nil); err != nil {
+	if err := JSON(&b, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), `"findings": []`) {
 		t.Errorf("empty result is %s, want an empty list", b.String())
 	}
 	b.Reset()
-	if err := JSON(&b, sample, nil); err != nil {
+	if err := JSON(&b, sample, nil, sampleBook()); err != nil {
 		t.Fatal(err)
 	}
 	var out struct {
-		Findings []map[string]any `json:"findings"`
+		Findings   []map[string]any   `json:"findings"`
+		Accounting map[string]float64 `json:"accounting"`
 	}
 	if err := json.Unmarshal(b.Bytes(), &out); err != nil {
 		t.Fatal(err)
+	}
+	if out.Accounting["allocated_gpu_hours"] != 14 || out.Accounting["wasted_gpu_hours"] != 13.5 || out.Accounting["used_gpu_hours"] != 0.5 {
+		t.Errorf("accounting %v", out.Accounting)
 	}
 	for _, k := range []string{"pattern", "severity", "job", "user", "team", "kind", "hostname", "gpus", "start", "end", "wasted_gpu_hours", "evidence", "action"} {
 		if _, ok := out.Findings[0][k]; !ok {
@@ -65,12 +91,13 @@ func TestJSON(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	var b bytes.Buffer
-	if err := Table(&b, sample, nil); err != nil {
+	if err := Table(&b, sample, nil, sampleBook()); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	// Header, two rows sorted by waste, blank, two pattern totals, total.
-	if len(lines) != 7 {
+	// Header, two rows sorted by waste, blank, two pattern totals, total,
+	// the accounting.
+	if len(lines) != 8 {
 		t.Fatalf("table has %d lines:\n%s", len(lines), b.String())
 	}
 	if !strings.HasPrefix(lines[1], "9.50") || !strings.HasPrefix(lines[2], "4.00") {
@@ -78,6 +105,9 @@ func TestTable(t *testing.T) {
 	}
 	if !strings.HasPrefix(lines[6], "13.50") || !strings.Contains(lines[6], "TOTAL") || !strings.Contains(lines[6], "2 findings") {
 		t.Errorf("total line %q", lines[6])
+	}
+	if lines[7] != "GPU-hours: 14.0 allocated, 0.5 used, 13.5 wasted (96.4% of allocated), 0.0 over the limit." {
+		t.Errorf("accounting line %q", lines[7])
 	}
 	// Aligned: the PATTERN column starts at the same offset on every row.
 	col := strings.Index(lines[0], "PATTERN")
@@ -95,13 +125,13 @@ func TestTableEscapesTerminalControls(t *testing.T) {
 	fs[0].Job = "job\x1b[31m\nforged\trow"
 	fs[0].User = "u\u202ex"
 	var b bytes.Buffer
-	if err := Table(&b, fs, nil); err != nil {
+	if err := Table(&b, fs, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if strings.ContainsAny(b.String(), "\x1b\u202e") || !strings.Contains(b.String(), `job\x1b[31m\nforged\trow`) {
 		t.Fatalf("table:\n%q", b.String())
 	}
-	if n := strings.Count(b.String(), "\n"); n != 7 {
-		t.Fatalf("table has %d lines, want 7:\n%s", n, b.String())
+	if n := strings.Count(b.String(), "\n"); n != 3 {
+		t.Fatalf("table has %d lines, want 3:\n%s", n, b.String())
 	}
 }

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"net/url"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
@@ -78,6 +81,7 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 		return a
 	}
 	fleet := newAgg(len(days))
+	book := accounting.Build(p.Start, p.End, usage, findings)
 	models := map[string]string{} // host|job -> model, to price findings
 	for i := range usage {
 		u := &usage[i]
@@ -85,27 +89,25 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 		models[u.Hostname+"|"+u.Job] = u.Model
 		d := dayIndex(days, u.Start)
 		price := cfg.PriceFor(u.Model)
-		fleet.addUsage(u, d, price)
+		used := u.ActiveGPUHours * book.UsedShare(u.Hostname, u.Job)
+		fleet.addUsage(u, used, d, price)
 		if admin || want[team] {
-			get(team).addUsage(u, d, price)
+			get(team).addUsage(u, used, d, price)
 		}
 	}
-	for i := range findings {
-		f := &findings[i]
+	for i := range book.Entries {
+		e := &book.Entries[i]
+		f := e.Finding
 		team := teamOf(f.Team)
-		w := clippedWaste(f, p.Start, p.End)
-		if w <= 0 {
-			continue
-		}
 		model := f.ModelName
 		if model == "" {
 			model = models[f.Hostname+"|"+f.Job]
 		}
 		price := cfg.PriceFor(model)
-		spread := spreadOverDays(f, w, days)
-		fleet.addFinding(f, w, price, model, spread)
+		spread := spreadOverDays(f, e.Wasted, days)
+		fleet.addEntry(e, price, model, spread)
 		if admin || want[team] {
-			get(team).addFinding(f, w, price, model, spread)
+			get(team).addEntry(e, price, model, spread)
 		}
 	}
 	trend, err := b.trend(ctx, p, teams, admin)
@@ -199,7 +201,7 @@ func (b *Builder) trend(ctx context.Context, p Period, teams []string, admin boo
 		keys = append(keys, "")
 	}
 	out := map[string][]TrendRow{}
-	var totals map[string][]UsageTotals
+	var totals [][]store.Usage
 	if ut, ok := b.Data.(usageTotaler); ok && n > 0 {
 		bounds := make([]time.Time, 0, n+1)
 		for _, q := range periods {
@@ -212,51 +214,37 @@ func (b *Builder) trend(ctx context.Context, p Period, teams []string, admin boo
 		}
 	}
 	for i, q := range periods {
-		rows := map[string]*TrendRow{}
-		for _, k := range keys {
-			rows[k] = &TrendRow{Label: q.Label}
-		}
+		var usage []store.Usage
 		if totals != nil {
-			for team, ts := range totals {
-				for _, k := range []string{teamOf(team), ""} {
-					if r := rows[k]; r != nil {
-						r.AllocatedGPUHours += ts[i].Allocated
-						r.ActiveGPUHours += ts[i].Active
-					}
-				}
-			}
+			usage = totals[i]
 		} else {
-			usage, err := b.Data.UsageBetween(ctx, q.Start, q.End)
-			if err != nil {
+			var err error
+			if usage, err = b.Data.UsageBetween(ctx, q.Start, q.End); err != nil {
 				return nil, fmt.Errorf("report trend %s: %w", q.Label, err)
-			}
-			for i := range usage {
-				u := &usage[i]
-				for _, k := range []string{teamOf(u.Team), ""} {
-					if r := rows[k]; r != nil {
-						r.AllocatedGPUHours += u.AllocatedGPUHours
-						r.ActiveGPUHours += u.ActiveGPUHours
-					}
-				}
 			}
 		}
 		findings, err := b.Data.FindingsBetween(ctx, q.Start, q.End)
 		if err != nil {
 			return nil, fmt.Errorf("report trend %s: %w", q.Label, err)
 		}
-		for i := range findings {
-			f := &findings[i]
-			w := clippedWaste(f, q.Start, q.End)
-			for _, k := range []string{teamOf(f.Team), ""} {
-				if r := rows[k]; r != nil && w > 0 {
-					r.WastedGPUHours += w
+		rows := map[string]*accounting.Totals{}
+		for _, k := range keys {
+			rows[k] = &accounting.Totals{}
+		}
+		book := accounting.Build(q.Start, q.End, usage, findings)
+		for _, a := range book.Allocations {
+			for _, k := range []string{teamOf(a.Team), ""} {
+				if r := rows[k]; r != nil {
+					r.Allocated += a.Allocated
+					r.Used += a.Used
+					r.Wasted += a.Wasted
 				}
 			}
 		}
 		for _, k := range keys {
 			r := rows[k]
-			r.WastedShare = ratio(r.WastedGPUHours, r.AllocatedGPUHours)
-			out[k] = append(out[k], *r)
+			out[k] = append(out[k], TrendRow{Label: q.Label, AllocatedGPUHours: r.Allocated, ActiveGPUHours: r.Used,
+				WastedGPUHours: r.Wasted, WastedShare: r.WastedShare()})
 		}
 	}
 	return out, nil
@@ -264,11 +252,12 @@ func (b *Builder) trend(ctx context.Context, p Period, teams []string, admin boo
 
 type agg struct {
 	alloc, active, cost, wasted, wastedCost float64
+	overLimit, orphan                       float64
 	daily                                   []DayRow
 	users                                   map[string]*UserRow
 	jobs                                    map[string]*JobRow
 	jobIDs                                  map[string]bool
-	patterns                                map[finding.Pattern]*patAgg
+	patterns                                map[schema.Pattern]*patAgg
 	findings                                []adviceItem
 }
 
@@ -284,7 +273,7 @@ type adviceItem struct {
 
 func newAgg(days int) *agg {
 	return &agg{daily: make([]DayRow, days), users: map[string]*UserRow{}, jobs: map[string]*JobRow{},
-		jobIDs: map[string]bool{}, patterns: map[finding.Pattern]*patAgg{}}
+		jobIDs: map[string]bool{}, patterns: map[schema.Pattern]*patAgg{}}
 }
 
 func (a *agg) user(name, team string) *UserRow {
@@ -296,18 +285,31 @@ func (a *agg) user(name, team string) *UserRow {
 	return u
 }
 
-func (a *agg) addUsage(u *store.Usage, day int, price float64) {
+// addUsage counts an interval; used is its active time less what the
+// accounting took out as waste.
+func (a *agg) addUsage(u *store.Usage, used float64, day int, price float64) {
 	a.alloc += u.AllocatedGPUHours
-	a.active += u.ActiveGPUHours
+	a.active += used
 	a.cost += u.AllocatedGPUHours * price
 	if day >= 0 {
 		a.daily[day].AllocatedGPUHours += u.AllocatedGPUHours
-		a.daily[day].ActiveGPUHours += u.ActiveGPUHours
+		a.daily[day].ActiveGPUHours += used
 	}
 	us := a.user(u.User, teamOf(u.Team))
 	us.AllocatedGPUHours += u.AllocatedGPUHours
-	us.ActiveGPUHours += u.ActiveGPUHours
+	us.ActiveGPUHours += used
 	a.jobIDs[u.Hostname+"|"+u.Job] = true
+}
+
+// addEntry counts a finding's part of the accounting: over-limit and
+// orphaned GPU-hours are totals of their own, waste is split by pattern,
+// user, job and day.
+func (a *agg) addEntry(e *accounting.Entry, price float64, model string, spread []float64) {
+	a.overLimit += e.OverLimit
+	a.orphan += e.Orphan
+	if e.Wasted > 0 {
+		a.addFinding(e.Finding, e.Wasted, price, model, spread)
+	}
 }
 
 func (a *agg) addFinding(f *finding.Finding, w, price float64, model string, spread []float64) {
@@ -345,13 +347,13 @@ func (a *agg) addFinding(f *finding.Finding, w, price float64, model string, spr
 // fill copies the aggregate into r, sorted and cut to the configured top.
 func (a *agg) fill(r *Report, days []Period, cfg *Config, p Period) {
 	r.Totals = Totals{AllocatedGPUHours: a.alloc, ActiveGPUHours: a.active, IdleGPUHours: max(0, a.alloc-a.active),
-		WastedGPUHours: a.wasted, WastedShare: ratio(a.wasted, a.alloc), Cost: a.cost, WastedCost: a.wastedCost,
+		WastedGPUHours: a.wasted, OverLimitGPUHours: a.overLimit, OrphanGPUHours: a.orphan, WastedShare: ratio(a.wasted, a.alloc), Cost: a.cost, WastedCost: a.wastedCost,
 		Jobs: len(a.jobIDs), Users: len(a.users)}
 	for i := range a.daily {
 		a.daily[i].Date = days[i].Label
 	}
 	r.Daily = a.daily
-	for _, pat := range finding.Patterns {
+	for _, pat := range schema.Patterns {
 		if pa := a.patterns[pat]; pa != nil {
 			r.ByPattern = append(r.ByPattern, PatternRow{Pattern: pat, Label: PatternLabel(pat), WastedGPUHours: pa.hours,
 				Share: ratio(pa.hours, a.wasted), WastedCost: pa.cost, Findings: pa.n})
@@ -411,7 +413,7 @@ func top[T any](s []T, n int) []T {
 	return s
 }
 
-func containsPattern(ps []finding.Pattern, p finding.Pattern) bool {
+func containsPattern(ps []schema.Pattern, p schema.Pattern) bool {
 	for _, q := range ps {
 		if q == p {
 			return true
@@ -441,20 +443,6 @@ func dayIndex(days []Period, t time.Time) int {
 		return i
 	}
 	return -1
-}
-
-// clippedWaste is the part of a finding's wasted GPU-hours that falls in
-// [from, to). A finding's waste accrues over its span, and a long-running
-// finding is seen again by later periods: clipping keeps weeks additive.
-func clippedWaste(f *finding.Finding, from, to time.Time) float64 {
-	if !f.End.After(f.Start) {
-		if !f.End.Before(from) && f.End.Before(to) {
-			return f.WastedGPUHours
-		}
-		return 0
-	}
-	o := overlap(f.Start, f.End, from, to)
-	return f.WastedGPUHours * o.Seconds() / f.End.Sub(f.Start).Seconds()
 }
 
 // spreadOverDays splits w over the days in proportion to the finding's

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"math"
 	"strings"
@@ -44,22 +46,23 @@ func handStore(t *testing.T) *store.Store {
 	us = append(us, hourly(w47.Add(48*time.Hour), 2, "h3", "3", "carol", "cv", a100, 4, 0)...)     // 8, 0
 	us = append(us, hourly(w47.Add(-7*24*time.Hour), 10, "h1", "0", "alice", "ml", a100, 1, 1)...) // W46: 10, 10
 	us = append(us, hourly(w47.Add(7*24*time.Hour), 3, "h1", "9", "alice", "ml", a100, 1, 1)...)   // W48: not counted
+	us = append(us, hourly(w47, 12, "h4", "5", "bob", "ml", h100, 1, 1)...)                        // busy past its limit: 12, 12
 	if err := st.AddUsage(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	low := finding.Finding{Pattern: finding.LowUtilization, Job: "1", User: "alice", Team: "ml", Hostname: "h1", ModelName: a100,
+	low := finding.Finding{Pattern: schema.LowUtilization, Job: "1", User: "alice", Team: "ml", Hostname: "h1", ModelName: a100,
 		GPUs: []string{"g0", "g1"}, Start: w47, End: w47.Add(10 * time.Hour), WastedGPUHours: 3,
 		Evidence: map[string]float64{"mean_util_percent": 12, "fb_max_mib": 7000}}
 	if err := st.SaveFindings(ctx, w47.Add(5*time.Hour), []finding.Finding{low}); err != nil {
 		t.Fatal(err)
 	}
-	low.WastedGPUHours = 8 // a later cycle supersedes the earlier one
-	cpu := finding.Finding{Pattern: finding.CPUOnly, Job: "3", User: "carol", Team: "cv", Hostname: "h3", ModelName: a100,
+	low.WastedGPUHours = 9 // a later cycle supersedes the earlier one
+	cpu := finding.Finding{Pattern: schema.CPUOnly, Job: "3", User: "carol", Team: "cv", Hostname: "h3", ModelName: a100,
 		GPUs: []string{"a", "b", "c", "d"}, Start: w47.Add(48 * time.Hour), End: w47.Add(50 * time.Hour), WastedGPUHours: 8}
-	// Overlong from Sunday noon of W46 to Monday noon of W47: half of it
-	// falls in W47. Priced by usage's model when the finding lacks one.
-	long := finding.Finding{Pattern: finding.Overlong, Job: "5", User: "bob", Team: "ml", Hostname: "h4", GPUs: []string{"x"},
-		Start: w47.Add(-12 * time.Hour), End: w47.Add(12 * time.Hour), WastedGPUHours: 24}
+	// Overlong from Sunday noon of W46 to Monday noon of W47, busy: half of
+	// its 24 GPU-hours over the limit fall in W47, as over-limit, not waste.
+	long := finding.Finding{Pattern: schema.Overlong, Job: "5", User: "bob", Team: "ml", Hostname: "h4", GPUs: []string{"x"},
+		Start: w47.Add(-12 * time.Hour), End: w47.Add(12 * time.Hour), Evidence: map[string]float64{"over_limit_gpu_hours": 24}}
 	if err := st.AddUsage(ctx, []store.Usage{{Start: w47.Add(-14 * 24 * time.Hour), End: w47.Add(-14*24*time.Hour + time.Hour),
 		Hostname: "h4", Job: "5", User: "bob", Team: "ml", Model: h100, GPUs: 1, AllocatedGPUHours: 0}}); err != nil {
 		t.Fatal(err)
@@ -99,8 +102,6 @@ func TestBuildTeam(t *testing.T) {
 	st := handStore(t)
 	b := &Builder{Data: st, Config: handConfig(t), Now: func() time.Time { return w47.Add(8 * 24 * time.Hour) }}
 	p := WeekOf(w47, time.UTC)
-	// The overlong finding has no model: priced from the usage of job 5
-	// only when that usage is in the period, else the default (0).
 	r, err := b.Build(context.Background(), p, "ml")
 	if err != nil {
 		t.Fatal(err)
@@ -109,17 +110,20 @@ func TestBuildTeam(t *testing.T) {
 		name      string
 		got, want float64
 	}{
-		{"allocated", r.Totals.AllocatedGPUHours, 25},
-		{"active", r.Totals.ActiveGPUHours, 15},
+		{"allocated 20 + 5 + 12", r.Totals.AllocatedGPUHours, 37},
+		// Job 1's low utilization takes 9 of its 20 GPU-hours: used is at
+		// most the 11 left, and its 10 active fit.
+		{"used 10 + 5 + 12", r.Totals.ActiveGPUHours, 27},
 		{"idle", r.Totals.IdleGPUHours, 10},
-		{"wasted (8 low-util + half of 24 overlong)", r.Totals.WastedGPUHours, 20},
-		{"wasted share", r.Totals.WastedShare, 0.8},
-		{"cost 20×2 + 5×4", r.Totals.Cost, 60},
-		{"wasted cost 8×2 + 12×0", r.Totals.WastedCost, 16},
-		{"fleet share 25/33", r.FleetShare, 25.0 / 33},
-		{"fleet waste share 20/28", r.FleetWasteShare, 20.0 / 28},
-		{"monday allocated", r.Daily[0].AllocatedGPUHours, 20},
-		{"monday wasted", r.Daily[0].WastedGPUHours, 20},
+		{"wasted (9 low-util; over the limit is not waste)", r.Totals.WastedGPUHours, 9},
+		{"over the limit: half of 24 in the week", r.Totals.OverLimitGPUHours, 12},
+		{"wasted share", r.Totals.WastedShare, 9.0 / 37},
+		{"cost 20×2 + 5×4 + 12×4", r.Totals.Cost, 108},
+		{"wasted cost 9×2", r.Totals.WastedCost, 18},
+		{"fleet share 37/45", r.FleetShare, 37.0 / 45},
+		{"fleet waste share 9/17", r.FleetWasteShare, 9.0 / 17},
+		{"monday allocated", r.Daily[0].AllocatedGPUHours, 32},
+		{"monday wasted", r.Daily[0].WastedGPUHours, 9},
 		{"tuesday active", r.Daily[1].ActiveGPUHours, 5},
 		{"sunday", r.Daily[6].AllocatedGPUHours, 0},
 	}
@@ -128,29 +132,28 @@ func TestBuildTeam(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if r.Totals.Jobs != 2 || r.Totals.Users != 2 {
-		t.Errorf("jobs %d users %d, want 2 2", r.Totals.Jobs, r.Totals.Users)
+	if r.Totals.Jobs != 3 || r.Totals.Users != 2 {
+		t.Errorf("jobs %d users %d, want 3 2", r.Totals.Jobs, r.Totals.Users)
 	}
-	if len(r.ByPattern) != 2 || r.ByPattern[0].Pattern != finding.Overlong || !near(r.ByPattern[0].WastedGPUHours, 12) ||
-		r.ByPattern[1].Pattern != finding.LowUtilization || !near(r.ByPattern[1].Share, 0.4) {
-		t.Errorf("by pattern = %+v", r.ByPattern)
+	if len(r.ByPattern) != 1 || r.ByPattern[0].Pattern != schema.LowUtilization || !near(r.ByPattern[0].Share, 1) {
+		t.Errorf("by pattern = %+v (over the limit is no waste pattern)", r.ByPattern)
 	}
-	if len(r.TopJobs) != 2 || r.TopJobs[0].Job != "5" || r.TopJobs[1].Job != "1" || r.TopJobs[1].GPUs != 2 {
+	if len(r.TopJobs) != 1 || r.TopJobs[0].Job != "1" || r.TopJobs[0].GPUs != 2 {
 		t.Errorf("top jobs = %+v", r.TopJobs)
 	}
-	if !strings.HasPrefix(r.TopJobs[1].Link, "https://grafana.example.org/d/gpuwatch-job/gpuwatch-job?") ||
-		!strings.Contains(r.TopJobs[1].Link, "var-job=1") || !strings.Contains(r.TopJobs[1].Link, "var-hostname=h1") ||
-		!strings.Contains(r.TopJobs[1].Link, "from=1794787200000") {
-		t.Errorf("job link %q", r.TopJobs[1].Link)
+	if !strings.HasPrefix(r.TopJobs[0].Link, "https://grafana.example.org/d/gpuwatch-job/gpuwatch-job?") ||
+		!strings.Contains(r.TopJobs[0].Link, "var-job=1") || !strings.Contains(r.TopJobs[0].Link, "var-hostname=h1") ||
+		!strings.Contains(r.TopJobs[0].Link, "from=1794787200000") {
+		t.Errorf("job link %q", r.TopJobs[0].Link)
 	}
-	if len(r.TopUsers) != 2 || r.TopUsers[0].User != "bob" || !near(r.TopUsers[1].AllocatedGPUHours, 20) {
+	if len(r.TopUsers) != 2 || r.TopUsers[0].User != "alice" || !near(r.TopUsers[0].AllocatedGPUHours, 20) || !near(r.TopUsers[1].AllocatedGPUHours, 17) {
 		t.Errorf("top users = %+v", r.TopUsers)
 	}
-	if len(r.Advice) != 2 || !strings.Contains(r.Advice[1].Advice, "MIG 1g.10gb") {
+	if len(r.Advice) != 1 || !strings.Contains(r.Advice[0].Advice, "MIG 1g.10gb") {
 		t.Errorf("advice = %+v", r.Advice)
 	}
 	if len(r.Trend) != 3 || r.Trend[0].Label != "2026-W45" || r.Trend[1].Label != "2026-W46" ||
-		!near(r.Trend[1].AllocatedGPUHours, 10) || r.Trend[2].Label != "2026-W47" || !near(r.Trend[2].WastedGPUHours, 20) {
+		!near(r.Trend[1].AllocatedGPUHours, 10) || r.Trend[2].Label != "2026-W47" || !near(r.Trend[2].WastedGPUHours, 9) {
 		t.Errorf("trend = %+v", r.Trend)
 	}
 	if r.Teams != nil || r.Actions != nil {
@@ -205,7 +208,7 @@ func TestBuildFleetAndActions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !near(r.Totals.AllocatedGPUHours, 33) || !near(r.Totals.WastedGPUHours, 28) || r.FleetShare != 1 {
+			if !near(r.Totals.AllocatedGPUHours, 45) || !near(r.Totals.WastedGPUHours, 17) || r.FleetShare != 1 {
 				t.Errorf("fleet totals = %+v share %v", r.Totals, r.FleetShare)
 			}
 			var names []string
@@ -223,27 +226,6 @@ func TestBuildFleetAndActions(t *testing.T) {
 				t.Errorf("action = %+v", r.Actions[0])
 			}
 		})
-	}
-}
-
-func TestClippedWaste(t *testing.T) {
-	from, to := w47, w47.Add(7*24*time.Hour)
-	cases := []struct {
-		name       string
-		start, end time.Time
-		want       float64
-	}{
-		{"inside", from.Add(time.Hour), from.Add(3 * time.Hour), 10},
-		{"half before", from.Add(-time.Hour), from.Add(time.Hour), 5},
-		{"after", to, to.Add(time.Hour), 0},
-		{"instant inside", from.Add(time.Hour), from.Add(time.Hour), 10},
-		{"instant at end", to, to, 0},
-	}
-	for _, tc := range cases {
-		f := finding.Finding{Start: tc.start, End: tc.end, WastedGPUHours: 10}
-		if got := clippedWaste(&f, from, to); !near(got, tc.want) {
-			t.Errorf("%s: clippedWaste = %v, want %v", tc.name, got, tc.want)
-		}
 	}
 }
 
@@ -271,7 +253,7 @@ func TestTrendPathsAgree(t *testing.T) {
 			t.Errorf("row %d: Go %+v, SQL %+v", i, got[0][i], got[1][i])
 		}
 	}
-	if !near(got[1][2].AllocatedGPUHours, 25) || !near(got[1][1].AllocatedGPUHours, 10) || !near(got[1][6].AllocatedGPUHours, 8) {
+	if !near(got[1][2].AllocatedGPUHours, 37) || !near(got[1][1].AllocatedGPUHours, 10) || !near(got[1][6].AllocatedGPUHours, 8) {
 		t.Errorf("trend = %+v", got[1])
 	}
 }

@@ -241,7 +241,7 @@ func TestDailyDigestJob(t *testing.T) {
 		}
 	}
 	s := rec.subjects()
-	if len(s) != 1 || s[0] != "ops@example.org [gpuwatch] GPU waste, fleet, 2026-11-16: 20.0 GPU-hours wasted (100.0% of 20.0 allocated)" {
+	if len(s) != 1 || s[0] != "ops@example.org [gpuwatch] GPU waste, fleet, 2026-11-16: 9.0 GPU-hours wasted (28.1% of 32.0 allocated)" {
 		t.Errorf("digests = %q", s)
 	}
 	cfg.DigestSchedule = ""

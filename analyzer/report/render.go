@@ -1,6 +1,8 @@
 package report
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"embed"
 	"encoding/base64"
@@ -13,7 +15,6 @@ import (
 	texttemplate "text/template"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 )
 
@@ -49,7 +50,7 @@ func NewRenderer() (*Renderer, error) {
 	funcs := map[string]any{
 		"gh": gh, "pct": pct, "change": change, "label": PatternLabel,
 		"money": func(v float64, r *Report) string { return money(v, r.Currency) },
-		"patterns": func(ps []finding.Pattern) string {
+		"patterns": func(ps []schema.Pattern) string {
 			s := make([]string, len(ps))
 			for i, p := range ps {
 				s[i] = string(p)

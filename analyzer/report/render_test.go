@@ -1,6 +1,8 @@
 package report
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -56,7 +58,7 @@ func TestRender(t *testing.T) {
 			t.Errorf("job name not escaped")
 		}
 		// The same numbers in both parts.
-		for _, want := range []string{"25.0", "15.0", "20.0", "80.0%", "60.00 EUR", "16.00 EUR", "75.8%", "71.4%", "MIG 1g.10gb", "2026-W46", "https://grafana.example.org/d/gpuwatch-job/gpuwatch-job?"} {
+		for _, want := range []string{"37.0", "27.0", "9.0", "24.3%", "12.0", "108 EUR", "18.00 EUR", "82.2%", "52.9%", "MIG 1g.10gb", "2026-W46", "https://grafana.example.org/d/gpuwatch-job/gpuwatch-job?"} {
 			if !strings.Contains(out.Text, want) {
 				t.Errorf("text part lacks %q", want)
 			}
@@ -64,7 +66,7 @@ func TestRender(t *testing.T) {
 				t.Errorf("HTML part lacks %q", want)
 			}
 		}
-		if out.Subject != "[gpuwatch] GPU waste, team ml, week 2026-W47: 20.0 GPU-hours wasted (80.0% of 25.0 allocated)" {
+		if out.Subject != "[gpuwatch] GPU waste, team ml, week 2026-W47: 9.0 GPU-hours wasted (24.3% of 37.0 allocated)" {
 			t.Errorf("subject %q", out.Subject)
 		}
 		msg := out.Message([]string{"ml@example.org"})
@@ -120,22 +122,22 @@ func TestAdvise(t *testing.T) {
 		f    finding.Finding
 		want []string
 	}{
-		{"A100-80GB fits 1g.10gb", finding.Finding{Pattern: finding.LowUtilization, ModelName: "NVIDIA A100-SXM4-80GB",
+		{"A100-80GB fits 1g.10gb", finding.Finding{Pattern: schema.LowUtilization, ModelName: "NVIDIA A100-SXM4-80GB",
 			Evidence: map[string]float64{"mean_util_percent": 9, "fb_max_mib": 7000}}, []string{"9%", "6.8 GiB", "MIG 1g.10gb", "1/7"}},
-		{"A100-40GB needs 3g.20gb", finding.Finding{Pattern: finding.LowUtilization, ModelName: "NVIDIA A100-SXM4-40GB",
+		{"A100-40GB needs 3g.20gb", finding.Finding{Pattern: schema.LowUtilization, ModelName: "NVIDIA A100-SXM4-40GB",
 			Evidence: map[string]float64{"fb_max_mib": 12 * 1024}}, []string{"MIG 3g.20gb"}},
-		{"H200", finding.Finding{Pattern: finding.LowUtilization, ModelName: "NVIDIA H200",
+		{"H200", finding.Finding{Pattern: schema.LowUtilization, ModelName: "NVIDIA H200",
 			Evidence: map[string]float64{"fb_max_mib": 25 * 1024}}, []string{"MIG 2g.35gb"}},
-		{"L40S has no MIG: smaller GPU", finding.Finding{Pattern: finding.LowUtilization, ModelName: "NVIDIA L40S",
+		{"L40S has no MIG: smaller GPU", finding.Finding{Pattern: schema.LowUtilization, ModelName: "NVIDIA L40S",
 			Evidence: map[string]float64{"fb_max_mib": 10000}}, []string{"the T4 (16 GB)"}},
-		{"L40S, too big for a smaller GPU", finding.Finding{Pattern: finding.LowUtilization, ModelName: "NVIDIA L40S",
+		{"L40S, too big for a smaller GPU", finding.Finding{Pattern: schema.LowUtilization, ModelName: "NVIDIA L40S",
 			Evidence: map[string]float64{"fb_max_mib": 30000}}, []string{"batch more work"}},
-		{"no memory evidence", finding.Finding{Pattern: finding.LowUtilization}, []string{"MIG slice or a smaller GPU"}},
-		{"over-requested", finding.Finding{Pattern: finding.OverRequested, GPUs: []string{"a", "b", "c", "d"},
+		{"no memory evidence", finding.Finding{Pattern: schema.LowUtilization}, []string{"MIG slice or a smaller GPU"}},
+		{"over-requested", finding.Finding{Pattern: schema.OverRequested, GPUs: []string{"a", "b", "c", "d"},
 			Evidence: map[string]float64{"idle_gpus": 3}}, []string{"1 of 4 GPUs", "--gres=gpu:1"}},
-		{"overlong", finding.Finding{Pattern: finding.Overlong}, []string{"checkpoint", "SIGUSR1"}},
-		{"startup", finding.Finding{Pattern: finding.StartupOverhead, Evidence: map[string]float64{"delay_minutes": 30}}, []string{"30 minutes", "stage data"}},
-		{"cpu only", finding.Finding{Pattern: finding.CPUOnly, GPUs: []string{"a"}}, []string{"1 GPU", "CPU partition"}},
+		{"overlong", finding.Finding{Pattern: schema.Overlong}, []string{"checkpoint", "SIGUSR1"}},
+		{"startup", finding.Finding{Pattern: schema.StartupOverhead, Evidence: map[string]float64{"delay_minutes": 30}}, []string{"30 minutes", "stage data"}},
+		{"cpu only", finding.Finding{Pattern: schema.CPUOnly, GPUs: []string{"a"}}, []string{"1 GPU", "CPU partition"}},
 		{"unknown pattern keeps the analyzer's advice", finding.Finding{Pattern: "future", Advice: "do X"}, []string{"do X"}},
 	}
 	for _, tc := range cases {

@@ -6,11 +6,12 @@
 package report
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"os"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/detect"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
 // FileMode is the mode of a report written to a file: reports name users,
@@ -50,13 +51,16 @@ type Report struct {
 	Planner *PlannerSection `json:"planner,omitempty"`
 }
 
-// Totals are GPU-hours over the period. Idle is allocated minus active;
-// Wasted is what the analyzer's findings attribute to a waste pattern.
+// Totals are GPU-hours over the period, as the accounting package defines
+// them: ActiveGPUHours is its used, Idle is allocated minus used, and
+// over-limit and orphaned GPU-hours are totals of their own.
 type Totals struct {
 	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
 	ActiveGPUHours    float64 `json:"active_gpu_hours"`
 	IdleGPUHours      float64 `json:"idle_gpu_hours"`
 	WastedGPUHours    float64 `json:"wasted_gpu_hours"`
+	OverLimitGPUHours float64 `json:"over_limit_gpu_hours"`
+	OrphanGPUHours    float64 `json:"orphan_gpu_hours"`
 	// WastedShare = Wasted / Allocated.
 	WastedShare float64 `json:"wasted_share"`
 	Cost        float64 `json:"cost"`
@@ -67,12 +71,12 @@ type Totals struct {
 
 // PatternRow is the waste of one pattern.
 type PatternRow struct {
-	Pattern        finding.Pattern `json:"pattern"`
-	Label          string          `json:"label"`
-	WastedGPUHours float64         `json:"wasted_gpu_hours"`
-	Share          float64         `json:"share"` // of the report's wasted GPU-hours
-	WastedCost     float64         `json:"wasted_cost"`
-	Findings       int             `json:"findings"`
+	Pattern        schema.Pattern `json:"pattern"`
+	Label          string         `json:"label"`
+	WastedGPUHours float64        `json:"wasted_gpu_hours"`
+	Share          float64        `json:"share"` // of the report's wasted GPU-hours
+	WastedCost     float64        `json:"wasted_cost"`
+	Findings       int            `json:"findings"`
 }
 
 // DayRow is one calendar day.
@@ -94,17 +98,17 @@ type TrendRow struct {
 
 // JobRow is one job's waste.
 type JobRow struct {
-	Job            string            `json:"job"`
-	JobName        string            `json:"job_name,omitempty"`
-	User           string            `json:"user"`
-	Team           string            `json:"team,omitempty"`
-	Hostname       string            `json:"hostname"`
-	Model          string            `json:"model,omitempty"`
-	GPUs           int               `json:"gpus"`
-	Patterns       []finding.Pattern `json:"patterns"`
-	WastedGPUHours float64           `json:"wasted_gpu_hours"`
-	WastedCost     float64           `json:"wasted_cost"`
-	Link           string            `json:"link,omitempty"`
+	Job            string           `json:"job"`
+	JobName        string           `json:"job_name,omitempty"`
+	User           string           `json:"user"`
+	Team           string           `json:"team,omitempty"`
+	Hostname       string           `json:"hostname"`
+	Model          string           `json:"model,omitempty"`
+	GPUs           int              `json:"gpus"`
+	Patterns       []schema.Pattern `json:"patterns"`
+	WastedGPUHours float64          `json:"wasted_gpu_hours"`
+	WastedCost     float64          `json:"wasted_cost"`
+	Link           string           `json:"link,omitempty"`
 }
 
 // UserRow is one user's use and waste.
@@ -120,28 +124,28 @@ type UserRow struct {
 
 // AdviceRow is what to change for one finding.
 type AdviceRow struct {
-	Job            string          `json:"job"`
-	User           string          `json:"user"`
-	Hostname       string          `json:"hostname"`
-	Pattern        finding.Pattern `json:"pattern"`
-	WastedGPUHours float64         `json:"wasted_gpu_hours"`
-	Advice         string          `json:"advice"`
-	Link           string          `json:"link,omitempty"`
+	Job            string         `json:"job"`
+	User           string         `json:"user"`
+	Hostname       string         `json:"hostname"`
+	Pattern        schema.Pattern `json:"pattern"`
+	WastedGPUHours float64        `json:"wasted_gpu_hours"`
+	Advice         string         `json:"advice"`
+	Link           string         `json:"link,omitempty"`
 }
 
 // TeamRow is one team in the administrators' report.
 type TeamRow struct {
-	Team              string          `json:"team"`
-	AllocatedGPUHours float64         `json:"allocated_gpu_hours"`
-	ActiveGPUHours    float64         `json:"active_gpu_hours"`
-	WastedGPUHours    float64         `json:"wasted_gpu_hours"`
-	WastedShare       float64         `json:"wasted_share"`
-	FleetShare        float64         `json:"fleet_share"`
-	Cost              float64         `json:"cost"`
-	WastedCost        float64         `json:"wasted_cost"`
-	TopPattern        finding.Pattern `json:"top_pattern,omitempty"`
-	Link              string          `json:"link,omitempty"`
+	Team              string         `json:"team"`
+	AllocatedGPUHours float64        `json:"allocated_gpu_hours"`
+	ActiveGPUHours    float64        `json:"active_gpu_hours"`
+	WastedGPUHours    float64        `json:"wasted_gpu_hours"`
+	WastedShare       float64        `json:"wasted_share"`
+	FleetShare        float64        `json:"fleet_share"`
+	Cost              float64        `json:"cost"`
+	WastedCost        float64        `json:"wasted_cost"`
+	TopPattern        schema.Pattern `json:"top_pattern,omitempty"`
+	Link              string         `json:"link,omitempty"`
 }
 
 // PatternLabel is a pattern's name for people.
-func PatternLabel(p finding.Pattern) string { return detect.Title(p) }
+func PatternLabel(p schema.Pattern) string { return detect.Title(p) }

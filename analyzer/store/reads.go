@@ -7,14 +7,13 @@ import (
 	"time"
 )
 
-// Totals are a team's summed usage over one period.
-type Totals struct{ Allocated, Active float64 }
-
-// UsageTotals sums usage per team for the periods [bounds[i], bounds[i+1]),
-// in the database instead of materialising weeks of intervals.
-func (s *Store) UsageTotals(ctx context.Context, bounds []time.Time) (map[string][]Totals, error) {
+// UsageTotals sums usage per allocation (host, job and team) for the
+// periods [bounds[i], bounds[i+1]), in the database instead of
+// materialising weeks of intervals. Each sum is a Usage starting at its
+// period's start; out[i] holds period i's.
+func (s *Store) UsageTotals(ctx context.Context, bounds []time.Time) ([][]Usage, error) {
 	if len(bounds) < 2 {
-		return map[string][]Totals{}, nil
+		return nil, nil
 	}
 	var cases strings.Builder
 	args := []any{}
@@ -22,30 +21,28 @@ func (s *Store) UsageTotals(ctx context.Context, bounds []time.Time) (map[string
 		fmt.Fprintf(&cases, " WHEN start_ms < ? THEN %d", i-1)
 		args = append(args, bounds[i].UnixMilli())
 	}
-	q := `SELECT team, CASE` + cases.String() + fmt.Sprintf(` ELSE %d END AS b, SUM(allocated_gpu_hours), SUM(active_gpu_hours)
-		FROM usage WHERE start_ms >= ? AND start_ms < ? GROUP BY team, b`, len(bounds)-2)
+	b := fmt.Sprintf("CASE%s ELSE %d END", cases.String(), len(bounds)-2)
 	if len(bounds) == 2 {
-		q = `SELECT team, 0, SUM(allocated_gpu_hours), SUM(active_gpu_hours) FROM usage WHERE start_ms >= ? AND start_ms < ? GROUP BY team`
+		b = "0"
 	}
+	q := `SELECT team, hostname, job, MAX(user), ` + b + ` AS b, SUM(allocated_gpu_hours), SUM(active_gpu_hours)
+		FROM usage WHERE start_ms >= ? AND start_ms < ? GROUP BY team, hostname, job, b ORDER BY b, hostname, job, team`
 	args = append(args, bounds[0].UnixMilli(), bounds[len(bounds)-1].UnixMilli())
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sum usage: %w", err)
 	}
 	defer rows.Close()
-	out := map[string][]Totals{}
+	out := make([][]Usage, len(bounds)-1)
 	for rows.Next() {
-		var team string
+		var u Usage
 		var b int
-		var t Totals
-		if err := rows.Scan(&team, &b, &t.Allocated, &t.Active); err != nil {
+		if err := rows.Scan(&u.Team, &u.Hostname, &u.Job, &u.User, &b, &u.AllocatedGPUHours, &u.ActiveGPUHours); err != nil {
 			return nil, fmt.Errorf("sum usage: %w", err)
 		}
-		if out[team] == nil {
-			out[team] = make([]Totals, len(bounds)-1)
-		}
-		if b >= 0 && b < len(bounds)-1 {
-			out[team][b] = t
+		if b >= 0 && b < len(out) {
+			u.Start, u.End = bounds[b], bounds[b+1]
+			out[b] = append(out[b], u)
 		}
 	}
 	return out, rows.Err()

@@ -91,9 +91,20 @@ func (b BuiltReports) LatestReports(ctx context.Context) ([]ReportSummary, error
 	return out, nil
 }
 
+// FleetAccounting implements AccountingSource: the fleet report's totals.
+func (b BuiltReports) FleetAccounting(ctx context.Context) (ReportSummary, error) {
+	p := b.period()
+	r, err := b.Builder.Build(ctx, p, "")
+	if err != nil {
+		return ReportSummary{}, err
+	}
+	return summarize(r, p), nil
+}
+
 func summarize(r *report.Report, p report.Period) ReportSummary {
 	s := ReportSummary{Team: r.Team, Period: p.Label, GeneratedAt: r.GeneratedAt,
-		AllocatedGPUHours: r.Totals.AllocatedGPUHours, ActiveGPUHours: r.Totals.ActiveGPUHours, WastedGPUHours: r.Totals.WastedGPUHours}
+		AllocatedGPUHours: r.Totals.AllocatedGPUHours, ActiveGPUHours: r.Totals.ActiveGPUHours, WastedGPUHours: r.Totals.WastedGPUHours,
+		OverLimitGPUHours: r.Totals.OverLimitGPUHours, OrphanGPUHours: r.Totals.OrphanGPUHours}
 	top := 0.0
 	for _, row := range r.ByPattern {
 		if row.WastedGPUHours > top {

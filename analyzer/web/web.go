@@ -7,6 +7,8 @@
 package web
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"embed"
 	"encoding/json"
@@ -53,7 +55,8 @@ type AuditSource interface {
 	RecentAudit(ctx context.Context, limit int) ([]AuditEntry, error)
 }
 
-// ReportSummary describes one team's latest report.
+// ReportSummary describes one team's latest report: its GPU-hours as the
+// accounting package defines them (UsedGPUHours is its used).
 type ReportSummary struct {
 	Team              string // "" is the fleet (administrators') report
 	Period            string // e.g. 2026-W47
@@ -61,7 +64,15 @@ type ReportSummary struct {
 	AllocatedGPUHours float64
 	ActiveGPUHours    float64
 	WastedGPUHours    float64
-	TopPattern        finding.Pattern
+	OverLimitGPUHours float64
+	OrphanGPUHours    float64
+	TopPattern        schema.Pattern
+}
+
+// AccountingSource gives the fleet's accounting of the latest report
+// period, which the findings page shows above the current findings.
+type AccountingSource interface {
+	FleetAccounting(ctx context.Context) (ReportSummary, error)
 }
 
 // ErrNoReport is returned by ReportSource.ReportHTML for a team without one.
@@ -95,6 +106,9 @@ type Options struct {
 	MaxRows int
 	// Coverage says what the last analyzer cycle saw; nil hides the line.
 	Coverage CoverageSource
+	// Accounting gives the fleet's GPU-hours of the latest report period;
+	// nil hides the line.
+	Accounting AccountingSource
 }
 
 // CoverageSource gives what the last analyzer cycle saw (engine.Metrics
@@ -193,7 +207,7 @@ type Filter struct {
 // patterns (a misspelt pattern would silently show nothing).
 func ParseFilter(q url.Values) (Filter, error) {
 	f := Filter{Team: q.Get("team"), Pattern: q.Get("pattern"), Node: q.Get("node")}
-	if f.Pattern != "" && !finding.Pattern(f.Pattern).Valid() {
+	if f.Pattern != "" && !schema.Pattern(f.Pattern).Valid() {
 		return f, fmt.Errorf("unknown pattern %q", f.Pattern)
 	}
 	return f, nil
@@ -224,7 +238,7 @@ func (flt Filter) Apply(fs []finding.Finding) []finding.Finding {
 }
 
 type patternTotal struct {
-	Pattern  finding.Pattern
+	Pattern  schema.Pattern
 	Count    int
 	GPUHours float64
 }
@@ -235,7 +249,7 @@ type findingsPage struct {
 	Query    url.Values
 	Teams    []string
 	Nodes    []string
-	Patterns []finding.Pattern
+	Patterns []schema.Pattern
 	Findings []finding.Finding // the selection
 	Shown    []finding.Finding // its first MaxRows
 	Total    int               // before filtering
@@ -246,6 +260,8 @@ type findingsPage struct {
 	Jobs     int
 	// Coverage is the sentence on what the last cycle saw, "" when unknown.
 	Coverage string
+	// Accounting is the fleet's GPU-hours of the latest report period.
+	Accounting *ReportSummary
 }
 
 type page struct {
@@ -280,10 +296,17 @@ func (s *site) load(r *http.Request) (Filter, []finding.Finding, []finding.Findi
 func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 	flt, all, sel, code, err := s.load(r)
 	p := findingsPage{page: s.page("findings", s.Findings != nil), Filter: flt, Query: r.URL.Query(),
-		Patterns: finding.Patterns, Total: len(all), Findings: sel}
+		Patterns: schema.Patterns, Total: len(all), Findings: sel}
 	if s.Coverage != nil {
 		if c, ok := s.Coverage.LastCoverage(); ok {
 			p.Coverage = present.CoverageLine(c)
+		}
+	}
+	if s.Accounting != nil {
+		if a, err := s.Accounting.FleetAccounting(r.Context()); err != nil {
+			s.Logger.Error("web: read accounting", "err", err)
+		} else {
+			p.Accounting = &a
 		}
 	}
 	if err != nil {
@@ -295,7 +318,7 @@ func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Teams, p.Nodes = sortedKeys(teams), sortedKeys(nodes)
 	p.Shown = sel[:min(len(sel), s.MaxRows)]
-	byPat := map[finding.Pattern]*patternTotal{}
+	byPat := map[schema.Pattern]*patternTotal{}
 	jobs := map[string]bool{}
 	for i := range sel {
 		f := &sel[i]
@@ -311,7 +334,7 @@ func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 		pt.GPUHours += f.WastedGPUHours
 	}
 	p.Jobs = len(jobs)
-	for _, pat := range finding.Patterns {
+	for _, pat := range schema.Patterns {
 		if pt := byPat[pat]; pt != nil {
 			p.ByPat = append(p.ByPat, *pt)
 			p.MaxPat = math.Max(p.MaxPat, pt.GPUHours)
@@ -465,7 +488,7 @@ func humanDuration(d time.Duration) string {
 	}
 }
 
-func patternLabel(p finding.Pattern) string { return detect.Label(p) }
+func patternLabel(p schema.Pattern) string { return detect.Label(p) }
 
 // evidence formats a finding's numbers compactly and in a stable order.
 func evidence(ev map[string]float64) string {

@@ -36,7 +36,7 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
 	cmd.Flag("query.timeout", "Timeout of one query.").Default("30s").DurationVar(&timeout)
 	cmd.Flag("slurm.scontrol", "scontrol program, asked for the job's state, CPUs and AdminComment (Slurm job ids only); empty to not ask Slurm.").Default("scontrol").StringVar(&scontrol)
-	cmd.Flag("summary", "Write the job's summary into its Slurm AdminComment (scontrol update) instead of printing the view; for the epilog companion deploy/slurm/job-summary.").BoolVar(&summary)
+	cmd.Flag("summary", "Write the job's summary into its Slurm AdminComment (scontrol update while the job runs, else sacctmgr into accounting) instead of printing the view; for the epilog companion deploy/slurm/job-summary.").BoolVar(&summary)
 	cmd.Flag("summary.timeout", "Time allowed to read the figures for --summary; past it (or with Prometheus down) a short note saying so is written instead, so the epilog is never held up.").Default("10s").DurationVar(&summaryTimeout)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		logger := loggerFrom(ctx)

@@ -1,6 +1,8 @@
 package manifests
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"reflect"
 	"sort"
@@ -78,13 +80,13 @@ func actuatorCalls(t *testing.T) []string {
 			}
 			return true, nil, nil
 		})
-		k := &action.Kubernetes{Client: client, Mode: c.mode, DeleteAfterRefusals: c.deleteAfter}
+		k := &action.Kubernetes{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: c.mode, DeleteAfterRefusals: c.deleteAfter}
 		attempt := c.attempt
 		if attempt == 0 {
 			attempt = 1
 		}
 		req := &action.Request{Step: action.StepReclaim, Attempt: attempt,
-			Finding: finding.Finding{Pattern: finding.IdleSession, Namespace: "ml", Pod: c.pod, Job: "ml/" + c.pod}}
+			Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: "ml", Pod: c.pod, Job: "ml/" + c.pod}}
 		ctx := context.Background()
 		if _, _, err := k.Reconcile(ctx, req); err != nil {
 			t.Fatalf("%s %s: reconcile: %v", c.mode, c.pod, err)
@@ -107,7 +109,7 @@ func actuatorCalls(t *testing.T) []string {
 	}
 	// The policy's facts: one list of pods and one of namespaces per cycle.
 	client := fake.NewClientset(objects...)
-	src := &facts.KubernetesSource{Client: client}
+	src := &facts.KubernetesSource{Client: client.CoreV1()}
 	if got, err := src.Lookup(context.Background(), []string{"ml/bare"}); err != nil || got["ml/bare"] == nil {
 		t.Fatalf("facts lookup: %v %v", got, err)
 	}
@@ -127,7 +129,7 @@ func actuatorCalls(t *testing.T) []string {
 func leaseCalls(t *testing.T) []string {
 	t.Helper()
 	client := fake.NewClientset()
-	kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: client, Namespace: "gpuwatch", Identity: "a",
+	kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: client.CoordinationV1(), Namespace: "gpuwatch", Identity: "a",
 		LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 100 * time.Millisecond, ReleaseOnCancel: true})
 	if err != nil {
 		t.Fatal(err)

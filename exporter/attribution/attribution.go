@@ -317,7 +317,7 @@ func (c *Chain) kubeAllocations(devs devices) []source.Allocation {
 				}
 				seen[k] = true
 				out = append(out, source.Allocation{
-					DeviceKey: dev.Key(), Scheduler: source.SchedulerKubernetes,
+					DeviceKey: dev.Key(), Scheduler: schema.SchedulerKubernetes,
 					Pod: h.Pod, Namespace: h.Namespace, Container: h.Container,
 				})
 			}
@@ -388,7 +388,7 @@ func (c *Chain) jobMapAllocations(devs devices) []source.Allocation {
 		for _, d := range targets {
 			for _, e := range m[slot] {
 				out = append(out, source.Allocation{
-					DeviceKey: d.Key(), Scheduler: source.SchedulerSlurm,
+					DeviceKey: d.Key(), Scheduler: schema.SchedulerSlurm,
 					HPCJob: e.Job, User: e.User, Account: e.Account, JobName: e.Name, Start: e.Start,
 				})
 			}
@@ -451,7 +451,7 @@ func (c *Chain) attributeProcesses(snap *source.Snapshot) {
 				p.Orphan = kubeKnown && !live[p.Job]
 			} else {
 				// A pod's process on a GPU no pod holds now.
-				p.Orphan = kubeKnown && !hasScheduler(allocs, source.SchedulerKubernetes)
+				p.Orphan = kubeKnown && !hasScheduler(allocs, schema.SchedulerKubernetes)
 			}
 			if info.JobPath != "" && p.Job != "" {
 				c.rememberCgroup(p.Job, info.JobPath, info.Owner.Version)
@@ -508,7 +508,7 @@ func (c *Chain) dropCgroup(job string) {
 func onlyPod(allocs []*source.Allocation) string {
 	job := ""
 	for _, a := range allocs {
-		if a.Scheduler != source.SchedulerKubernetes {
+		if a.Scheduler != schema.SchedulerKubernetes {
 			continue
 		}
 		if job != "" && job != a.JobID() {
@@ -533,7 +533,7 @@ func onlyJob(allocs []*source.Allocation) string {
 func batchAllocs(allocs []*source.Allocation) []*source.Allocation {
 	var out []*source.Allocation
 	for _, a := range allocs {
-		if a.Scheduler != source.SchedulerKubernetes {
+		if a.Scheduler != schema.SchedulerKubernetes {
 			out = append(out, a)
 		}
 	}

@@ -295,7 +295,7 @@ func TestBatchJobsProcessesAndCPU(t *testing.T) {
 		t.Errorf("process series:\n got %v\nwant %v", got, wantProcs)
 	}
 	// Orphans: job 41 is no live allocation; the miner runs on a GPU nobody holds.
-	if got, want := series(fams, schema.OrphanProcess.Name, "pid", "job_id"), []string{"job_id=41,pid=1002", "pid=1004"}; !reflect.DeepEqual(got, want) {
+	if got, want := series(fams, schema.ProcessOrphaned.Name, "pid", "job_id"), []string{"job_id=41,pid=1002", "pid=1004"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("orphans:\n got %v\nwant %v", got, want)
 	}
 	// CPU: job 42 through its process's cgroup, job 43 found by looking, 44 has none.

@@ -20,7 +20,7 @@ func sharedSnapshot(n int) *source.Snapshot {
 	snap := fullSnapshot(1, 0)
 	k := snap.Devices[0].Key()
 	for j := 0; j < n; j++ {
-		snap.Allocations = append(snap.Allocations, source.Allocation{DeviceKey: k, Scheduler: source.SchedulerSlurm,
+		snap.Allocations = append(snap.Allocations, source.Allocation{DeviceKey: k, Scheduler: schema.SchedulerSlurm,
 			HPCJob: fmt.Sprintf("%d", 1000000+j), User: fmt.Sprintf("user%d", j), Account: "acct", JobName: "train", Kind: schema.KindBatch})
 	}
 	return snap

@@ -240,8 +240,8 @@ func TestSharedGPUListsEveryHolder(t *testing.T) {
 	snap := fullSnapshot(1, 0)
 	k := snap.Devices[0].Key()
 	snap.Allocations = []source.Allocation{
-		{DeviceKey: k, Scheduler: source.SchedulerKubernetes, Pod: "b", Namespace: "ml", Container: "c", User: "u2", Team: "t"},
-		{DeviceKey: k, Scheduler: source.SchedulerKubernetes, Pod: "a", Namespace: "ml", Container: "c", User: "u1", Team: "t"},
+		{DeviceKey: k, Scheduler: schema.SchedulerKubernetes, Pod: "b", Namespace: "ml", Container: "c", User: "u2", Team: "t"},
+		{DeviceKey: k, Scheduler: schema.SchedulerKubernetes, Pod: "a", Namespace: "ml", Container: "c", User: "u1", Team: "t"},
 	}
 	mfs := map[string]*dto.MetricFamily{}
 	for _, mf := range Render(snap) {

@@ -260,7 +260,7 @@ func (r *renderer) render(snap *source.Snapshot) {
 		r.add(schema.ProcessMemory, r.with(labels, schema.ProcessMemory.Labels,
 			pid, p.Command, p.User, p.Job, string(p.Type)), float64(p.MemoryBytes))
 		if p.Orphan {
-			r.add(schema.OrphanProcess, r.with(labels, schema.OrphanProcess.Labels, pid, p.Command, p.User, p.Job), 1)
+			r.add(schema.ProcessOrphaned, r.with(labels, schema.ProcessOrphaned.Labels, pid, p.Command, p.User, p.Job), 1)
 		}
 	}
 	for _, j := range snap.JobCPU {

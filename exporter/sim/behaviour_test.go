@@ -139,7 +139,7 @@ func TestBehaviourSignals(t *testing.T) {
 			idle(t, s, 0, true)
 			a := allocationsOn(s, gpu(t, s, 0).Key())
 			if len(a) != 1 || a[0].Kind != schema.KindInteractive || a[0].Pod != "nb-1" || a[0].Namespace != "lab" ||
-				a[0].Container != "main" || a[0].Scheduler != source.SchedulerKubernetes {
+				a[0].Container != "main" || a[0].Scheduler != schema.SchedulerKubernetes {
 				t.Errorf("notebook allocation %+v", a)
 			}
 		}},

@@ -1,10 +1,11 @@
 package sim
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"embed"
 	"fmt"
 	"io/fs"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ const (
 	Training       Behaviour = "training"
 	BurstyTraining Behaviour = "bursty_training"
 	InferenceDaily Behaviour = "inference_daily"
-	CPUOnly        Behaviour = "cpu_only"
+	CPUOnly        Behaviour = Behaviour(schema.CPUOnly)
 	HungCollective Behaviour = "hung_collective"
 	StuckIdle      Behaviour = "stuck_idle"
 	IdleNotebook   Behaviour = "idle_notebook"
@@ -27,7 +28,7 @@ const (
 	StartupDelay   Behaviour = "startup_delay"
 	LowUtil        Behaviour = "low_util"
 	PartialGPUs    Behaviour = "partial_gpus"
-	Overlong       Behaviour = "overlong"
+	Overlong       Behaviour = Behaviour(schema.Overlong)
 	Orphan         Behaviour = "orphan"
 )
 
@@ -63,15 +64,6 @@ func (k FaultKind) windowed() bool {
 	}
 	return false
 }
-
-// patterns are the analyzer's waste patterns, the values of `expect`. The
-// exporter must not import the analyzer, so the names are listed here.
-var patterns = []string{"cpu_only", "over_requested", "stuck", "startup_overhead", "idle_session",
-	"low_utilization", "overlong", "orphan_process"}
-
-// Patterns lists the pattern names `expect` accepts (the analyzer's waste
-// patterns); an analyzer test can check they agree with finding.Patterns.
-func Patterns() []string { return slices.Clone(patterns) }
 
 // Scenario is a parsed and validated scenario file.
 type Scenario struct {

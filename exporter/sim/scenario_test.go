@@ -330,8 +330,8 @@ func TestShippedScenarios(t *testing.T) {
 		t.Errorf("default: %d GPUs of %d models, want 32 of 2", gpus, len(models))
 	}
 	pat, healthy := count(def)
-	for _, p := range Patterns() {
-		if pat[p] < 1 {
+	for _, p := range schema.Patterns {
+		if pat[string(p)] < 1 {
 			t.Errorf("default: no %s workload", p)
 		}
 	}
@@ -354,9 +354,9 @@ func TestShippedScenarios(t *testing.T) {
 	if n := len(corpus.Workloads); n < 120 {
 		t.Errorf("corpus: %d allocations, want >= 120", n)
 	}
-	for _, p := range Patterns() {
-		if pat[p] < 8 {
-			t.Errorf("corpus: %s %d times, want >= 8", p, pat[p])
+	for _, p := range schema.Patterns {
+		if pat[string(p)] < 8 {
+			t.Errorf("corpus: %s %d times, want >= 8", p, pat[string(p)])
 		}
 	}
 	if healthy < 20 {

@@ -262,7 +262,7 @@ func (w *Workload) jobID(k int64) (hpc, pod string) {
 	if k > 0 {
 		id += "-r" + strconv.FormatInt(k, 10)
 	}
-	if w.Scheduler == source.SchedulerKubernetes {
+	if w.Scheduler == schema.SchedulerKubernetes {
 		return "", id
 	}
 	return id, ""
@@ -446,7 +446,7 @@ func btoi(b bool) int {
 }
 
 func containerOf(w *Workload) string {
-	if w.Scheduler == source.SchedulerKubernetes {
+	if w.Scheduler == schema.SchedulerKubernetes {
 		return w.Container
 	}
 	return ""

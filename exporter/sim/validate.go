@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -263,12 +265,12 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 	}
 	switch w.Scheduler {
 	case "":
-		w.Scheduler = "slurm"
-	case "slurm", "kubernetes":
+		w.Scheduler = schema.SchedulerSlurm
+	case schema.SchedulerSlurm, schema.SchedulerKubernetes:
 	default:
 		v.failf(p("scheduler"), "must be slurm or kubernetes, got %q", w.Scheduler)
 	}
-	if w.Scheduler == "kubernetes" {
+	if w.Scheduler == schema.SchedulerKubernetes {
 		if w.Namespace == "" {
 			w.Namespace = "default"
 		}
@@ -294,17 +296,17 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 	case "":
 		switch w.Behaviour {
 		case IdleNotebook, Notebook:
-			w.Kind = "interactive"
+			w.Kind = schema.KindInteractive
 		case InferenceDaily:
-			w.Kind = "service"
+			w.Kind = schema.KindService
 		default:
-			w.Kind = "batch"
+			w.Kind = schema.KindBatch
 		}
-	case "batch", "interactive", "service":
+	case schema.KindBatch, schema.KindInteractive, schema.KindService:
 	default:
 		v.failf(p("kind"), "must be batch, interactive or service, got %q", w.Kind)
 	}
-	if (w.Behaviour == IdleNotebook || w.Behaviour == Notebook) && w.Kind != "interactive" {
+	if (w.Behaviour == IdleNotebook || w.Behaviour == Notebook) && w.Kind != schema.KindInteractive {
 		v.failf(p("kind"), "behaviour %s needs kind interactive", w.Behaviour)
 	}
 	n, ok := nodes[w.Node]
@@ -354,8 +356,8 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 		v.failf(p("end"), "end (%s) must be after start (%s)", w.End, w.Start)
 	}
 	for j, e := range w.Expect {
-		if !contains(patterns, e) {
-			v.failf(p("expect", j), "unknown pattern %q (known: %s)", e, strings.Join(patterns, ", "))
+		if !schema.Pattern(e).Valid() {
+			v.failf(p("expect", j), "unknown pattern %q (known: %s)", e, knownPatterns())
 		}
 	}
 	w.Params = v.params(&r.Params, &w, p("params"))
@@ -638,4 +640,13 @@ func (v *validator) overlaps(sc *Scenario) {
 			}
 		}
 	}
+}
+
+// knownPatterns lists the waste patterns `expect` accepts.
+func knownPatterns() string {
+	names := make([]string, len(schema.Patterns))
+	for i, p := range schema.Patterns {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
 }

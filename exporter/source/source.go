@@ -105,17 +105,11 @@ type Process struct {
 	Orphan  bool   // holds GPU memory with no live allocation
 }
 
-// Scheduler of an allocation.
-const (
-	SchedulerSlurm      = "slurm"
-	SchedulerKubernetes = "kubernetes"
-)
-
 // Allocation is one holder of one device. A shared GPU (time-slicing, MPS)
 // has several.
 type Allocation struct {
 	DeviceKey string
-	Scheduler string // SchedulerSlurm or SchedulerKubernetes
+	Scheduler string // schema.SchedulerSlurm or schema.SchedulerKubernetes
 	// Kubernetes
 	Pod, Namespace, Container string
 	// Batch

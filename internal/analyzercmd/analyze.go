@@ -55,8 +55,8 @@ func analyze(app *kingpin.Application, open OpenStore) (string, func(ctx context
 			return err
 		}
 		if format == "json" {
-			return present.JSON(os.Stdout, a.Findings, &a.Coverage)
+			return present.JSON(os.Stdout, a.Findings, &a.Coverage, a.Book)
 		}
-		return present.Table(os.Stdout, a.Findings, &a.Coverage)
+		return present.Table(os.Stdout, a.Findings, &a.Coverage, a.Book)
 	}
 }

@@ -1,6 +1,8 @@
 package reclaim
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -97,23 +99,23 @@ exemptions: [{user: carol}]
 		t.Fatal(err)
 	}
 	// Slurm's answers for these jobs (this test is about the delivery).
-	owners := &facts.Table{Name: facts.Slurm, Jobs: map[string]*facts.Facts{
+	owners := &facts.Table{Name: schema.SchedulerSlurm, Jobs: map[string]*facts.Facts{
 		"501": facts.SlurmJob("debug", "", "", "bob", "a"), "502": facts.SlurmJob("debug", "", "", "dave", "b"),
 		"503": facts.SlurmJob("debug", "", "", "erin", "c"), "504": facts.SlurmJob("debug", "", "", "carol", "d")}}
 	e := &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
 		"alertmanager": &action.Alertmanager{URL: pol.Channels.AlertmanagerURL, Duration: pol.Channels.AlertDuration}},
-		Facts: &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: owners}}}
+		Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: owners}}}
 	now := time.Now().UTC()
-	mk := func(job, user, team string, p finding.Pattern) finding.Finding {
+	mk := func(job, user, team string, p schema.Pattern) finding.Finding {
 		f := idleFinding(job, now)
 		f.User, f.Team, f.Pattern = user, team, p
 		return f
 	}
 	fs := []finding.Finding{
-		mk("501", "bob", "vision", finding.CPUOnly),
-		mk("502", "dave", "nlp", finding.CPUOnly),
-		mk("503", "erin", "nlp", finding.Stuck),    // warn due only after 10m
-		mk("504", "carol", "nlp", finding.CPUOnly), // exempt
+		mk("501", "bob", "vision", schema.CPUOnly),
+		mk("502", "dave", "nlp", schema.CPUOnly),
+		mk("503", "erin", "nlp", schema.Stuck),    // warn due only after 10m
+		mk("504", "carol", "nlp", schema.CPUOnly), // exempt
 	}
 	if _, err := e.Cycle(context.Background(), now, fs); err != nil {
 		t.Fatal(err)

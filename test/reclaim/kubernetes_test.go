@@ -1,6 +1,8 @@
 package reclaim
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"path/filepath"
 	"sort"
@@ -67,7 +69,7 @@ func kubeObjects() []runtime.Object {
 }
 
 func podFinding(ns, pod string, now time.Time) finding.Finding {
-	return finding.Finding{Pattern: finding.IdleSession, Severity: finding.Warning, Job: ns + "/" + pod, User: "ann", Team: "research",
+	return finding.Finding{Pattern: schema.IdleSession, Severity: schema.SeverityWarning, Job: ns + "/" + pod, User: "ann", Team: "research",
 		Kind: "interactive", Hostname: "gpu-node-3", Scheduler: "kubernetes", Namespace: ns, Pod: pod,
 		Start: now.Add(-5 * time.Hour), End: now, WastedGPUHours: 5}
 }
@@ -89,8 +91,8 @@ func kubeEscalator(t *testing.T, mode string, c *fake.Clientset) (*daemon.Escala
 	}
 	return &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
 		"webhook":    nopWarn{},
-		"kubernetes": &action.Kubernetes{Client: c, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals},
-	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{facts.Kubernetes: &facts.KubernetesSource{Client: c}}}}, lg
+		"kubernetes": &action.Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals},
+	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}}}, lg
 }
 
 // Evictions go to the idle pods only; a PodDisruptionBudget refusal (429)
@@ -219,8 +221,8 @@ tiers:
 	}
 	e := &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
 		"webhook":    nopWarn{},
-		"kubernetes": &action.Kubernetes{Client: c, Mode: policy.KubeEvict},
-	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{facts.Kubernetes: &facts.KubernetesSource{Client: c}}, Teams: tm}}
+		"kubernetes": &action.Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: policy.KubeEvict},
+	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}, Teams: tm}}
 	t0 := time.Now().UTC().Truncate(time.Second)
 	var evicted []string
 	for _, m := range []int{0, 10, 20} {

@@ -1,6 +1,8 @@
 package reclaim
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -84,7 +86,7 @@ func newHook(t *testing.T) *hook {
 // are about the actuator and the audit; the partition comes from Slurm
 // (acceptance_test.go runs the engine's own findings end to end).
 func idleFinding(job string, now time.Time) finding.Finding {
-	return finding.Finding{Pattern: finding.CPUOnly, Severity: finding.Warning, Job: job, User: "root", Team: "acceptance",
+	return finding.Finding{Pattern: schema.CPUOnly, Severity: schema.SeverityWarning, Job: job, User: "root", Team: "acceptance",
 		Kind: "batch", Hostname: "node1", Scheduler: "slurm", GPUs: []string{"GPU-0"}, Start: now.Add(-2 * time.Hour), End: now,
 		WastedGPUHours: 2, Evidence: map[string]float64{"gpu_util_pct": 0, "fb_used_mib": 0, "gpu_processes": 0}}
 }
@@ -107,7 +109,7 @@ func escalator(t *testing.T, dbPath, doc string, runner action.Runner) (*daemon.
 	if pol.Channels.WebhookURL != "" {
 		acts["webhook"] = &action.Webhook{URL: pol.Channels.WebhookURL}
 	}
-	res := &facts.Resolver{Sources: map[string]facts.Source{facts.Slurm: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}}}
+	res := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}}}
 	return &daemon.Escalator{Policy: pol, Log: lg, Actuators: acts, Facts: res}, lg, st
 }
 

@@ -321,8 +321,11 @@ func TestHostileJobTextOnRealSlurm(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("job %s: want one GPU line, got %q", a, got)
 	}
-	if f := strings.SplitN(got[0], " ", 4); f[1] != me.Username || f[2] != "" || f[3] != name {
-		t.Fatalf("job %s recorded as %q, want user %s, no account, name %q", a, got[0], me.Username, name)
+	// The account is the one Slurm gave the job (its user's default, with
+	// accounting), never the one its name and comment forge.
+	account := slurm(t, conf, "squeue", "-h", "-j", a, "-o", "%a")
+	if f := strings.SplitN(got[0], " ", 4); f[1] != me.Username || f[2] != account || account == "ml-infra" || f[3] != name {
+		t.Fatalf("job %s recorded as %q, want user %s, account %q, name %q", a, got[0], me.Username, account, name)
 	}
 	if got := lines(b); len(got) != 0 {
 		t.Fatalf("job %s with a forged GRES line recorded on GPUs %q", b, got)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # stop.sh stops the Slurm daemons that test/slurm/start.sh started for the
-# same GPUWATCH_SLURM_DIR, by their pid files. munged is shared by every Slurm
+# same GPUWATCH_SLURM_DIR (slurmd, slurmctld, slurmdbd and its MariaDB), by
+# their pid files. munged is shared by every Slurm
 # on the machine and is left running unless GPUWATCH_SLURM_STOP_MUNGE=1.
 set -eu
 
@@ -26,6 +27,8 @@ stop() {
 
 stop "$dir/run/slurmd.pid"
 stop "$dir/run/slurmctld.pid"
+stop "$dir/run/slurmdbd.pid"
+stop "$dir/run/mysqld.pid"
 if [ "${GPUWATCH_SLURM_STOP_MUNGE:-0}" = 1 ]; then
 	stop /run/munge/munged.pid
 fi

@@ -1,6 +1,8 @@
 package nvmlcheck_test
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"os"
 	"os/exec"
@@ -80,7 +82,7 @@ channels:
 				Actuators: map[string]action.Actuator{"process": procs, "webhook": okHook{}}}
 			comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
 			now := time.Now()
-			f := finding.Finding{Pattern: finding.OrphanProcess, Severity: finding.Critical, Job: "orphan:" + uuid, Hostname: host,
+			f := finding.Finding{Pattern: schema.OrphanProcess, Severity: schema.SeverityCritical, Job: "orphan:" + uuid, Hostname: host,
 				GPUs: []string{uuid}, PIDs: []int{pid}, Commands: map[int]string{pid: strings.TrimSpace(string(comm))},
 				Start: now.Add(time.Second), End: now.Add(time.Second), WastedGPUHours: 1}
 			if _, err := e.Cycle(context.Background(), now.Add(2*time.Second), []finding.Finding{f}); err != nil {

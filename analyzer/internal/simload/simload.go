@@ -117,7 +117,7 @@ func (f Format) keeps(name string) bool {
 // Read are the families the analyzer queries.
 var Read = []*schema.Metric{schema.GPUUtil, schema.MemCopyUtil, schema.FBUsed, schema.FBFree, schema.PowerUsage,
 	schema.PowerLimit, schema.ProfSMActive, schema.ProfDRAMActive, schema.ProfGrEngineActive, schema.ProfTensorActive,
-	schema.AllocationInfo, schema.OrphanProcess}
+	schema.AllocationInfo, schema.ProcessOrphaned}
 
 // Options of a replay.
 type Options struct {

@@ -4,6 +4,8 @@
 package reporttest
 
 import (
+	"github.com/gpuwatch/gpuwatch/schema"
+
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -46,12 +48,12 @@ func Teams(n int) []string {
 }
 
 type profile struct {
-	pattern finding.Pattern // "" is a healthy job
+	pattern schema.Pattern // "" is a healthy job
 	weight  int
 }
 
-var profiles = []profile{{"", 58}, {finding.CPUOnly, 7}, {finding.LowUtilization, 11}, {finding.OverRequested, 6},
-	{finding.StartupOverhead, 6}, {finding.Stuck, 4}, {finding.IdleSession, 5}, {finding.Overlong, 3}}
+var profiles = []profile{{"", 58}, {schema.CPUOnly, 7}, {schema.LowUtilization, 11}, {schema.OverRequested, 6},
+	{schema.StartupOverhead, 6}, {schema.Stuck, 4}, {schema.IdleSession, 5}, {schema.Overlong, 3}}
 
 // Fill writes the fleet's usage and findings into st.
 func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
@@ -100,7 +102,7 @@ func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
 		left, length, at int
 		job, user, team  string
 		kind             string
-		prof             finding.Pattern
+		prof             schema.Pattern
 		wasted           float64
 		ws, we           time.Time
 	}
@@ -135,12 +137,12 @@ func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
 				sl.team = f.Teams[rng.IntN(len(f.Teams))]
 				sl.user = users[sl.team][rng.IntN(len(users[sl.team]))]
 				sl.prof = pick(rng)
-				if sl.prof == finding.OverRequested && len(sl.gpus) < 2 {
-					sl.prof = finding.LowUtilization
+				if sl.prof == schema.OverRequested && len(sl.gpus) < 2 {
+					sl.prof = schema.LowUtilization
 				}
-				sl.kind = "batch"
-				if sl.prof == finding.IdleSession {
-					sl.kind = "interactive"
+				sl.kind = schema.KindBatch
+				if sl.prof == schema.IdleSession {
+					sl.kind = schema.KindInteractive
 				}
 				sl.wasted, sl.ws, sl.we = 0, time.Time{}, time.Time{}
 			}
@@ -161,11 +163,11 @@ func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
 			if sl.left == 0 {
 				if sl.prof != "" && sl.wasted > 0 {
 					id, _ := strconv.Atoi(sl.job)
-					findings = append(findings, finding.Finding{Pattern: sl.prof, Severity: finding.Warning, Job: sl.job, User: sl.user,
-						Team: sl.team, Kind: sl.kind, Hostname: sl.host, Scheduler: "slurm", Account: sl.team,
+					findings = append(findings, finding.Finding{Pattern: sl.prof, Severity: schema.SeverityWarning, Job: sl.job, User: sl.user,
+						Team: sl.team, Kind: sl.kind, Hostname: sl.host, Scheduler: schema.SchedulerSlurm, Account: sl.team,
 						JobName: fmt.Sprintf("train-%s-%d", sl.user, id%97), ModelName: sl.model, GPUs: sl.gpus,
 						Start: sl.ws, End: sl.we, WastedGPUHours: sl.wasted, Evidence: evidence(rng, sl.prof, size, sl.length),
-						Action: finding.ActionNotify})
+						Action: schema.ActionNotify})
 					cycles = append(cycles, sl.we.Add(-time.Minute))
 				}
 				sl.idle = rng.IntN(4)
@@ -197,7 +199,7 @@ func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
 	return w, nil
 }
 
-func pick(rng *rand.Rand) finding.Pattern {
+func pick(rng *rand.Rand) schema.Pattern {
 	total := 0
 	for _, p := range profiles {
 		total += p.weight
@@ -214,28 +216,28 @@ func pick(rng *rand.Rand) finding.Pattern {
 
 // activity is the active fraction of interval i of n, and the fraction the
 // analyzer would call waste.
-func activity(rng *rand.Rand, p finding.Pattern, i, n int) (active, waste float64) {
+func activity(rng *rand.Rand, p schema.Pattern, i, n int) (active, waste float64) {
 	busy := 0.82 + 0.16*rng.Float64()
 	switch p {
-	case finding.CPUOnly:
+	case schema.CPUOnly:
 		return 0, 1
-	case finding.LowUtilization:
+	case schema.LowUtilization:
 		return busy, 0.55
-	case finding.OverRequested:
+	case schema.OverRequested:
 		return busy / 2, 0.5
-	case finding.StartupOverhead:
+	case schema.StartupOverhead:
 		if i < 2 {
 			return 0, 1
 		}
-	case finding.Stuck:
+	case schema.Stuck:
 		if i >= n*2/3 {
 			return 0, 1
 		}
-	case finding.IdleSession:
+	case schema.IdleSession:
 		if i >= 1 {
 			return 0.02, 0.98
 		}
-	case finding.Overlong:
+	case schema.Overlong:
 		if i >= 48 {
 			return busy, 1
 		}
@@ -243,15 +245,15 @@ func activity(rng *rand.Rand, p finding.Pattern, i, n int) (active, waste float6
 	return busy, 0
 }
 
-func evidence(rng *rand.Rand, p finding.Pattern, gpus, hours int) map[string]float64 {
+func evidence(rng *rand.Rand, p schema.Pattern, gpus, hours int) map[string]float64 {
 	switch p {
-	case finding.LowUtilization:
+	case schema.LowUtilization:
 		return map[string]float64{"mean_util_percent": float64(5 + rng.IntN(20)), "fb_max_mib": float64(2000 + rng.IntN(30000))}
-	case finding.OverRequested:
+	case schema.OverRequested:
 		return map[string]float64{"idle_gpus": float64(gpus - gpus/2)}
-	case finding.StartupOverhead:
+	case schema.StartupOverhead:
 		return map[string]float64{"delay_minutes": 120}
-	case finding.Overlong:
+	case schema.Overlong:
 		return map[string]float64{"runtime_hours": float64(hours), "max_runtime_hours": 48}
 	}
 	return map[string]float64{}
