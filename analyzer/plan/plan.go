@@ -252,12 +252,12 @@ func (o *Options) sized(it *demand.Item, g *mig.Model) pack.Demand {
 		if !d.Present[h] {
 			continue
 		}
-		if x := hourly[h]; !math.IsNaN(x) {
+		if x := float64(hourly[h]); !math.IsNaN(x) {
 			d.Compute[h] = x
 		} else {
 			d.Compute[h] = it.Compute.P95
 		}
-		if x := it.HourPeak[h]; !math.IsNaN(x) {
+		if x := float64(it.HourPeak[h]); !math.IsNaN(x) {
 			d.Peak[h] = x
 		}
 	}
@@ -470,7 +470,8 @@ func HourOfWeek(t time.Time, loc *time.Location) int {
 // hourOfWeek folds an item's hourly p95 into the highest per hour of week.
 func (o *Options) hourOfWeek(it *demand.Item, res *demand.Result) []float64 {
 	out := make([]float64, HoursOfWeek)
-	for h, x := range it.HourP95 {
+	for h, x32 := range it.HourP95 {
+		x := float64(x32)
 		if math.IsNaN(x) {
 			continue
 		}

@@ -20,7 +20,6 @@ import (
 	"math"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -65,11 +64,12 @@ type Item struct {
 	// HourMean, HourP95 and HourPeak are compute per hour of the window
 	// (NaN where the holder had no sample); HourSamples the samples per
 	// hour.
-	HourMean    []float64 `json:"-"`
-	HourP95     []float64 `json:"-"`
-	HourPeak    []float64 `json:"-"`
-	HourSamples []float64 `json:"-"`
-	hourMemPeak []float64
+	// Single precision: a week of 80,000 holders is 168 hours each.
+	HourMean    []float32 `json:"-"`
+	HourP95     []float32 `json:"-"`
+	HourPeak    []float32 `json:"-"`
+	HourSamples []float32 `json:"-"`
+	hourMemPeak []float32
 }
 
 // Key identifies the item: host|device|job.
@@ -186,7 +186,7 @@ type Options struct {
 	// PoolLabel names a node label (e.g. a node group) that, with the
 	// model, makes a pool; empty means one pool per model.
 	PoolLabel string
-	// Parallel bounds the queries in flight (default 4).
+	// Parallel bounds the queries in flight and the answers held (default 3).
 	Parallel int
 }
 
@@ -200,50 +200,13 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 	}
 	to = from.Add(time.Duration(hours) * time.Hour)
 	if o.Parallel <= 0 {
-		o.Parallel = 4
+		o.Parallel = 3
 	}
 	src, err := source(ctx, q, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("fetch demand: %w", err)
 	}
 	exprs := Exprs(to.Sub(from), src)
-	results := make([]model.Value, len(exprs))
-	errs := make([]error, len(exprs))
-	qctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, o.Parallel)
-	var wg sync.WaitGroup
-	for f, expr := range exprs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			var v model.Value
-			var err error
-			if figure(f) >= qHourMean {
-				v, err = q.QueryRange(qctx, expr, query.Range{Start: from.Add(time.Hour), End: to, Step: time.Hour})
-			} else {
-				v, err = q.Query(qctx, expr, to)
-			}
-			if err != nil {
-				errs[f] = err
-				cancel()
-				return
-			}
-			results[f] = v
-		}()
-	}
-	wg.Wait()
-	var first error
-	for _, err := range errs {
-		if err != nil && (first == nil || errors.Is(first, context.Canceled)) {
-			first = err
-		}
-	}
-	if first != nil {
-		return nil, fmt.Errorf("fetch demand: %w", first)
-	}
 	r := &Result{From: from, To: to, Hours: hours, DeviceSamples: map[string]float64{}}
 	items := map[string]*Item{}
 	get := func(m model.Metric) *Item {
@@ -257,14 +220,14 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 			it = &Item{Host: id.Host, Device: id.Device, UUID: id.UUID, Model: id.Model, Job: id.Job,
 				Pool: pool(m, id.Model, o.PoolLabel)}
 			it.HourMean, it.HourP95, it.HourPeak = nanSlice(hours), nanSlice(hours), nanSlice(hours)
-			it.HourSamples, it.hourMemPeak = make([]float64, hours), nanSlice(hours)
+			it.HourSamples, it.hourMemPeak = make([]float32, hours), nanSlice(hours)
 			items[key] = it
 		}
 		return it
 	}
 	type info struct{ team, user, kind string }
 	infos := map[string]info{}
-	for f, v := range results {
+	apply := func(f figure, v model.Value) error {
 		switch val := v.(type) {
 		case model.Vector:
 			for _, s := range val {
@@ -272,7 +235,7 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 				if math.IsNaN(x) || math.IsInf(x, 0) {
 					continue
 				}
-				if figure(f) == qInfo {
+				if f == qInfo {
 					id, ok := features.Identify(s.Metric)
 					if !ok || x <= 0 {
 						continue
@@ -289,7 +252,7 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 				if it == nil {
 					continue
 				}
-				setInstant(it, figure(f), x, s.Metric)
+				setInstant(it, f, x, s.Metric)
 			}
 		case model.Matrix:
 			for _, ss := range val {
@@ -298,7 +261,7 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 					continue
 				}
 				scale := 1.0
-				switch figure(f) {
+				switch f {
 				case qHourMean, qHourP95, qHourPeak:
 					scale = migScale(ss.Metric, it.Model)
 					it.HasCompute = true
@@ -312,25 +275,77 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 					if h < 0 || h >= hours || math.IsNaN(x) || math.IsInf(x, 0) {
 						continue
 					}
-					switch figure(f) {
+					switch f {
 					case qHourMean:
-						it.HourMean[h] = x * scale
+						it.HourMean[h] = float32(x * scale)
 					case qHourP95:
-						it.HourP95[h] = x * scale
+						it.HourP95[h] = float32(x * scale)
 					case qHourPeak:
-						it.HourPeak[h] = x * scale
+						it.HourPeak[h] = float32(x * scale)
 					case qHourCount:
-						it.HourSamples[h] = x
+						it.HourSamples[h] = float32(x)
 						it.Samples += x
 					case qHourMem:
-						it.hourMemPeak[h] = x
+						it.hourMemPeak[h] = float32(x)
 						it.Memory.Peak = max(it.Memory.Peak, x)
 					}
 				}
 			}
 		default:
-			return nil, fmt.Errorf("fetch demand: %q returned %s", exprs[f], v.Type())
+			return fmt.Errorf("%q returned %s", exprs[f], v.Type())
 		}
+		return nil
+	}
+	// Each answer is folded into the items as soon as it arrives and then
+	// dropped: a query's slot is freed only once its answer is applied, so
+	// at most Parallel answers are held at a time.
+	type answer struct {
+		f    figure
+		v    model.Value
+		err  error
+		slot bool // the query held a slot, freed once its answer is applied
+	}
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, o.Parallel)
+	done := make(chan answer, len(exprs))
+	go func() {
+		for f, expr := range exprs {
+			select {
+			case sem <- struct{}{}:
+			case <-qctx.Done():
+				done <- answer{f: figure(f), err: qctx.Err()}
+				continue
+			}
+			go func() {
+				a := answer{f: figure(f), slot: true}
+				if a.f >= qHourMean {
+					a.v, a.err = q.QueryRange(qctx, expr, query.Range{Start: from.Add(time.Hour), End: to, Step: time.Hour})
+				} else {
+					a.v, a.err = q.Query(qctx, expr, to)
+				}
+				done <- a
+			}()
+		}
+	}()
+	var first error
+	for range exprs {
+		a := <-done
+		switch {
+		case a.err != nil:
+			if first == nil || errors.Is(first, context.Canceled) {
+				first = a.err
+			}
+			cancel()
+		case first == nil:
+			first = apply(a.f, a.v)
+		}
+		if a.slot {
+			<-sem
+		}
+	}
+	if first != nil {
+		return nil, fmt.Errorf("fetch demand: %w", first)
 	}
 	for _, it := range items {
 		if it.Samples <= 0 {
@@ -411,7 +426,7 @@ const p95Z = 1.6448536269514722
 func (it *Item) summarise() {
 	var hs []hourDist
 	for h := range it.HourMean {
-		m, p, pk, n := it.HourMean[h], it.HourP95[h], it.HourPeak[h], it.HourSamples[h]
+		m, p, pk, n := float64(it.HourMean[h]), float64(it.HourP95[h]), float64(it.HourPeak[h]), float64(it.HourSamples[h])
 		if math.IsNaN(m) {
 			continue
 		}
@@ -430,8 +445,8 @@ func (it *Item) summarise() {
 	}
 	var mem []float64
 	for _, x := range it.hourMemPeak {
-		if !math.IsNaN(x) {
-			mem = append(mem, x)
+		if !math.IsNaN(float64(x)) {
+			mem = append(mem, float64(x))
 		}
 	}
 	if len(mem) > 0 {
@@ -517,10 +532,10 @@ func pool(m model.Metric, modelName, label string) string {
 	return name
 }
 
-func nanSlice(n int) []float64 {
-	s := make([]float64, n)
+func nanSlice(n int) []float32 {
+	s := make([]float32, n)
 	for i := range s {
-		s[i] = math.NaN()
+		s[i] = float32(math.NaN())
 	}
 	return s
 }

@@ -133,22 +133,45 @@ func TimeSlice(ds []Demand, c Capacity) []Bin {
 		spans[i] = spanOf(&ds[i])
 	}
 	sort.SliceStable(order, func(a, b int) bool { return sizes[order[a]] > sizes[order[b]] })
+	// The load and memory of every GPU at each hour, hour by hour: most
+	// GPUs that cannot take a demand are full at its first hour already, and
+	// scanning one hour's column of all GPUs stays in cache where a GPU's
+	// own profile would not.
+	hours := 0
+	if len(ds) > 0 {
+		hours = len(ds[0].Compute)
+	}
+	loadCol, memCol := make([][]float64, hours), make([][]float64, hours)
 	var bins []Bin
 	for _, i := range order {
 		d := &ds[i]
-		placed := false
+		sp := spans[i]
+		placed := -1
 		for k := range bins {
-			if len(bins[k].Items) > 0 && bins[k].fits(d, spans[i], c) {
-				bins[k].add(i, d)
-				placed = true
+			if sp.first <= sp.last {
+				l, m := loadCol[sp.first][k], memCol[sp.first][k]
+				if (l > 0 || m > 0) && (l+d.Compute[sp.first] > c.Compute+1e-9 || m+d.Memory > c.Memory+1e-9) {
+					continue
+				}
+			}
+			if len(bins[k].Items) > 0 && bins[k].fits(d, sp, c) {
+				placed = k
 				break
 			}
 		}
-		if !placed {
+		if placed < 0 {
 			n := len(d.Compute)
-			b := Bin{load: make([]float64, n), peak: make([]float64, n), mem: make([]float64, n)}
-			b.add(i, d)
-			bins = append(bins, b)
+			bins = append(bins, Bin{load: make([]float64, n), peak: make([]float64, n), mem: make([]float64, n)})
+			for h := range loadCol {
+				loadCol[h] = append(loadCol[h], 0)
+				memCol[h] = append(memCol[h], 0)
+			}
+			placed = len(bins) - 1
+		}
+		bins[placed].add(i, d)
+		for h := sp.first; h <= sp.last && h < hours; h++ {
+			loadCol[h][placed] = bins[placed].load[h]
+			memCol[h][placed] = bins[placed].mem[h]
 		}
 	}
 	return bins
@@ -180,12 +203,21 @@ func MIG(ds []Demand, g *mig.Model) (bins []Bin, rest []int) {
 		return x.Memory > y.Memory
 	})
 	names := [][]string{}
+	// Slices used per GPU: a GPU without room for the instance's slices is
+	// passed over without asking Place, which searches placements.
+	type used struct{ compute, memory int }
+	room := []used{}
 	for _, c := range cs {
 		placed := false
 		for k := range bins {
+			if room[k].compute+c.p.Compute > g.ComputeSlices || room[k].memory+c.p.Memory > g.MemorySlices {
+				continue
+			}
 			try := append(append([]string(nil), names[k]...), c.p.Name)
 			if layout, ok := g.Place(try); ok {
 				names[k] = try
+				room[k].compute += c.p.Compute
+				room[k].memory += c.p.Memory
 				bins[k].Items = append(bins[k].Items, c.i)
 				bins[k].Layout = layout
 				placed = true
@@ -195,6 +227,7 @@ func MIG(ds []Demand, g *mig.Model) (bins []Bin, rest []int) {
 		if !placed {
 			layout, _ := g.Place([]string{c.p.Name})
 			names = append(names, []string{c.p.Name})
+			room = append(room, used{c.p.Compute, c.p.Memory})
 			bins = append(bins, Bin{Items: []int{c.i}, Layout: layout})
 		}
 	}
