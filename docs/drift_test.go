@@ -3,13 +3,16 @@ package docs
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // queryTable renders the analyzer's per-cycle queries for a 5-minute step.
@@ -74,6 +77,29 @@ func TestQueryCountInDocs(t *testing.T) {
 		if strings.Contains(string(b), "returns ") && regexp.MustCompile(`returns [\d,]+ points`).MatchString(string(b)) &&
 			!strings.Contains(string(b), "returns "+want) {
 			t.Errorf("%s: the points per cycle should read %q", path, want)
+		}
+	}
+}
+
+// TestAccountingDocumented: accounting.md names every figure of the
+// accounting, by its JSON key and by its /metrics measure.
+func TestAccountingDocumented(t *testing.T) {
+	b, err := os.ReadFile("accounting.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	ty := reflect.TypeOf(accounting.Totals{})
+	for i := 0; i < ty.NumField(); i++ {
+		want = append(want, "`"+strings.Split(ty.Field(i).Tag.Get("json"), ",")[0]+"`")
+	}
+	want = append(want, "`"+schema.AnalyzerAccountedGPUSeconds.Name+"{"+schema.LabelMeasure+"}`")
+	for _, m := range []string{schema.MeasureAllocated, schema.MeasureUsed, schema.MeasureWasted, schema.MeasureOverLimit, schema.MeasureOrphan} {
+		want = append(want, "| "+strings.ReplaceAll(strings.ReplaceAll(m, "over_limit", "over the limit"), "orphan", "orphaned")+" |")
+	}
+	for _, w := range want {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("accounting.md does not name %s", w)
 		}
 	}
 }

@@ -6,6 +6,18 @@ package schema
 // severity (info, warning, critical).
 const LabelSeverity = "severity"
 
+// LabelMeasure names a figure of the GPU-hour accounting (analyzer/accounting).
+const LabelMeasure = "measure"
+
+// The measure values of AnalyzerAccountedGPUSeconds.
+const (
+	MeasureAllocated = "allocated"
+	MeasureUsed      = "used"
+	MeasureWasted    = "wasted"
+	MeasureOverLimit = "over_limit"
+	MeasureOrphan    = "orphan"
+)
+
 var (
 	AnalyzerWastedGPUSeconds = def(Metric{Name: "gpuwatch_analyzer_wasted_gpu_seconds_total", Type: Counter, Unit: "seconds", Origin: OriginAnalyzer,
 		Labels: []string{LabelHostname, LabelPattern, LabelTeam},
@@ -25,6 +37,9 @@ var (
 		Help: "GPUs and MIG instances with data in the steps the last analyzer cycle read."})
 	AnalyzerAllocationsSeen = def(Metric{Name: "gpuwatch_analyzer_allocations_seen", Type: Gauge, Origin: OriginAnalyzer,
 		Help: "Allocations (host and job) on those GPUs in the steps the last analyzer cycle read."})
+	AnalyzerAccountedGPUSeconds = def(Metric{Name: "gpuwatch_analyzer_accounted_gpu_seconds", Type: Gauge, Unit: "seconds", Origin: OriginAnalyzer,
+		Labels: []string{LabelMeasure},
+		Help:   "GPU time the analyzer's cycles accounted since it started, in GPU-seconds, by measure, as the reports count it: allocated; used (active, less waste); wasted (at most allocated; spin-wait included); over_limit (past a run-time limit, not waste); orphan (held by processes of no live job, outside allocated). A later cycle may move used time to wasted."})
 	AnalyzerCoverage = def(Metric{Name: "gpuwatch_analyzer_coverage_ratio", Type: Gauge, Unit: "ratio", Origin: OriginAnalyzer,
 		Help: "Share of GPU-steps the last analyzer cycle read with enough samples to judge; the rest is unknown, never idle."})
 )

@@ -123,13 +123,16 @@ func Key(hostname, job string) string { return hostname + "|" + job }
 type Ledger struct {
 	from, to time.Time
 	allocs   map[string]*Allocation
+	last     map[string]time.Time // newest interval start per allocation
 	findings map[string]*finding.Finding
 	order    []string
+	settled  Totals
 }
 
 // NewLedger starts the accounting of [from, to).
 func NewLedger(from, to time.Time) *Ledger {
-	return &Ledger{from: from, to: to, allocs: map[string]*Allocation{}, findings: map[string]*finding.Finding{}}
+	return &Ledger{from: from, to: to, allocs: map[string]*Allocation{}, last: map[string]time.Time{},
+		findings: map[string]*finding.Finding{}}
 }
 
 // AddUsage counts a usage interval (one analyzer step of an allocation, or
@@ -138,7 +141,12 @@ func (l *Ledger) AddUsage(u *store.Usage) {
 	if u.Start.Before(l.from) || !u.Start.Before(l.to) {
 		return
 	}
-	a := l.alloc(u.Hostname, u.Job)
+	k := Key(u.Hostname, u.Job)
+	a := l.allocs[k]
+	if a == nil {
+		a = &Allocation{Hostname: u.Hostname, Job: u.Job}
+		l.allocs[k] = a
+	}
 	if a.Team == "" {
 		a.Team = u.Team
 	}
@@ -147,16 +155,9 @@ func (l *Ledger) AddUsage(u *store.Usage) {
 	}
 	a.Allocated += u.AllocatedGPUHours
 	a.Active += u.ActiveGPUHours
-}
-
-func (l *Ledger) alloc(host, job string) *Allocation {
-	k := Key(host, job)
-	a := l.allocs[k]
-	if a == nil {
-		a = &Allocation{Hostname: host, Job: job}
-		l.allocs[k] = a
+	if u.Start.After(l.last[k]) {
+		l.last[k] = u.Start
 	}
-	return a
 }
 
 // AddFinding counts a finding's part in the window.
@@ -168,13 +169,82 @@ func (l *Ledger) AddFinding(f *finding.Finding) {
 	l.findings[k] = f
 }
 
-// Close computes the book.
+// RemoveFinding forgets a finding (a verdict the analyzer withdrew).
+func (l *Ledger) RemoveFinding(key string) {
+	if _, ok := l.findings[key]; !ok {
+		return
+	}
+	delete(l.findings, key)
+	keep := l.order[:0]
+	for _, k := range l.order {
+		if k != key {
+			keep = append(keep, k)
+		}
+	}
+	l.order = keep
+}
+
+// Close computes the book; the ledger stays open for more.
 func (l *Ledger) Close() *Book {
-	b := &Book{From: l.from, To: l.to, Allocations: l.allocs}
-	raw := map[string]float64{}
+	fs := make([]*finding.Finding, 0, len(l.order))
+	for _, k := range l.order {
+		fs = append(fs, l.findings[k])
+	}
+	b := account(l.from, l.to, l.allocs, fs)
+	b.Allocated += l.settled.Allocated
+	b.Used += l.settled.Used
+	b.Wasted += l.settled.Wasted
+	b.OverLimit += l.settled.OverLimit
+	b.Orphan += l.settled.Orphan
+	return b
+}
+
+// Settle closes the accounts of allocations with no interval since before,
+// and of orphans that ended before it: their totals are kept, their
+// intervals and findings dropped, so that a long-running ledger holds the
+// live fleet only. A finding of a settled allocation that arrives later
+// finds nothing allocated to waste.
+func (l *Ledger) Settle(before time.Time) {
+	done := map[string]*Allocation{}
+	for k, a := range l.allocs {
+		if l.last[k].Before(before) {
+			done[k] = a
+		}
+	}
+	var fs []*finding.Finding
+	keep := l.order[:0]
 	for _, k := range l.order {
 		f := l.findings[k]
-		share := Clip(f.Start, f.End, l.from, l.to)
+		_, gone := done[Key(f.Hostname, f.Job)]
+		if gone || (f.Pattern == schema.OrphanProcess && f.End.Before(before)) {
+			fs = append(fs, f)
+			delete(l.findings, k)
+			continue
+		}
+		keep = append(keep, k)
+	}
+	l.order = keep
+	if len(done) == 0 && len(fs) == 0 {
+		return
+	}
+	t := account(l.from, l.to, done, fs).Totals
+	l.settled.Allocated += t.Allocated
+	l.settled.Used += t.Used
+	l.settled.Wasted += t.Wasted
+	l.settled.OverLimit += t.OverLimit
+	l.settled.Orphan += t.Orphan
+	for k := range done {
+		delete(l.allocs, k)
+		delete(l.last, k)
+	}
+}
+
+// account applies the definitions to allocations and their findings.
+func account(from, to time.Time, allocs map[string]*Allocation, fs []*finding.Finding) *Book {
+	b := &Book{From: from, To: to, Allocations: allocs}
+	raw := map[string]float64{}
+	for _, f := range fs {
+		share := Clip(f.Start, f.End, from, to)
 		e := Entry{Finding: f}
 		switch {
 		case f.Pattern == schema.OrphanProcess:
@@ -189,9 +259,10 @@ func (l *Ledger) Close() *Book {
 		}
 		b.Entries = append(b.Entries, e)
 	}
-	for k, a := range l.allocs {
+	for k, a := range allocs {
 		a.Wasted = math.Min(raw[k], a.Allocated)
 		a.Used = math.Max(0, math.Min(a.Active, a.Allocated-a.Wasted))
+		a.OverLimit, a.Orphan = 0, 0
 	}
 	for i := range b.Entries {
 		e := &b.Entries[i]
@@ -200,7 +271,7 @@ func (l *Ledger) Close() *Book {
 			continue
 		}
 		k := Key(e.Finding.Hostname, e.Finding.Job)
-		a := l.allocs[k]
+		a := allocs[k]
 		if a == nil {
 			// No interval of this allocation in the window: nothing was
 			// allocated there for the finding to waste.
@@ -213,13 +284,13 @@ func (l *Ledger) Close() *Book {
 		e.OverLimit = math.Min(e.OverLimit, a.Allocated)
 		a.OverLimit += e.OverLimit
 	}
-	keys := make([]string, 0, len(l.allocs))
-	for k := range l.allocs {
+	keys := make([]string, 0, len(allocs))
+	for k := range allocs {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys) // a stable order of float sums
 	for _, k := range keys {
-		a := l.allocs[k]
+		a := allocs[k]
 		b.Allocated += a.Allocated
 		b.Used += a.Used
 		b.Wasted += a.Wasted

@@ -104,3 +104,51 @@ func TestFindingWithoutAllocation(t *testing.T) {
 		t.Errorf("book %+v", b.Totals)
 	}
 }
+
+// A long-running ledger settles allocations that ended: the totals stay
+// those of a ledger that kept everything, and closing twice changes nothing.
+func TestSettle(t *testing.T) {
+	from, to := t0, t0.Add(7*24*time.Hour)
+	var us []store.Usage
+	us = append(us, steps("h", "early", from, 4, 2, 0.5)...)
+	us = append(us, steps("h", "late", from.Add(48*time.Hour), 4, 1, 1)...)
+	fs := []schemaFinding{
+		{schema.Stuck, "early", from.Add(2 * time.Hour), from.Add(4 * time.Hour), 4, 0},
+		{schema.Overlong, "late", from.Add(50 * time.Hour), from.Add(52 * time.Hour), 0, 2},
+		{schema.OrphanProcess, "gone", from.Add(5 * time.Hour), from.Add(6 * time.Hour), 1, 0},
+	}
+	whole := NewLedger(from, to)
+	settled := NewLedger(from, to)
+	for i := range us {
+		whole.AddUsage(&us[i])
+		settled.AddUsage(&us[i])
+	}
+	for _, x := range fs {
+		f := x.finding()
+		whole.AddFinding(&f)
+		settled.AddFinding(&f)
+	}
+	settled.Settle(from.Add(24 * time.Hour)) // "early" and the orphan are done
+	if len(settled.allocs) != 1 || len(settled.findings) != 1 {
+		t.Errorf("settled ledger holds %d allocations and %d findings, want the live 1 and 1", len(settled.allocs), len(settled.findings))
+	}
+	a, b := whole.Close().Totals, settled.Close().Totals
+	if !near(a.Allocated, b.Allocated) || !near(a.Used, b.Used) || !near(a.Wasted, b.Wasted) || !near(a.OverLimit, b.OverLimit) || !near(a.Orphan, b.Orphan) {
+		t.Errorf("settled %+v, whole %+v", b, a)
+	}
+	if c := settled.Close().Totals; c != b || !near(b.Wasted, 4) || !near(b.OverLimit, 2) || !near(b.Orphan, 1) {
+		t.Errorf("closing again: %+v, first %+v", c, b)
+	}
+}
+
+type schemaFinding struct {
+	p                 schema.Pattern
+	job               string
+	start, end        time.Time
+	wasted, overLimit float64
+}
+
+func (x schemaFinding) finding() finding.Finding {
+	return finding.Finding{Pattern: x.p, Hostname: "h", Job: x.job, Start: x.start, End: x.end, WastedGPUHours: x.wasted,
+		Evidence: map[string]float64{EvidenceOverLimit: x.overLimit}}
+}

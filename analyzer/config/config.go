@@ -35,21 +35,35 @@ type Config struct {
 
 // Idle says when a GPU does nothing during one step.
 type Idle struct {
-	// UtilPercent: the step is idle only if every GPU util sample is at most
-	// this. Default 1 (%): Jobstats/Job Defense Shield take "every sample 0%"
-	// and gpu-pruner notes idle readings are not exactly zero, so 1% absorbs
-	// the driver's own blips while any real kernel shows up higher.
+	// UtilPercent: the step is idle only if its mean GPU util is at most
+	// this. Default 5 (%). Jobstats and Princeton's Job Defense Shield call
+	// a GPU idle when every exporter sample reads 0 % (its documentation,
+	// "Automatically Cancel GPU Jobs at 0% Utilization"), Run:ai when a
+	// whole 30 s interval does (Run:ai scheduling rules, "Idle GPU time
+	// limit"). But util is a whole
+	// percentage of the sample period in which any kernel ran, and a GPU
+	// holding a context reads 1-2 % now and then (driver housekeeping,
+	// monitoring probes): "every sample 0" calls such a GPU busy. The mean
+	// at most 5 % keeps those blips idle and stays well under what the
+	// field already calls light use, not idleness: Job Defense Shield's
+	// gpu_util_threshold 15 % (its "GPU Model Too Powerful" alert).
 	UtilPercent Percent `yaml:"util_percent"`
 	// SMActive: with DCGM_FI_PROF_SM_ACTIVE present, the step is idle only if
-	// its mean SM activity is below this. Default 0.01, gpu-pruner's engine
-	// activity threshold.
+	// its mean SM activity is below this (graphics-engine activity on MIG
+	// instances, which have no util). Default 0.01: one SM in a hundred
+	// holding a warp; the DCGM user guide ("Profiling Metrics") reads SM
+	// activity under 0.5 as likely ineffective use, so 0.01 is no use.
 	SMActive Ratio `yaml:"sm_active"`
 	// PowerVetoRatio: a GPU drawing more than this fraction of its power limit
-	// on average is never idle, whatever util says (gpu-pruner's power veto).
-	// Default 0.4. Ignored when power is not exported.
+	// (or its model's TDP) on average is never idle, whatever util says.
+	// Default 0.4: nvidia-smi shows idle A100 SXM boards near 50-60 W of
+	// their 400 W data-sheet TDP and idle H100 SXM near 70 W of 700 W (0.15
+	// at most, see analyzer/gpumodel), while MLPerf Training power results
+	// show busy boards at 0.7-0.95. Ignored when power is not exported.
 	PowerVetoRatio Ratio `yaml:"power_veto_ratio"`
 	// MemoryHeldMiB: framebuffer use above this means a process holds the
-	// GPU (a CUDA context alone takes a few hundred MiB). Default 1024.
+	// GPU. Default 1024: nvidia-smi shows a bare CUDA context at a few
+	// hundred MiB per process, and any loaded model holds more.
 	MemoryHeldMiB float64 `yaml:"memory_held_mib"`
 }
 
@@ -74,7 +88,8 @@ type Switch struct {
 type CPUOnly struct {
 	Switch `yaml:",inline"`
 	// MinDuration of idleness since the start. Default 2h: Princeton's Job
-	// Defense Shield cancels jobs whose GPUs stayed at 0% for 120 minutes.
+	// Defense Shield cancels jobs whose GPUs stayed at 0% for 120 minutes
+	// (cancel_minutes: 120 in its "Automatically Cancel GPU Jobs" alert).
 	MinDuration Duration `yaml:"min_duration"`
 }
 
@@ -82,10 +97,15 @@ type CPUOnly struct {
 type OverRequested struct {
 	Switch `yaml:",inline"`
 	// MinDuration the job must have run with at least one GPU idle all along
-	// and at least one working. Default 1h.
+	// and at least one working. Default 1h: Job Defense Shield's first
+	// warning on GPUs at 0 % (first_warning_minutes: 60), which covers jobs
+	// leaving some of their GPUs unused (gpu_frac_threshold); Northeastern's
+	// IdleBot cancels after an hour under-utilized.
 	MinDuration Duration `yaml:"min_duration"`
 	// MaxActiveRatio: a GPU counts as unused when it was active in at most
-	// this fraction of the job's known steps. Default 0.05.
+	// this fraction of the job's known steps. Default 0.05: Job Defense
+	// Shield counts a GPU unused only at 0 % throughout; one step in twenty
+	// lets a launcher's probe or a stray warm-up kernel through.
 	MaxActiveRatio Ratio `yaml:"max_active_ratio"`
 }
 
@@ -93,14 +113,20 @@ type OverRequested struct {
 type Stuck struct {
 	Switch `yaml:",inline"`
 	// IdleDuration: every GPU idle with memory held, after activity. Default
-	// 1h, NVIDIA's internal reaper's continuous-inactivity limit; bursty
-	// training stalls (data loading, checkpoints, evaluation) last minutes.
+	// 1h: Northeastern's IdleBot (rc-docs.northeastern.edu, "IdleBot") cancels
+	// jobs under-utilized for an hour, and jupyterhub-idle-culler's
+	// documented setup culls after --timeout=3600; bursty training stalls
+	// (data loading, checkpoints, evaluation) last minutes.
 	IdleDuration Duration `yaml:"idle_duration"`
 	// SpinDuration: the spin-waiting collective signature held continuously.
-	// Default 30m; a healthy all-reduce waits seconds, not half an hour.
+	// Default 30m: PyTorch's collective timeout was 30 minutes until it cut
+	// NCCL's to 10 (pytorch/pytorch#110947: "collectives should time out
+	// within seconds"), so a rank still spinning after 30 has no watchdog.
 	SpinDuration Duration `yaml:"spin_duration"`
-	// SpinUtilPercent: minimum mean GPU util over the step (a resident
-	// kernel that never finishes reads ~100% on every sample). Default 90.
+	// SpinUtilPercent: minimum mean GPU util over the step. Default 90: util
+	// is the share of time any kernel was resident (NVML's
+	// nvmlUtilization_t), so a kernel that never returns reads 100 on every
+	// sample; 90 leaves room for the sampling of a 60 s scrape.
 	SpinUtilPercent Percent `yaml:"spin_util_percent"`
 	// SpinPowerRatio: mean power at most this far from the GPU's idle
 	// baseline towards its power limit (0 = idle, 1 = limit). The baseline
@@ -127,53 +153,72 @@ type Stuck struct {
 // StartupOverhead: a job that held its GPUs long before first using them.
 type StartupOverhead struct {
 	Switch `yaml:",inline"`
-	// MinDelay from allocation to first GPU activity. Default 15m: image
-	// pulls and data staging of a few minutes are normal.
+	// MinDelay from allocation to first GPU activity. Default 15m:
+	// Northeastern's IdleBot first mails a user after 15 minutes
+	// under-utilized, and Job Defense Shield samples every 15 minutes
+	// (sampling_period_minutes: 15); image pulls and data staging of a few
+	// minutes are normal.
 	MinDelay Duration `yaml:"min_delay"`
 }
 
 // IdleSession: an interactive session left idle.
 type IdleSession struct {
 	Switch `yaml:",inline"`
-	// MinDuration of continuous idleness. Default 1h (NVIDIA's reaper).
+	// MinDuration of continuous idleness. Default 1h: jupyterhub-idle-culler's
+	// documented service setup (--timeout=3600) and Northeastern's IdleBot.
 	MinDuration Duration `yaml:"min_duration"`
 }
 
 // LowUtilization: a whole GPU used lightly all along.
 type LowUtilization struct {
 	Switch `yaml:",inline"`
-	// MinDuration of known data. Default 2h, so short jobs are left alone.
+	// MinDuration of known data. Default 2h, so short jobs are left alone:
+	// Job Defense Shield's gpu_model_too_powerful considers jobs of 61
+	// minutes and more; twice that keeps a brief light run out.
 	MinDuration Duration `yaml:"min_duration"`
 	// MaxMeanUtilPercent: mean GPU util below this (used without profiling
-	// metrics). Default 20.
+	// metrics). Default 20: between Job Defense Shield's gpu_util_threshold
+	// of 15 % (a smaller GPU or MIG would do) and its low-efficiency
+	// eff_thres_pct of 25 %; OpenPAI's low-utilization plugin also takes 20 %
+	// (microsoft/pai#4266).
 	MaxMeanUtilPercent Percent `yaml:"max_mean_util_percent"`
 	// MaxMeanSMActive: mean SM activity below this (preferred when
 	// DCGM_FI_PROF_SM_ACTIVE exists: util counts a GPU busy if any kernel is
-	// resident, SM activity counts the SMs doing it). Default 0.15.
+	// resident, SM activity counts the SMs doing it). Default 0.15, the
+	// same share as Job Defense Shield's 15 % util threshold: SM activity
+	// reads below util for the same work, never above.
 	MaxMeanSMActive Ratio `yaml:"max_mean_sm_active"`
 	// MaxPeakRatio: no step may average more than this ratio (util/100 or
 	// SM activity): a daily-cycle inference service that peaks high needs
-	// the whole GPU at its peak. Default 0.4.
+	// the whole GPU at its peak. Default 0.4: the largest A100/H100 MIG
+	// slice short of the whole GPU is 4g (4/7 ≈ 0.57 of the SMs, NVIDIA MIG
+	// user guide); peaks under 0.4 leave that slice headroom.
 	MaxPeakRatio Ratio `yaml:"max_peak_ratio"`
 	// MaxMemoryRatio: peak framebuffer use at most this fraction of the
-	// GPU's memory, so the job fits a MIG slice or a smaller GPU. Default 0.5.
+	// GPU's memory, so the job fits a MIG slice or a smaller GPU. Default
+	// 0.5: the 3g/4g MIG profiles hold half the memory (3g.40gb, 4g.40gb on
+	// an 80 GB A100, NVIDIA MIG user guide).
 	MaxMemoryRatio Ratio `yaml:"max_memory_ratio"`
 }
 
-// Overlong: a job running past its kind's maximum run time.
+// Overlong: a job running past its run-time limit: the time limit its
+// scheduler reports (Slurm's, read with squeue by the analyzer daemon),
+// else its kind's maximum here.
 type Overlong struct {
 	Switch `yaml:",inline"`
-	// MaxRuntime per kind (batch, interactive, service). Defaults: batch 48h
-	// (the usual training-partition limit), interactive 24h (Open OnDemand
-	// and JupyterHub culling defaults are a day or less); services have none.
+	// MaxRuntime per kind (batch, interactive, service), for jobs whose
+	// scheduler reports no limit. Defaults: batch 48h (the usual
+	// training-partition limit), interactive 24h (Open OnDemand and
+	// JupyterHub culling defaults are a day or less); services have none.
 	MaxRuntime map[string]Duration `yaml:"max_runtime"`
 }
 
 // OrphanProcess: GPU memory held by a process of no live job.
 type OrphanProcess struct {
 	Switch `yaml:",inline"`
-	// MinDuration the process must stay orphaned. Default 10m, longer than
-	// an epilog's cleanup.
+	// MinDuration the process must stay orphaned. Default 10m: longer than a
+	// Slurm epilog's cleanup and than its default UnkillableStepTimeout
+	// (60 s, slurm.conf), after which Slurm itself gives up on the process.
 	MinDuration Duration `yaml:"min_duration"`
 }
 
@@ -183,7 +228,7 @@ func Default() Config {
 		Step:        Duration(5 * time.Minute),
 		MinCoverage: 0.5,
 		Idle: Idle{
-			UtilPercent:    1,
+			UtilPercent:    5,
 			SMActive:       0.01,
 			PowerVetoRatio: 0.4,
 			MemoryHeldMiB:  1024,

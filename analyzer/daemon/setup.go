@@ -137,7 +137,11 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	acts := o.actuators(pol, sender, kube, logger)
 	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
 	if _, err := exec.LookPath(orDefault(o.Squeue, "squeue")); err == nil {
-		resolver.Sources[schema.SchedulerSlurm] = &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
+		slurm := &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
+		resolver.Sources[schema.SchedulerSlurm] = slurm
+		if es, ok := src.(EngineSource); ok {
+			es.Engine.UseLimits(slurm) // overlong judges by each job's own time limit
+		}
 	} else {
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", orDefault(o.Squeue, "squeue"))
 	}
@@ -200,6 +204,13 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 			return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
 		} else if ok {
 			d.Jobs = append(d.Jobs, Job(dj))
+		}
+		if rcfg.JobMail.Enabled {
+			jm, err := report.JobMailJob(ctx, deps, lg)
+			if err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+			}
+			d.Jobs = append(d.Jobs, Job(jm))
 		}
 	}
 	page := analyzerweb.Options{Findings: analyzerweb.StoreFindings{Store: st}, Audit: analyzerweb.AuditLog{Log: lg}, Logger: logger,
@@ -387,7 +398,7 @@ func (f FileSource) Findings(ctx context.Context, now time.Time) ([]finding.Find
 type EngineSource struct {
 	Engine *engine.Engine
 	// Metrics, when set, publishes what each cycle saw (GPUs, allocations,
-	// coverage).
+	// coverage) and what it accounted.
 	Metrics *engine.Metrics
 }
 
@@ -399,6 +410,7 @@ func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Fi
 	}
 	if s.Metrics != nil && !res.To.IsZero() {
 		s.Metrics.ObserveCoverage(res.Coverage)
+		s.Metrics.ObserveAccounting(res)
 	}
 	unknown := map[string]bool{}
 	for _, u := range res.Unknown {

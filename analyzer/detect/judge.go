@@ -91,7 +91,7 @@ func (d *Detector) base(a *Alloc, p schema.Pattern) finding.Finding {
 
 // evaluate runs every registered detector on a at t and updates its open
 // findings.
-func (d *Detector) evaluate(a *Alloc, t time.Time) []finding.Finding {
+func (d *Detector) evaluate(a *Alloc, t time.Time, withdrawn *[]Withdrawal) []finding.Finding {
 	j := d.newJudge(a, t)
 	hits := map[schema.Pattern]*finding.Finding{}
 	var out []finding.Finding
@@ -133,7 +133,9 @@ func (d *Detector) evaluate(a *Alloc, t time.Time) []finding.Finding {
 	// Update open episodes: a condition that stopped closes its episode.
 	for p, f := range a.Open {
 		if _, ok := hits[p]; !ok {
-			if !Cumulative(p) {
+			if Cumulative(p) {
+				*withdrawn = append(*withdrawn, Withdrawal{Key: f.Key(), Since: a.Start})
+			} else {
 				a.Closed = append(a.Closed, *f)
 			}
 			delete(a.Open, p)

@@ -8,30 +8,41 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
-// overlong: past the kind's maximum run time. The GPU-hours past the limit
-// are over the limit (evidence over_limit_gpu_hours), not waste: a job
-// working past its limit uses its GPUs, and idleness past it is found by
-// the idle patterns, which count it as waste once.
+// overlong: past the job's run-time limit: its scheduler's time limit where
+// the scheduler reports one (Slurm), else the kind's configured maximum.
+// The GPU-hours past the limit are over the limit (evidence
+// over_limit_gpu_hours), not waste: a job working past its limit uses its
+// GPUs, and idleness past it is found by the idle patterns, which count it
+// as waste once.
 func init() {
 	register(schema.Overlong, Spec{judge: judgeOverlong,
 		Advise: func(*finding.Finding) string {
-			return "Ran past its tier's time limit: checkpoint regularly (e.g. hourly), handle SIGUSR1 to save state, and resubmit from the checkpoint instead of running open-ended."
+			return "Ran past its time limit: checkpoint regularly (e.g. hourly), handle SIGUSR1 to save state, and resubmit from the checkpoint instead of running open-ended."
 		}})
 }
 
 func judgeOverlong(j *judge) *verdict {
 	a, c := j.a, j.cfg.Patterns.Overlong
-	maxRun, ok := c.MaxRuntime[a.Kind]
+	configured, ok := c.MaxRuntime[a.Kind]
+	maxRun, scheduler := configured.D(), 0.0
+	if a.TimeLimit > 0 {
+		// The scheduler's own limit for this job wins over the tier's.
+		maxRun, ok, scheduler = a.TimeLimit, true, 1
+	}
 	if !ok || !a.StartKnown {
 		return nil
 	}
-	limit := a.Start.Add(maxRun.D())
+	limit := a.Start.Add(maxRun)
 	if !j.t.After(limit) {
 		return nil
 	}
 	over := j.n * hours(limit, j.t)
+	advice := fmt.Sprintf("Running %s, past the %s limit for %s jobs: checkpoint and release.", dur(j.since(a.Start)), dur(maxRun), a.Kind)
+	if scheduler == 1 {
+		advice = fmt.Sprintf("Running %s, past its scheduler time limit of %s: checkpoint and release.", dur(j.since(a.Start)), dur(maxRun))
+	}
 	return &verdict{from: limit, wasted: 0,
-		evidence: map[string]float64{"runtime_hours": hours(a.Start, j.t), "max_runtime_hours": maxRun.D().Hours(),
-			"gpus": j.n, "over_limit_gpu_hours": over},
-		advice: fmt.Sprintf("Running %s, past the %s limit for %s jobs: checkpoint and release.", dur(j.since(a.Start)), dur(maxRun.D()), a.Kind)}
+		evidence: map[string]float64{"runtime_hours": hours(a.Start, j.t), "max_runtime_hours": maxRun.Hours(),
+			"scheduler_time_limit": scheduler, "gpus": j.n, "over_limit_gpu_hours": over},
+		advice: advice}
 }

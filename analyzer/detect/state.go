@@ -64,6 +64,10 @@ type Alloc struct {
 	// long enough to look stuck: activity that keeps coming back is a
 	// service's (request-driven, diurnal), not a hang.
 	Resumes int `json:",omitempty"`
+	// TimeLimit is the run-time limit the job's scheduler last reported
+	// (Slurm's time limit); zero while unknown, when overlong falls back
+	// to the configured maximum of the job's kind.
+	TimeLimit time.Duration `json:",omitempty"`
 }
 
 // OrphanState tracks one orphaned process.
@@ -84,6 +88,10 @@ type State struct {
 	Orphans map[string]*OrphanState
 	// Power is every GPU's learnt power range.
 	Power PowerBook
+	// TimeLimits holds the run-time limit of each batch job (by hpc_job id)
+	// as its scheduler reported it for the steps being read; the allocation
+	// keeps the last one it was told.
+	TimeLimits map[string]time.Duration `json:"-"`
 }
 
 // NewState returns an empty state.
@@ -100,6 +108,18 @@ type Result struct {
 	Usage []store.Usage
 	// Unknown lists the allocations (host|job) whose data was missing.
 	Unknown []string
+	// Withdrawn lists the cumulative verdicts (low utilization,
+	// over-requested) that held at an earlier step and no longer hold: the
+	// allocation's whole history now says otherwise, so the earlier verdict
+	// is no finding.
+	Withdrawn []Withdrawal
+}
+
+// Withdrawal names a withdrawn verdict: its finding key and the start of
+// its allocation, since when the verdict may have been recorded.
+type Withdrawal struct {
+	Key   string
+	Since time.Time
 }
 
 // Detector applies one configuration.
@@ -169,6 +189,9 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 			st.Allocs[k] = a
 		}
 		d.meta(a, s, gs)
+		if l, ok := st.TimeLimits[a.Job]; ok && a.Scheduler == schema.SchedulerSlurm {
+			a.TimeLimit = l
+		}
 		a.LastSeen, a.LastStep = s.End, s.End
 		u := store.Usage{Start: s.Start, End: s.End, Hostname: a.Host, Job: a.Job, User: a.User, Team: a.Team,
 			Kind: a.Kind, Model: a.Model}
@@ -226,6 +249,12 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		}
 		if anyActive && a.FirstActive.IsZero() {
 			a.FirstActive = runStart
+			if a.KnownSteps > 1 {
+				// Work began somewhere in this step, after an idle one: its
+				// middle is the unbiased guess, where its start would
+				// shorten every staging delay by half a step.
+				a.FirstActive = runStart.Add(s.End.Sub(s.Start) / 2)
+			}
 		}
 		resumed := anyActive && !a.IdleHeldSince.IsZero() && runStart.Sub(a.IdleHeldSince) >= d.cfg.Patterns.Stuck.IdleDuration.D()
 		a.IdleSince = run(a.IdleSince, allIdle, runStart)
@@ -234,7 +263,7 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		if resumed {
 			a.Resumes++
 		}
-		res.Open = append(res.Open, d.evaluate(a, s.End)...)
+		res.Open = append(res.Open, d.evaluate(a, s.End, &res.Withdrawn)...)
 		if resumed {
 			forgetIdleStuck(a)
 		}
@@ -254,14 +283,15 @@ func run(since time.Time, cond bool, at time.Time) time.Time {
 	}
 }
 
-// active decides whether a GPU did work in a step. SM activity is preferred
-// when exported, graphics-engine activity stands in for it on MIG instances
-// (which have no util of their own); power above the veto overrides an
-// idle reading.
+// active decides whether a GPU did work in a step: its mean util above the
+// idle threshold (a mean, not every sample: an idle context reads a percent
+// or two now and then), SM activity where exported, graphics-engine
+// activity on MIG instances (which have no util of their own); power above
+// the veto overrides an idle reading.
 func (d *Detector) active(st *State, g features.GPU) bool {
 	idle := true
 	if g.HasUtil {
-		idle = g.UtilMax <= float64(d.cfg.Idle.UtilPercent)
+		idle = g.UtilAvg <= float64(d.cfg.Idle.UtilPercent)
 	}
 	switch {
 	case g.HasSM:

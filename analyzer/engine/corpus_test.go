@@ -212,6 +212,23 @@ func (s score) recall() float64 {
 // neither way.
 func evaluate(t *testing.T, exps []sim.Expectation, fs []finding.Finding, skip func(e sim.Expectation) bool) map[schema.Pattern]*score {
 	t.Helper()
+	var misses []string
+	sc := scoreFindings(exps, fs, skip, &misses)
+	sort.Strings(misses)
+	for _, m := range misses {
+		t.Log(m)
+	}
+	return sc
+}
+
+// scoreFindings is evaluate's rule; misses, when not nil, collects what
+// went wrong.
+func scoreFindings(exps []sim.Expectation, fs []finding.Finding, skip func(e sim.Expectation) bool, misses *[]string) map[schema.Pattern]*score {
+	miss := func(format string, args ...any) {
+		if misses != nil {
+			*misses = append(*misses, fmt.Sprintf(format, args...))
+		}
+	}
 	got := map[string]map[schema.Pattern]bool{}
 	for _, f := range fs {
 		k := f.Hostname + "|" + f.Job
@@ -225,7 +242,6 @@ func evaluate(t *testing.T, exps []sim.Expectation, fs []finding.Finding, skip f
 		sc[p] = &score{}
 	}
 	known := map[string]bool{}
-	var misses []string
 	for _, e := range exps {
 		k := e.Hostname + "|" + e.Job
 		known[k] = true
@@ -242,22 +258,18 @@ func evaluate(t *testing.T, exps []sim.Expectation, fs []finding.Finding, skip f
 				sc[p].tp++
 			case want[p]:
 				sc[p].fn++
-				misses = append(misses, fmt.Sprintf("missed %s on %s (%s)", p, k, e.Behaviour))
+				miss("missed %s on %s (%s)", p, k, e.Behaviour)
 			case got[k][p]:
 				sc[p].fp++
-				misses = append(misses, fmt.Sprintf("false %s on %s (%s)", p, k, e.Behaviour))
+				miss("false %s on %s (%s)", p, k, e.Behaviour)
 			}
 		}
 	}
 	for _, f := range fs {
 		if !known[f.Hostname+"|"+f.Job] {
 			sc[f.Pattern].fp++
-			misses = append(misses, fmt.Sprintf("false %s on an allocation outside the corpus: %s", f.Pattern, f.Key()))
+			miss("false %s on an allocation outside the corpus: %s", f.Pattern, f.Key())
 		}
-	}
-	sort.Strings(misses)
-	for _, m := range misses {
-		t.Log(m)
 	}
 	return sc
 }

@@ -15,11 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/detect"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
@@ -47,6 +49,16 @@ type Options struct {
 	// Retain is how long an allocation's state is kept after its last step
 	// (default 24h), so a job that comes back after a gap keeps its history.
 	Retain time.Duration
+	// Limits, when set, is asked once per fetch for the batch jobs' own
+	// run-time limits (facts.SlurmSource: one squeue call), which overlong
+	// then judges by instead of the configured maximum of the job's kind.
+	Limits LimitSource
+}
+
+// LimitSource gives what a scheduler says of its jobs now; only the time
+// limit is read here. facts.SlurmSource is one.
+type LimitSource interface {
+	Lookup(ctx context.Context, jobs []string) (map[string]*facts.Facts, error)
 }
 
 // Engine is the analyzer.
@@ -80,6 +92,11 @@ func New(o Options) (*Engine, error) {
 	}
 	return &Engine{o: o, det: detect.New(o.Config)}, nil
 }
+
+// UseLimits sets Options.Limits on a built engine (the daemon's wiring
+// knows the scheduler only after the engine is made); call it before the
+// first cycle.
+func (e *Engine) UseLimits(l LimitSource) { e.o.Limits = l }
 
 // Step returns the analysis step.
 func (e *Engine) Step() time.Duration { return e.o.Config.Step.D() }
@@ -120,6 +137,7 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 		if err != nil {
 			return Analysis{}, fmt.Errorf("analyze: %w", err)
 		}
+		e.timeLimits(ctx, st, steps)
 		for _, s := range steps {
 			cov.add(s)
 			res := e.det.Step(st, s)
@@ -160,8 +178,12 @@ type CycleResult struct {
 	// Findings open at the end of the cycle, plus one-off findings made in
 	// it; they are also saved to the store.
 	Findings []finding.Finding
-	// Usage intervals written.
-	Usage int
+	// Withdrawn holds the keys of verdicts the cycle withdrew (see
+	// detect.Result); the store forgot them.
+	Withdrawn []string
+	// Usage intervals written; Intervals holds them.
+	Usage     int
+	Intervals []store.Usage
 	// Coverage of the steps read.
 	Coverage Coverage
 }
@@ -198,13 +220,18 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 		return res, fmt.Errorf("cycle: %w", err)
 	}
 	res.From, res.To, res.Steps = end.Add(-time.Duration(n)*step), end, n
+	e.timeLimits(ctx, st, steps)
 	var usage []store.Usage
 	var oneOffs, open []finding.Finding
+	withdrawn := map[string]time.Time{}
 	cov := newCoverageCounter(e.o.Config)
 	for i, s := range steps {
 		cov.add(s)
 		r := e.det.Step(st, s)
 		usage = append(usage, r.Usage...)
+		for _, w := range r.Withdrawn {
+			withdrawn[w.Key] = w.Since
+		}
 		if i == len(steps)-1 {
 			open = r.Open
 			res.Unknown = r.Unknown
@@ -228,7 +255,14 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	if err := e.o.Store.AddUsage(ctx, usage); err != nil {
 		return res, fmt.Errorf("cycle: %w", err)
 	}
-	res.Usage = len(usage)
+	res.Usage, res.Intervals = len(usage), usage
+	if err := e.o.Store.WithdrawFindings(ctx, withdrawn); err != nil {
+		return res, fmt.Errorf("cycle: %w", err)
+	}
+	for k := range withdrawn {
+		res.Withdrawn = append(res.Withdrawn, k)
+	}
+	sort.Strings(res.Withdrawn)
 	if err := e.o.Store.SaveFindings(ctx, end, res.Findings); err != nil {
 		return res, fmt.Errorf("cycle: %w", err)
 	}
@@ -237,6 +271,40 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	}
 	res.Allocations = len(st.Allocs)
 	return res, nil
+}
+
+// timeLimits asks the scheduler for the time limits of the batch jobs in
+// steps. A failed lookup leaves each allocation with the limit it was last
+// told, or, never told, with the configured maximum.
+func (e *Engine) timeLimits(ctx context.Context, st *detect.State, steps []features.Step) {
+	st.TimeLimits = nil
+	if e.o.Limits == nil {
+		return
+	}
+	seen := map[string]bool{}
+	var jobs []string
+	for _, s := range steps {
+		for _, g := range s.GPUs {
+			if g.HPCJob != "" && !seen[g.HPCJob] {
+				seen[g.HPCJob] = true
+				jobs = append(jobs, g.HPCJob)
+			}
+		}
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	fs, err := e.o.Limits.Lookup(ctx, jobs)
+	if err != nil {
+		e.o.Logger.Warn("scheduler time limits unknown this cycle; overlong keeps the last known or the configured maximum", "err", err)
+		return
+	}
+	st.TimeLimits = make(map[string]time.Duration, len(fs))
+	for job, f := range fs {
+		if f != nil && f.TimeLimit > 0 {
+			st.TimeLimits[job] = f.TimeLimit
+		}
+	}
 }
 
 type meta struct {

@@ -29,7 +29,8 @@ func trueHours(sc *sim.Scenario, e sim.Expectation, span time.Duration) (float64
 	}
 	n := float64(len(w.GPUs))
 	end := min(w.End, span)
-	h := func(from, to time.Duration) float64 { return math.Max(0, (to - from).Hours()) }
+	// The analysis sees nothing before the window's start.
+	h := func(from, to time.Duration) float64 { return math.Max(0, (to - max(from, 0)).Hours()) }
 	switch w.Behaviour {
 	case sim.CPUOnly:
 		return n * h(w.Start, end), true

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -25,7 +26,14 @@ type Metrics struct {
 	open      []finding.Finding
 	lastCycle time.Time
 	coverage  *Coverage
+	// ledger accounts every cycle's intervals and findings since the first.
+	ledger *accounting.Ledger
 }
+
+// settleAfter is how long an allocation without a new interval stays open
+// in the published accounting (the engine's default Retain): a job that
+// comes back within it is still the same allocation.
+const settleAfter = 24 * time.Hour
 
 // NewMetrics returns an empty publisher.
 func NewMetrics() *Metrics {
@@ -39,6 +47,42 @@ func (m *Metrics) Observe(res CycleResult) {
 	}
 	m.ObserveFindings(res.To, res.Findings)
 	m.ObserveCoverage(res.Coverage)
+	m.ObserveAccounting(res)
+}
+
+// ObserveAccounting adds a cycle's usage intervals and findings (all of
+// them, as the store keeps them for the reports) to the accounting the
+// publisher shows.
+func (m *Metrics) ObserveAccounting(res CycleResult) {
+	if res.To.IsZero() {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ledger == nil {
+		m.ledger = accounting.NewLedger(res.From, time.Unix(1<<40, 0))
+	}
+	for i := range res.Intervals {
+		m.ledger.AddUsage(&res.Intervals[i])
+	}
+	for _, k := range res.Withdrawn {
+		m.ledger.RemoveFinding(k)
+	}
+	for i := range res.Findings {
+		f := res.Findings[i]
+		m.ledger.AddFinding(&f)
+	}
+	m.ledger.Settle(res.To.Add(-settleAfter))
+}
+
+// Accounting is what the publisher's cycles accounted so far.
+func (m *Metrics) Accounting() accounting.Totals {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ledger == nil {
+		return accounting.Totals{}
+	}
+	return m.ledger.Close().Totals
 }
 
 // LastCoverage returns what the last cycle saw, if a cycle read anything.
@@ -103,6 +147,7 @@ var (
 	descGPUs     = desc(schema.AnalyzerGPUsSeen)
 	descAllocs   = desc(schema.AnalyzerAllocationsSeen)
 	descCoverage = desc(schema.AnalyzerCoverage)
+	descAccount  = desc(schema.AnalyzerAccountedGPUSeconds)
 )
 
 func desc(c *schema.Metric) *prometheus.Desc {
@@ -118,6 +163,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descGPUs
 	ch <- descAllocs
 	ch <- descCoverage
+	ch <- descAccount
 }
 
 // Collect implements prometheus.Collector. Waste is published in
@@ -142,6 +188,16 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	if !m.lastCycle.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, float64(m.lastCycle.UnixMilli())/1000)
+	}
+	if m.ledger != nil {
+		t := m.ledger.Close().Totals
+		for _, v := range []struct {
+			measure string
+			hours   float64
+		}{{schema.MeasureAllocated, t.Allocated}, {schema.MeasureUsed, t.Used}, {schema.MeasureWasted, t.Wasted},
+			{schema.MeasureOverLimit, t.OverLimit}, {schema.MeasureOrphan, t.Orphan}} {
+			ch <- prometheus.MustNewConstMetric(descAccount, prometheus.GaugeValue, v.hours*3600, v.measure)
+		}
 	}
 	if c := m.coverage; c != nil {
 		ch <- prometheus.MustNewConstMetric(descGPUs, prometheus.GaugeValue, float64(c.GPUs))

@@ -226,20 +226,31 @@ func TestEpilogSummaryInAccounting(t *testing.T) {
 			t.Errorf("GPU %d: summary %s util %v mem %v, live %s util %v mem %v", i, g.Index, deref(g.UtilMean), deref(g.MemPeakMiB), l.Index, deref(l.UtilMean), deref(l.MemPeakMiB))
 		}
 	}
-	// Prometheus gone: `gpuwatch job` finds the summary in accounting
-	// (slurmctld still remembers the finished job, without it).
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, "job", "--prometheus.url=http://"+closedAddr(t), "--query.timeout=2s", "--format=json", id)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("gpuwatch job with Prometheus down: %v\n%s", err, stderr.String())
-	}
-	var shown jobview.Report
-	if err := json.Unmarshal(stdout.Bytes(), &shown); err != nil {
-		t.Fatal(err)
-	}
-	if shown.Source != "admin_comment" || shown.Job != id || len(shown.GPUs) != 2 || *shown.GPUs[1].UtilMean != *dec.GPUs[1].UtilMean {
-		t.Fatalf("shown %+v", shown)
+	// Prometheus gone: `gpuwatch job` finds the summary in accounting,
+	// first while slurmctld still remembers the finished job (without
+	// the summary), then once it has forgotten it (MinJobAge).
+	down := "--prometheus.url=http://" + closedAddr(t)
+	for _, when := range []string{"finished job in slurmctld", "job gone from slurmctld"} {
+		if when == "job gone from slurmctld" {
+			for deadline := time.Now().Add(90 * time.Second); exec.Command("scontrol", "show", "job", id).Run() == nil; time.Sleep(time.Second) {
+				if time.Now().After(deadline) {
+					t.Fatalf("job %s still in slurmctld after 90s", id)
+				}
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, "job", down, "--query.timeout=2s", "--format=json", id)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: gpuwatch job with Prometheus down: %v\n%s", when, err, stderr.String())
+		}
+		var shown jobview.Report
+		if err := json.Unmarshal(stdout.Bytes(), &shown); err != nil {
+			t.Fatal(err)
+		}
+		if shown.Source != "admin_comment" || shown.Job != id || len(shown.GPUs) != 2 || *shown.GPUs[1].UtilMean != *dec.GPUs[1].UtilMean {
+			t.Fatalf("%s: shown %+v", when, shown)
+		}
 	}
 }
 

@@ -39,6 +39,8 @@ type Config struct {
 	// Teams maps a team (the allocation's account/team) to its recipients.
 	Teams map[string]Team `yaml:"teams"`
 	SMTP  mail.Config     `yaml:"smtp"`
+	// JobMail is the end-of-job mail to the owners of wasteful jobs.
+	JobMail JobMail `yaml:"job_mail"`
 
 	loc *time.Location
 }
@@ -84,6 +86,7 @@ func (c *Config) Defaults() {
 	if c.Grafana.UserDashboard == "" {
 		c.Grafana.UserDashboard = c.Grafana.TeamDashboard
 	}
+	c.JobMail.defaults()
 	if c.loc == nil || c.loc.String() != c.TimeZone {
 		if loc, err := time.LoadLocation(c.TimeZone); err == nil {
 			c.loc = loc
@@ -211,6 +214,7 @@ func (c *Config) validate(doc *configfile.Doc) error {
 			}
 		}
 	}
+	c.JobMail.validate(bad)
 	// SMTP is needed to send, not to preview: check it only when present.
 	if c.SMTP != (mail.Config{}) {
 		smtp := c.SMTP

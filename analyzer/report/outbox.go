@@ -17,6 +17,9 @@ const (
 	KindTeamWeekly  = "team_weekly"
 	KindFleetWeekly = "fleet_weekly"
 	KindFleetDaily  = "fleet_daily"
+	// KindJobEnd is the end-of-job mail to a job's owner: its Team holds
+	// the user, its Period hostname/job.
+	KindJobEnd = "job_end"
 )
 
 // Outbox records the reports due and delivered.
@@ -170,6 +173,19 @@ func RetryAfter(attempts int) time.Duration {
 // Flush sends the pending reports of kinds that are due at now. Each
 // failure is recorded and the others still go; the joined errors come back.
 func (o *Outbox) Flush(ctx context.Context, s mail.Sender, now time.Time, kinds ...string) (sent int, err error) {
+	return o.FlushAround(ctx, s, now, nil, kinds...)
+}
+
+// Around wraps one delivery: it runs send (or not, returning nil when the
+// message went out before) and returns the delivery's outcome. The
+// end-of-job mails write the audit log around each send with it.
+type Around func(ctx context.Context, e Entry, send func() error) error
+
+// FlushAround is Flush with around (nil: send alone) wrapping each send.
+func (o *Outbox) FlushAround(ctx context.Context, s mail.Sender, now time.Time, around Around, kinds ...string) (sent int, err error) {
+	if around == nil {
+		around = func(_ context.Context, _ Entry, send func() error) error { return send() }
+	}
 	pending, err := o.Pending(ctx, kinds...)
 	if err != nil {
 		return 0, err
@@ -183,8 +199,8 @@ func (o *Outbox) Flush(ctx context.Context, s mail.Sender, now time.Time, kinds 
 			errs = append(errs, ctx.Err())
 			break
 		}
-		if serr := s.Send(ctx, e.Message); serr != nil {
-			errs = append(errs, fmt.Errorf("report %s for %s, %s: %w", e.Kind, displayTeam(e.Team), e.Period, serr))
+		if serr := around(ctx, e, func() error { return s.Send(ctx, e.Message) }); serr != nil {
+			errs = append(errs, fmt.Errorf("report %s for %s, %s: %w", e.Kind, recipientOf(e), e.Period, serr))
 			if merr := o.MarkFailed(ctx, e, now, serr); merr != nil {
 				errs = append(errs, merr)
 			}
@@ -199,6 +215,13 @@ func (o *Outbox) Flush(ctx context.Context, s mail.Sender, now time.Time, kinds 
 		sent++
 	}
 	return sent, errors.Join(errs...)
+}
+
+func recipientOf(e Entry) string {
+	if e.Kind == KindJobEnd {
+		return "user " + e.Team
+	}
+	return displayTeam(e.Team)
 }
 
 func displayTeam(t string) string {

@@ -41,8 +41,8 @@ type Rendered struct {
 
 // Renderer renders reports; its templates are parsed once.
 type Renderer struct {
-	html *htmltemplate.Template
-	text *texttemplate.Template
+	html, jobHTML *htmltemplate.Template
+	text, jobText *texttemplate.Template
 }
 
 // NewRenderer parses the embedded templates.
@@ -50,6 +50,7 @@ func NewRenderer() (*Renderer, error) {
 	funcs := map[string]any{
 		"gh": gh, "pct": pct, "change": change, "label": PatternLabel,
 		"money": func(v float64, r *Report) string { return money(v, r.Currency) },
+		"cost":  money,
 		"patterns": func(ps []schema.Pattern) string {
 			s := make([]string, len(ps))
 			for i, p := range ps {
@@ -77,7 +78,15 @@ func NewRenderer() (*Renderer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse text template: %w", err)
 	}
-	return &Renderer{html: h, text: t}, nil
+	jh, err := htmltemplate.New("jobmail.html.tmpl").Funcs(funcs).ParseFS(templates, "templates/jobmail.html.tmpl")
+	if err != nil {
+		return nil, fmt.Errorf("parse html template: %w", err)
+	}
+	jt, err := texttemplate.New("jobmail.txt.tmpl").Funcs(funcs).ParseFS(templates, "templates/jobmail.txt.tmpl")
+	if err != nil {
+		return nil, fmt.Errorf("parse text template: %w", err)
+	}
+	return &Renderer{html: h, text: t, jobHTML: jh, jobText: jt}, nil
 }
 
 // htmlView is what the HTML template sees.
@@ -124,6 +133,35 @@ func (rd *Renderer) Render(r *Report, mode ImageMode) (*Rendered, error) {
 	}
 	out.Text = trimLines(tb.String())
 	return out, nil
+}
+
+// jobView is what the end-of-job templates see.
+type jobView struct {
+	*EndedJob
+	Subject string
+}
+
+// JobSubject is the subject of an end-of-job mail.
+func JobSubject(e *EndedJob) string {
+	return mail.SanitizeHeader(fmt.Sprintf("GPU job %s on %s ended: %s of its GPU time wasted", e.Job, e.Hostname, pct(e.WastedShare)))
+}
+
+// RenderJob formats an end-of-job mail with the reports' helpers and style.
+func (rd *Renderer) RenderJob(e *EndedJob) (*Rendered, error) {
+	v := jobView{EndedJob: e, Subject: JobSubject(e)}
+	var hb bytes.Buffer
+	if err := rd.jobHTML.Execute(&hb, v); err != nil {
+		return nil, fmt.Errorf("render job mail html: %w", err)
+	}
+	var tb bytes.Buffer
+	tw := tabwriter.NewWriter(&tb, 0, 0, 2, ' ', 0)
+	if err := rd.jobText.Execute(tw, v); err != nil {
+		return nil, fmt.Errorf("render job mail text: %w", err)
+	}
+	if err := tw.Flush(); err != nil {
+		return nil, fmt.Errorf("render job mail text: %w", err)
+	}
+	return &Rendered{Subject: v.Subject, Text: trimLines(tb.String()), HTML: hb.String()}, nil
 }
 
 // trimLines drops the trailing blanks tabwriter leaves.

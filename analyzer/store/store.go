@@ -234,6 +234,28 @@ func (s *Store) SaveFindings(ctx context.Context, cycle time.Time, fs []finding.
 	return tx.Commit()
 }
 
+// WithdrawFindings forgets what cycles since each given time recorded under
+// a finding key: a verdict the analyzer withdrew is no finding, in the
+// reports as on the web page.
+func (s *Store) WithdrawFindings(ctx context.Context, since map[string]time.Time) error {
+	if len(since) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("withdraw findings: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	for k, t := range since {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM findings WHERE fkey = ? AND cycle_ms >= ?`, k, t.UnixMilli()); err != nil {
+			return fmt.Errorf("withdraw finding %s: %w", k, err)
+		}
+	}
+	return tx.Commit()
+}
+
 // FindingsBetween returns, for each finding key, the newest finding recorded
 // by a cycle in [from, to).
 func (s *Store) FindingsBetween(ctx context.Context, from, to time.Time) ([]finding.Finding, error) {

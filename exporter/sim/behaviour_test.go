@@ -293,3 +293,50 @@ func TestBehaviourSeries(t *testing.T) {
 		}
 	})
 }
+
+// TestIdleNoise: with noise, idle GPUs (no process, or a process doing
+// nothing) read whole 0-2 % util with the gpu_idle bit still set, boards of
+// one model idle at different draws, and a busy GPU is untouched; without
+// noise idle util is 0.
+func TestIdleNoise(t *testing.T) {
+	const body = `
+    model: A100-SXM4-80GB
+    gpus: 4
+workloads:
+  - {id: "1", user: u, node: n1, gpus: [0], duration: 2h, behaviour: stuck_idle, params: {active: 10m}}
+  - {id: "2", user: u, node: n1, gpus: [1], duration: 2h, behaviour: training}
+`
+	noisy, clkN := newSim(t, "noise: {idle_util_percent: 2, power_jitter_w: 4, board_idle_spread: 0.1}\nfleet:\n  - hostname: n1"+body, 7)
+	clean, clkC := newSim(t, "fleet:\n  - hostname: n1"+body, 7)
+	seen := map[float64]int{}
+	idleW := map[int]float64{}
+	for off := 30 * time.Minute; off < 90*time.Minute; off += 30 * time.Second {
+		n := at(t, noisy, clkN, off)["n1"]
+		c := at(t, clean, clkC, off)["n1"]
+		for _, idx := range []int{0, 2, 3} { // stuck (memory held) and two free GPUs
+			u := mustValue(t, gpu(t, n, idx), schema.GPUUtil)
+			if u != math.Trunc(u) || u < 0 || u > 2 {
+				t.Fatalf("noisy idle GPU %d at %s: util %v, want a whole 0-2", idx, off, u)
+			}
+			seen[u]++
+			if bits := mustValue(t, gpu(t, n, idx), schema.ClockEvents); int(bits)&1 == 0 {
+				t.Errorf("noisy idle GPU %d lost its gpu_idle bit", idx)
+			}
+			if cu := mustValue(t, gpu(t, c, idx), schema.GPUUtil); cu != 0 {
+				t.Errorf("clean idle GPU %d at %s: util %v", idx, off, cu)
+			}
+			if idx != 0 {
+				idleW[idx] += mustValue(t, gpu(t, n, idx), schema.PowerUsage)
+			}
+		}
+		if u := mustValue(t, gpu(t, n, 1), schema.GPUUtil); u < 80 {
+			t.Errorf("training GPU at %s: util %v", off, u)
+		}
+	}
+	if seen[0] == 0 || seen[1] == 0 || seen[2] == 0 {
+		t.Errorf("idle util values %v: want 0, 1 and 2 each", seen)
+	}
+	if d := math.Abs(idleW[2]-idleW[3]) / 120; d < 0.5 {
+		t.Errorf("two idle boards of one model draw %.1f W apart on average: no per-board spread", d)
+	}
+}

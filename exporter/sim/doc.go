@@ -26,6 +26,10 @@
 //	description: free text
 //	origin: 2026-11-02T00:00:00Z  # optional fixed start (RFC 3339)
 //	repeat: 72h                   # optional: replay the workloads every 72h (job ids get -r<N>)
+//	noise:                        # optional: what real boards add to idle readings (default none)
+//	  idle_util_percent: 2         # an idle GPU reads a whole 0..N % util per sample (0-10)
+//	  power_jitter_w: 4            # ± watts on every power reading (0-50; at least 1.2)
+//	  board_idle_spread: 0.1       # each board's idle draw: the model's × (1 ± up to this), 0-0.5
 //	fleet:                        # one or more node groups
 //	  - hostnames: [a100-01, a100-02]   # or hostname: a100-01
 //	    model: A100-SXM4-80GB      # A100-SXM4-80GB, H100-SXM5-80GB, H200, L40S

@@ -11,15 +11,15 @@ import (
 // fieldMetrics maps the field names of a field_error fault (the NVML
 // source's FieldError.Field names) to the metrics that field yields.
 var fieldMetrics = map[string][]*schema.Metric{
-	"utilization":        {schema.GPUUtil, schema.MemCopyUtil},
-	"memory":             {schema.FBUsed, schema.FBFree, schema.FBReserved},
-	"temperature":        {schema.GPUTemp},
-	"memory_temperature": {schema.MemoryTemp},
-	"power_usage":        {schema.PowerUsage},
-	"energy":             {schema.TotalEnergy},
-	"sm_clock":           {schema.SMClock},
-	"ecc_dbe_volatile":   {schema.ECCDBEVol},
-	"pcie_replay":        {schema.PCIeReplay},
+	schema.FieldUtilization:       {schema.GPUUtil, schema.MemCopyUtil},
+	schema.FieldMemory:            {schema.FBUsed, schema.FBFree, schema.FBReserved},
+	schema.FieldTemperature:       {schema.GPUTemp},
+	schema.FieldMemoryTemperature: {schema.MemoryTemp},
+	schema.FieldPowerUsage:        {schema.PowerUsage},
+	schema.FieldEnergy:            {schema.TotalEnergy},
+	schema.FieldSMClock:           {schema.SMClock},
+	schema.FieldECCDBEVolatile:    {schema.ECCDBEVol},
+	schema.FieldPCIeReplay:        {schema.PCIeReplay},
 }
 
 // FieldNames lists the fields a field_error fault can fail.

@@ -74,11 +74,30 @@ type Scenario struct {
 	Origin time.Time
 	// Repeat, when set, replays the workloads every Repeat (the demo runs
 	// forever); faults recur on their own `every`.
-	Repeat    time.Duration
+	Repeat time.Duration
+	// Noise is what real boards add to idle readings; zero keeps the
+	// clean signals.
+	Noise     Noise
 	Nodes     []Node
 	Workloads []Workload
 	Faults    []Fault
 	file      string
+}
+
+// Noise makes idle GPUs read like real ones: NVML's utilization is the
+// share of a sample period in which any kernel ran, so a context's own
+// housekeeping (the driver, a monitoring probe) reads a few percent now and
+// then; power jitters around an idle draw that differs from board to board.
+type Noise struct {
+	// IdleUtilPercent: an idle GPU reads a whole percentage between 0 and
+	// this, drawn per sample (graphics-engine activity follows it).
+	IdleUtilPercent float64
+	// PowerJitterW: every power reading moves by up to ± this many watts
+	// (at least the built-in 1.2 W).
+	PowerJitterW float64
+	// BoardIdleSpread: each board's idle draw is its model's idle power
+	// times 1 ± up to this fraction, fixed per board.
+	BoardIdleSpread float64
 }
 
 // Node is one host of the fleet.
@@ -163,9 +182,16 @@ type rawScenario struct {
 	Description string         `yaml:"description"`
 	Origin      string         `yaml:"origin"`
 	Repeat      string         `yaml:"repeat"`
+	Noise       rawNoise       `yaml:"noise"`
 	Fleet       []rawNodeGroup `yaml:"fleet"`
 	Workloads   []rawWorkload  `yaml:"workloads"`
 	Faults      []rawFault     `yaml:"faults"`
+}
+
+type rawNoise struct {
+	IdleUtilPercent float64 `yaml:"idle_util_percent"`
+	PowerJitterW    float64 `yaml:"power_jitter_w"`
+	BoardIdleSpread float64 `yaml:"board_idle_spread"`
 }
 
 type rawNodeGroup struct {

@@ -43,6 +43,8 @@ func TestBadScenarios(t *testing.T) {
     model: V100
 `, 3, "fleet[0].model", "unknown model"},
 		{"no fleet", "workloads: []\n", 1, "fleet", "at least one node"},
+		{"idle util noise out of range", okHead + "noise: {idle_util_percent: 30}\n", 5, "noise.idle_util_percent", "between 0 and 10"},
+		{"negative board spread", okHead + "noise:\n  board_idle_spread: -0.1\n", 6, "noise.board_idle_spread", "between 0 and 0.5"},
 		{"duplicate host", `fleet:
   - hostnames: [a, b]
     model: L40S
@@ -365,8 +367,9 @@ func TestShippedScenarios(t *testing.T) {
 	models, counts, nodes := map[string]bool{}, map[int]bool{}, map[string]bool{}
 	for _, e := range corpus.Expectations() {
 		models[e.Model], counts[e.GPUs], nodes[e.Hostname] = true, true, true
-		// Jobs may run past the week's end (the analysis window cuts them).
-		if e.StartOffset >= 7*24*time.Hour || e.StartOffset < 0 {
+		// Jobs may start before the week and run past its end (the
+		// analysis window cuts them), but each is seen in it.
+		if e.StartOffset >= 7*24*time.Hour || e.EndOffset <= 0 {
 			t.Errorf("corpus: %s/%s outside the week", e.Hostname, e.Job)
 		}
 		if !e.ProcessEnd.IsZero() && e.ProcessEnd.Sub(e.Start) > 7*24*time.Hour {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +71,7 @@ type simDevice struct {
 	xids     []int      // distinct XID codes this device's faults raise
 	xidLabel [][]string // label values, parallel to xids
 	tempOff  float64    // per-board offset: no two GPUs run at the same temperature
+	idleW    float64    // this board's idle draw (the model's, spread by Noise)
 
 	// Integrated between collections.
 	init     bool
@@ -124,6 +126,7 @@ func (s *Source) buildNode(ni int, n *Node) *simNode {
 			id: id, index: g, uuid: uuidFor(s.seed, n.Hostname, g), bus: n.Model.busID(g),
 			model: n.Model, memMiB: n.Model.MemoryMiB,
 			tempOff: 3 * sym(s.seed, id, 0x7e3f),
+			idleW:   n.Model.IdlePowerW * (1 + s.sc.Noise.BoardIdleSpread*sym(s.seed, id, 0x1d1e)),
 		}
 		d.key = source.DeviceKey(d.uuid, nil)
 		sn.devs = append(sn.devs, d)
@@ -485,11 +488,12 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 		out = append(out, source.Sample{Metric: met, Value: v})
 	}
 
-	power := m.IdlePowerW + (m.MaxPowerW-m.IdlePowerW)*l.power + 1.2*nz.sym(chPower+50)
+	jitter := max(1.2, s.sc.Noise.PowerJitterW)
+	power := d.idleW + (m.MaxPowerW-d.idleW)*l.power + jitter*nz.sym(chPower+50)
 	if fs.power {
 		power = m.PowerLimitW * (0.985 + 0.01*nz.unit(chPower+51))
 	}
-	power = clamp(power, m.IdlePowerW*0.85, m.PowerLimitW*1.02)
+	power = clamp(power, d.idleW*0.85, m.PowerLimitW*1.02)
 	heat := (power - m.IdlePowerW) / (m.MaxPowerW - m.IdlePowerW)
 	temp := m.TempIdle + (m.TempMax-m.TempIdle)*heat + d.tempOff + 0.6*nz.sym(chTemp)
 	memTemp := m.MemTempIdle + (m.MemTempMax-m.MemTempIdle)*heat + d.tempOff + 0.6*nz.sym(chMemTemp)
@@ -498,6 +502,12 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 		memTemp = m.MemTempMax + 12 + nz.sym(chMemTemp)
 	}
 	idle := l.util == 0 && !l.spin
+	if idle && s.sc.Noise.IdleUtilPercent > 0 {
+		// Housekeeping kernels: a whole percentage now and then, with the
+		// engines barely stirring; the board stays in its idle state.
+		u := math.Floor((s.sc.Noise.IdleUtilPercent + 1) * nz.unit(chUtil+70))
+		l.util, l.gr, l.sm, l.dram = u, u/100, 0.3*u/100, 0.2*u/100
+	}
 	sm := m.SMClockMax
 	if idle {
 		sm = m.SMClockIdle

@@ -107,6 +107,17 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 	if sc.Repeat < 0 || sc.Repeat > maxOffset {
 		v.failf(path("repeat"), "must be positive and at most 10 years")
 	}
+	sc.Noise = Noise{IdleUtilPercent: raw.Noise.IdleUtilPercent, PowerJitterW: raw.Noise.PowerJitterW,
+		BoardIdleSpread: raw.Noise.BoardIdleSpread}
+	if n := raw.Noise.IdleUtilPercent; n < 0 || n > 10 {
+		v.failf(path("noise", "idle_util_percent"), "must be between 0 and 10, got %v", n)
+	}
+	if n := raw.Noise.PowerJitterW; n < 0 || n > 50 {
+		v.failf(path("noise", "power_jitter_w"), "must be between 0 and 50, got %v", n)
+	}
+	if n := raw.Noise.BoardIdleSpread; n < 0 || n > 0.5 {
+		v.failf(path("noise", "board_idle_spread"), "must be between 0 and 0.5, got %v", n)
+	}
 	if len(raw.Fleet) == 0 {
 		v.fail("at least one node is needed", "fleet")
 	}

@@ -26,6 +26,7 @@ var literalExceptions = map[[2]string]string{
 	{"exporter/attribution/teams/teams.go", "job_name"}: "the teams file's own YAML key (renamed from the legacy jobName spelling); " +
 		"the teams file is a user format of its own, documented with it",
 	{"exporter/attribution/cgroup/cgroup.go", "slurm"}: "the prefix Slurm gives its cgroup directories (slurm/uid_N/job_N), not the scheduler name",
+	{"exporter/sim/scenario.go", "pcie_replay"}:        "a fault kind of the simulator's scenario files (it raises the PCIe replay counter), not the NVML field of that name",
 }
 
 // contractNames returns the names the literal check holds to schema, each

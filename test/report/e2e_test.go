@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/report/reporttest"
@@ -55,19 +56,16 @@ func fill(t *testing.T, path string) map[string]expected {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The report's figures are the one accounting's: used is active time
+	// less the waste taken out of it, and waste is capped at what was held.
+	book := accounting.Build(weekStart, weekStart.AddDate(0, 0, 7), w.Usage, w.Findings)
 	out := map[string]expected{}
-	for _, u := range w.Usage {
-		for _, k := range []string{u.Team, ""} {
+	for _, a := range book.Allocations {
+		for _, k := range []string{a.Team, ""} {
 			e := out[k]
-			e.alloc += u.AllocatedGPUHours
-			e.active += u.ActiveGPUHours
-			out[k] = e
-		}
-	}
-	for _, f := range w.Findings {
-		for _, k := range []string{f.Team, ""} {
-			e := out[k]
-			e.wasted += f.WastedGPUHours
+			e.alloc += a.Allocated
+			e.active += a.Used
+			e.wasted += a.Wasted
 			out[k] = e
 		}
 	}
@@ -307,7 +305,7 @@ func checkMessages(t *testing.T, mp *mailpit, want map[string]expected) {
 		var check struct {
 			Total struct{ Supported, Unsupported float64 }
 		}
-		mp.get(t, "/api/v1/message/"+m.ID+"/html-check", &check)
+		mp.Get(t, "/api/v1/message/"+m.ID+"/html-check", &check)
 		if check.Total.Supported < 90 || check.Total.Unsupported > 3 {
 			t.Errorf("%s: HTML is %.1f%% supported, %.1f%% unsupported in mail clients", who, check.Total.Supported, check.Total.Unsupported)
 		}

@@ -323,7 +323,7 @@ func TestHostileJobTextOnRealSlurm(t *testing.T) {
 	}
 	// The account is the one Slurm gave the job (its user's default, with
 	// accounting), never the one its name and comment forge.
-	account := slurm(t, conf, "squeue", "-h", "-j", a, "-o", "%a")
+	account := strings.TrimPrefix(slurm(t, conf, "squeue", "-h", "-j", a, "-o", "%a"), "(null)")
 	if f := strings.SplitN(got[0], " ", 4); f[1] != me.Username || f[2] != account || account == "ml-infra" || f[3] != name {
 		t.Fatalf("job %s recorded as %q, want user %s, account %q, name %q", a, got[0], me.Username, account, name)
 	}

@@ -67,20 +67,6 @@ type Format struct {
 // Window is [From, To) as offsets from the Unix epoch-aligned origin.
 type Window struct{ From, To time.Time }
 
-// DCGMDefault is dcgm-exporter 3.x's etc/default-counters.csv: no power
-// limit and no DCGM_FI_PROF_* activity fields (only the PCIe byte rates,
-// which the simulator does not publish).
-var DCGMDefault = []*schema.Metric{schema.SMClock, schema.MemClock, schema.MemoryTemp, schema.GPUTemp,
-	schema.PowerUsage, schema.TotalEnergy, schema.PCIeReplay, schema.GPUUtil, schema.MemCopyUtil,
-	schema.EncUtil, schema.DecUtil, schema.XIDLast, schema.FBFree, schema.FBUsed, schema.NVLinkBW,
-	schema.RemapUncorr, schema.RemapCorr, schema.RemapFailure, schema.ProfPCIeTX, schema.ProfPCIeRX}
-
-// DCGMDCP is dcgm-exporter's etc/dcp-metrics-included.csv (and 4.x's
-// default-counters.csv): the default set plus graphics-engine, tensor-pipe
-// and DRAM activity; still no SM activity and no power limit.
-var DCGMDCP = append(append([]*schema.Metric{}, DCGMDefault...),
-	schema.ProfGrEngineActive, schema.ProfTensorActive, schema.ProfDRAMActive)
-
 // Sink wraps next so that it receives the families in this format.
 func (f Format) Sink(next Sink) Sink {
 	return func(t time.Time, fams []*dto.MetricFamily) error {

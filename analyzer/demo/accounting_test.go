@@ -1,0 +1,218 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
+	"github.com/gpuwatch/gpuwatch/analyzer/engine"
+	"github.com/gpuwatch/gpuwatch/analyzer/present"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/schema"
+)
+
+// figures are one surface's reading of the accounting, in GPU-hours.
+type figures struct {
+	allocated, used, wasted, overLimit, orphan float64
+}
+
+func (f figures) values() []float64 {
+	return []float64{f.allocated, f.used, f.wasted, f.overLimit, f.orphan}
+}
+
+var measures = []string{"allocated", "used", "wasted", "over the limit", "orphan"}
+
+// num reads a number a surface printed.
+func num(t *testing.T, where, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(strings.ReplaceAll(s, ",", ""), 64)
+	if err != nil {
+		t.Fatalf("%s: %q is not a number", where, s)
+	}
+	return v
+}
+
+// match returns the submatches of re in s, failing when there are none.
+func match(t *testing.T, where, re, s string) []string {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("%s: no %s in:\n%s", where, re, s)
+	}
+	return m
+}
+
+// lineRE is the accounting's one sentence, as the terminal and analyze
+// print it.
+const lineRE = `GPU-hours: ([\d.,]+) allocated, ([\d.,]+) used, ([\d.,]+) wasted \([\d.,]+% of allocated\), ([\d.,]+) over the limit(?:; ([\d.,]+) more held by orphaned processes)?`
+
+func fromLine(t *testing.T, where, s string) figures {
+	m := match(t, where, lineRE, s)
+	f := figures{num(t, where, m[1]), num(t, where, m[2]), num(t, where, m[3]), num(t, where, m[4]), 0}
+	if m[5] != "" {
+		f.orphan = num(t, where, m[5])
+	}
+	return f
+}
+
+// TestAccountingIdentity runs one demo week and reads its GPU-hours off
+// every surface a person sees: the terminal summary, the fleet report the
+// demo wrote, the web page (findings page and reports page), `gpuwatch
+// analyze` over the demo's telemetry store (table and JSON), and the
+// analyzer's /metrics. Each shows the same allocated, used, wasted,
+// over-limit and orphaned figures, to the tenth they print, and used plus
+// wasted never exceeds allocated. The week before the demo's has no usage.
+func TestAccountingIdentity(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := t.TempDir()
+	d, err := New(Options{Scenario: smallScenario(t), Seed: 1, Length: 7 * 24 * time.Hour, Origin: origin, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	res, err := d.Simulate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	surfaces := map[string]figures{}
+
+	var term bytes.Buffer
+	if err := WriteSummary(&term, res); err != nil {
+		t.Fatal(err)
+	}
+	surfaces["terminal"] = fromLine(t, "terminal", term.String())
+
+	fleet := readFile(t, filepath.Join(out, "reports", "fleet.html"))
+	m := match(t, "fleet report", `([\d.,]+) GPU-hours wasted, [\d.,]+% of ([\d.,]+) allocated\.`, fleet)
+	rep := figures{wasted: num(t, "report", m[1]), allocated: num(t, "report", m[2])}
+	rep.used = num(t, "report", match(t, "fleet report", `>([\d.,]+)</div>\s*<div[^>]*>GPU-hours active<`, fleet)[1])
+	rep.overLimit = num(t, "report", match(t, "fleet report", `<b>([\d.,]+)</b> GPU-hours over the limit`, fleet)[1])
+	rep.orphan = num(t, "report", match(t, "fleet report", `<b>([\d.,]+)</b> GPU-hours orphaned`, fleet)[1])
+	surfaces["report"] = rep
+
+	h, err := d.Handler(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s", path, resp.Status)
+		}
+		return string(b)
+	}
+	page := match(t, "web page", `(?s)<p id="accounting">.*?</p>`, get("/"))[0]
+	var web figures
+	for i, class := range []string{"allocated", "used", "wasted", "over-limit", "orphan"} {
+		v := num(t, "web page", match(t, "web page", `<b class="`+class+`">([\d.,]+)</b>`, page)[1])
+		*[]*float64{&web.allocated, &web.used, &web.wasted, &web.overLimit, &web.orphan}[i] = v
+	}
+	surfaces["web page"] = web
+	row := match(t, "web reports", `(?s)Fleet \(administrators\)</a></td>.*?</tr>`, get("/reports"))[0]
+	cells := regexp.MustCompile(`<td class="num">(?:<b>)?([\d.,]+)`).FindAllStringSubmatch(row, -1)
+	if len(cells) != 6 {
+		t.Fatalf("web reports: fleet row %q", row)
+	}
+	surfaces["web reports"] = figures{num(t, "web reports", cells[0][1]), num(t, "web reports", cells[1][1]),
+		num(t, "web reports", cells[2][1]), num(t, "web reports", cells[4][1]), num(t, "web reports", cells[5][1])}
+
+	db, err := embedded.Open(filepath.Join(out, "tsdb"), embedded.Options{Retention: 30 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e, err := engine.New(engine.Options{Querier: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.AnalyzeWindow(ctx, res.Origin, res.End)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table, js bytes.Buffer
+	if err := present.Table(&table, a.Findings, &a.Coverage, a.Book); err != nil {
+		t.Fatal(err)
+	}
+	surfaces["analyze"] = fromLine(t, "analyze", table.String())
+	if err := present.JSON(&js, a.Findings, &a.Coverage, a.Book); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Accounting accounting.Totals `json:"accounting"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	x := doc.Accounting
+	surfaces["analyze json"] = figures{x.Allocated, x.Used, x.Wasted, x.OverLimit, x.Orphan}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(d.seen)
+	mrec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(mrec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(mrec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byMeasure := map[string]float64{}
+	fam := fams[schema.AnalyzerAccountedGPUSeconds.Name]
+	if fam == nil {
+		t.Fatalf("/metrics lacks %s", schema.AnalyzerAccountedGPUSeconds.Name)
+	}
+	for _, s := range fam.Metric {
+		byMeasure[s.Label[0].GetValue()] = s.GetGauge().GetValue() / 3600
+	}
+	surfaces["metrics"] = figures{byMeasure[schema.MeasureAllocated], byMeasure[schema.MeasureUsed], byMeasure[schema.MeasureWasted],
+		byMeasure[schema.MeasureOverLimit], byMeasure[schema.MeasureOrphan]}
+
+	ref := surfaces["terminal"]
+	if ref.allocated <= 0 || ref.wasted <= 0 || ref.overLimit <= 0 || ref.orphan <= 0 || ref.used <= 0 {
+		t.Fatalf("the demo week lacks a figure: %+v\n%s", ref, term.String())
+	}
+	for name, f := range surfaces {
+		if f.used+f.wasted > f.allocated+0.1 {
+			t.Errorf("%s: used %.2f + wasted %.2f > allocated %.2f", name, f.used, f.wasted, f.allocated)
+		}
+		for i, v := range f.values() {
+			// The terminal prints tenths: every surface rounds to it.
+			if math.Abs(v-ref.values()[i]) > 0.05+1e-9 {
+				t.Errorf("%s shows %.3f GPU-hours %s, the terminal %.1f", name, v, measures[i], ref.values()[i])
+			}
+		}
+	}
+	t.Logf("the demo week on every surface: %.1f allocated, %.1f used, %.1f wasted, %.1f over the limit, %.1f orphaned",
+		ref.allocated, ref.used, ref.wasted, ref.overLimit, ref.orphan)
+
+	// The week boundary: the report's trend shows no usage in the week
+	// before the demo's, which had none.
+	tr := res.Fleet.Trend
+	if len(tr) < 2 || tr[len(tr)-2].AllocatedGPUHours != 0 || tr[len(tr)-2].WastedGPUHours != 0 {
+		t.Errorf("the week before the demo's shows usage: %+v", tr)
+	}
+}
