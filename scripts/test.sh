@@ -61,7 +61,7 @@ go test -race -count=1 -timeout 60m ./...
 # most of an hour on two cores, and runs here.
 step "scale targets and the corpus week"
 go test -count=1 -timeout 45m -run '^(TestBench|TestCorpus)' -v ./analyzer/engine
-go test -count=1 -timeout 20m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent)$' -v ./analyzer/plan
+go test -count=1 -timeout 20m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent|TestPrometheusScale)$' -v ./analyzer/plan
 go test -count=1 -timeout 10m -run '^TestWeekJobUnderASecond$' -v ./analyzer/jobview
 
 step "release build (linux/amd64 and linux/arm64 tarballs, packages, images) and .deb install check"
