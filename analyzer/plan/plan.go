@@ -30,8 +30,9 @@ type Options struct {
 	ComputeHeadroom float64
 	// MemoryHeadroom multiplies peak memory when sizing (1.1).
 	MemoryHeadroom float64
-	// TargetLoad is the share of a time-sliced GPU the summed hourly p95
-	// compute may fill (0.9), and the share of its memory the summed peaks may.
+	// TargetLoad is the share of a time-sliced GPU the summed hourly
+	// compute may fill (0.9: p95 of SM activity, or mean util on util-only
+	// data), and the share of its memory the summed peaks may.
 	TargetLoad float64
 	// MinSamples below which an allocation's demand is unknown (10).
 	MinSamples float64
