@@ -69,6 +69,101 @@ var AllocationAttrs = []AttrSpec{
 	{AttrScheduler, true, "", false, nil, "slurm or kubernetes"},
 }
 
+// Allocation is one holder of a GPU described by its attributes: its fields
+// are exactly AllocationAttrs, the labels of gpuwatch_allocation_info and the
+// keys a policy may match, and Value, Map and Set are the one mapping from
+// attribute to field.
+type Allocation struct {
+	Scheduler, Job                             string
+	Partition, QoS, Account, User, JobName     string
+	Namespace, Owner, Team, Kind               string
+	PodLabels, PodAnnotations, NamespaceLabels map[string]string
+}
+
+func (a *Allocation) scalar(attr Attr) *string {
+	switch attr {
+	case AttrScheduler:
+		return &a.Scheduler
+	case AttrJob:
+		return &a.Job
+	case AttrPartition:
+		return &a.Partition
+	case AttrQoS:
+		return &a.QoS
+	case AttrAccount:
+		return &a.Account
+	case AttrUser:
+		return &a.User
+	case AttrJobName:
+		return &a.JobName
+	case AttrNamespace:
+		return &a.Namespace
+	case AttrOwner:
+		return &a.Owner
+	case AttrTeam:
+		return &a.Team
+	case AttrKind:
+		return &a.Kind
+	}
+	return nil
+}
+
+func (a *Allocation) mapOf(attr Attr) *map[string]string {
+	switch attr {
+	case AttrPodLabels:
+		return &a.PodLabels
+	case AttrPodAnnotations:
+		return &a.PodAnnotations
+	case AttrNamespaceLabels:
+		return &a.NamespaceLabels
+	}
+	return nil
+}
+
+// Value returns a scalar attribute; "" for a map attribute or an unknown one.
+func (a *Allocation) Value(attr Attr) string {
+	if p := a.scalar(attr); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Map returns a map attribute; nil for a scalar attribute or an unknown one.
+func (a *Allocation) Map(attr Attr) map[string]string {
+	if p := a.mapOf(attr); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Set sets a scalar attribute and reports whether attr is one.
+func (a *Allocation) Set(attr Attr, v string) bool {
+	p := a.scalar(attr)
+	if p != nil {
+		*p = v
+	}
+	return p != nil
+}
+
+// SetMap sets a map attribute and reports whether attr is one.
+func (a *Allocation) SetMap(attr Attr, m map[string]string) bool {
+	p := a.mapOf(attr)
+	if p != nil {
+		*p = m
+	}
+	return p != nil
+}
+
+// InfoLabelValues returns the values of gpuwatch_allocation_info's labels
+// (AllocationInfo.Labels), in order.
+func (a *Allocation) InfoLabelValues() []string {
+	out := make([]string, len(AllocationInfo.Labels))
+	for i, l := range AllocationInfo.Labels {
+		out[i] = a.Value(Attr(l))
+	}
+	return out
+}
+
 // MatchAttrs lists the attributes a policy may match, in documentation order.
 func MatchAttrs() []AttrSpec {
 	var out []AttrSpec

@@ -10,7 +10,7 @@ var (
 		Help:   "GPUs of the pool that an allocation held at some time in the planner's window."})
 	PlannerGPUsNeeded = def(Metric{Name: "gpuwatch_planner_gpus_needed", Type: Gauge, Origin: OriginAnalyzer,
 		Labels: []string{LabelPool},
-		Help:   "GPUs the pool's allocations need when packed into MIG slices or time-shared at p95 (GPUs of unknown demand included)."})
+		Help:   "GPUs the pool's allocations need when packed into MIG slices or time-shared (p95 SM activity, or mean util where only util is published; GPUs of unknown demand included)."})
 	PlannerGPUsFreeable = def(Metric{Name: "gpuwatch_planner_gpus_freeable", Type: Gauge, Origin: OriginAnalyzer,
 		Labels: []string{LabelPool},
 		Help:   "GPUs of the pool that could be freed: held minus needed, never counting GPUs whose demand is unknown."})

@@ -60,8 +60,8 @@ go test -race -count=1 -timeout 60m ./...
 # week-long corpus replay (TestCorpus*) skips under -race, where it would take
 # most of an hour on two cores, and runs here.
 step "scale targets and the corpus week"
-go test -count=1 -timeout 30m -run '^(TestBench|TestCorpus)' -v ./analyzer/engine
-go test -count=1 -timeout 20m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent)$' -v ./analyzer/plan
+go test -count=1 -timeout 45m -run '^(TestBench|TestCorpus)' -v ./analyzer/engine
+go test -count=1 -timeout 20m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent|TestPrometheusScale)$' -v ./analyzer/plan
 go test -count=1 -timeout 10m -run '^TestWeekJobUnderASecond$' -v ./analyzer/jobview
 go test -count=1 -timeout 10m -run '^TestAccountingIdentity$' -v ./analyzer/demo
 

@@ -146,8 +146,10 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 		if o.down {
 			fa.MarkMissing("squeue --json: exit status 1")
 		} else {
-			fa.Values = map[schema.Attr]string{schema.AttrPartition: partitionOf[f.Job], schema.AttrUser: f.User, schema.AttrTeam: f.Team,
-				schema.AttrQoS: "normal", schema.AttrAccount: "a", schema.AttrJobName: "j", schema.AttrKind: "batch"}
+			for a, v := range map[schema.Attr]string{schema.AttrPartition: partitionOf[f.Job], schema.AttrUser: f.User, schema.AttrTeam: f.Team,
+				schema.AttrQoS: "normal", schema.AttrAccount: "a", schema.AttrJobName: "j", schema.AttrKind: "batch"} {
+				fa.Set(a, v)
+			}
 		}
 		out[i] = fa
 	}

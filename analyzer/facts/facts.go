@@ -23,8 +23,9 @@ type Facts struct {
 	// Scheduler is slurm, kubernetes, or "" for an allocation no scheduler
 	// owns (an orphaned process): then no attribute applies.
 	Scheduler string
-	Values    map[schema.Attr]string
-	Maps      map[schema.Attr]map[string]string
+	// Alloc holds the attributes the owner reported; known says which.
+	Alloc schema.Allocation
+	known map[schema.Attr]bool
 	// Missing holds, for each attribute that applies to this allocation but
 	// could not be had, why (scheduler down, job gone, access refused).
 	Missing map[schema.Attr]string
@@ -52,7 +53,7 @@ func (f *Facts) Value(a schema.Attr) (v string, ok bool, why string) {
 	if !f.Applies(a) {
 		return "", false, ""
 	}
-	return f.Values[a], true, ""
+	return f.Alloc.Value(a), true, ""
 }
 
 // Map returns a map attribute; why is set when it applies but is missing.
@@ -63,24 +64,31 @@ func (f *Facts) Map(a schema.Attr) (m map[string]string, ok bool, why string) {
 	if !f.Applies(a) {
 		return nil, false, ""
 	}
-	return f.Maps[a], true, ""
+	return f.Alloc.Map(a), true, ""
 }
 
-func (f *Facts) set(a schema.Attr, v string) {
-	if f.Values == nil {
-		f.Values = map[schema.Attr]string{}
+// Set records what the owner says of a scalar attribute.
+func (f *Facts) Set(a schema.Attr, v string) {
+	if f.Alloc.Set(a, v) {
+		f.know(a)
 	}
-	f.Values[a] = v
 }
 
-func (f *Facts) setMap(a schema.Attr, m map[string]string) {
-	if f.Maps == nil {
-		f.Maps = map[schema.Attr]map[string]string{}
-	}
+// SetMap records what the owner says of a map attribute.
+func (f *Facts) SetMap(a schema.Attr, m map[string]string) {
 	if m == nil {
 		m = map[string]string{}
 	}
-	f.Maps[a] = m
+	if f.Alloc.SetMap(a, m) {
+		f.know(a)
+	}
+}
+
+func (f *Facts) know(a schema.Attr) {
+	if f.known == nil {
+		f.known = map[schema.Attr]bool{}
+	}
+	f.known[a] = true
 }
 
 // MarkMissing marks every attribute of the scheduler that is not yet known as
@@ -90,10 +98,7 @@ func (f *Facts) MarkMissing(why string) {
 		if !f.Applies(s.Attr) {
 			continue
 		}
-		if _, ok := f.Values[s.Attr]; ok {
-			continue
-		}
-		if _, ok := f.Maps[s.Attr]; ok {
+		if f.known[s.Attr] {
 			continue
 		}
 		if f.Missing == nil {
@@ -192,17 +197,18 @@ func (r *Resolver) Resolve(ctx context.Context, fs []finding.Finding) []*Facts {
 // derive applies the teams file to the owner's facts: team and kind, unless
 // the owner named them itself.
 func (r *Resolver) derive(fa *Facts, f *finding.Finding) {
-	a := source.Allocation{Scheduler: fa.Scheduler, User: fa.Values[schema.AttrUser], Account: fa.Values[schema.AttrAccount],
-		JobName: fa.Values[schema.AttrJobName], Namespace: fa.Values[schema.AttrNamespace], Labels: fa.Maps[schema.AttrPodLabels],
-		Team: fa.Values[schema.AttrTeam], Kind: fa.Values[schema.AttrKind]}
+	a := source.Allocation{Scheduler: fa.Scheduler, User: fa.Alloc.User, Account: fa.Alloc.Account,
+		JobName: fa.Alloc.JobName, Namespace: fa.Alloc.Namespace, Labels: fa.Alloc.PodLabels,
+		Team: fa.Alloc.Team, Kind: fa.Alloc.Kind}
 	if fa.Scheduler == schema.SchedulerKubernetes {
 		a.Pod = f.Pod
 	}
 	r.Teams.Apply(&a)
-	fa.Values = maps.Clone(fa.Values)
-	fa.set(schema.AttrKind, a.Kind)
+	// The facts of one job are shared by its findings: copy what changes.
+	fa.known = maps.Clone(fa.known)
+	fa.Set(schema.AttrKind, a.Kind)
 	if a.Team != "" || r.Teams != nil {
-		fa.set(schema.AttrTeam, a.Team)
+		fa.Set(schema.AttrTeam, a.Team)
 		return
 	}
 	fa.Missing = maps.Clone(fa.Missing)
@@ -236,21 +242,21 @@ func (t *Table) Lookup(_ context.Context, jobs []string) (map[string]*Facts, err
 // SlurmJob builds the facts squeue would report.
 func SlurmJob(partition, qos, account, user, jobName string) *Facts {
 	f := &Facts{Scheduler: schema.SchedulerSlurm, State: "RUNNING"}
-	f.set(schema.AttrPartition, partition)
-	f.set(schema.AttrQoS, qos)
-	f.set(schema.AttrAccount, account)
-	f.set(schema.AttrUser, user)
-	f.set(schema.AttrJobName, jobName)
+	f.Set(schema.AttrPartition, partition)
+	f.Set(schema.AttrQoS, qos)
+	f.Set(schema.AttrAccount, account)
+	f.Set(schema.AttrUser, user)
+	f.Set(schema.AttrJobName, jobName)
 	return f
 }
 
 // Pod builds the facts the API server would report.
 func Pod(namespace, owner string, labels, annotations, namespaceLabels map[string]string) *Facts {
 	f := &Facts{Scheduler: schema.SchedulerKubernetes, State: "Running"}
-	f.set(schema.AttrNamespace, namespace)
-	f.set(schema.AttrOwner, owner)
-	f.setMap(schema.AttrPodLabels, labels)
-	f.setMap(schema.AttrPodAnnotations, annotations)
-	f.setMap(schema.AttrNamespaceLabels, namespaceLabels)
+	f.Set(schema.AttrNamespace, namespace)
+	f.Set(schema.AttrOwner, owner)
+	f.SetMap(schema.AttrPodLabels, labels)
+	f.SetMap(schema.AttrPodAnnotations, annotations)
+	f.SetMap(schema.AttrNamespaceLabels, namespaceLabels)
 	return f
 }

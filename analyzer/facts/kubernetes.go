@@ -60,18 +60,18 @@ func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[strin
 				continue
 			}
 			f := &Facts{Scheduler: schema.SchedulerKubernetes, State: string(p.Status.Phase)}
-			f.set(schema.AttrNamespace, p.Namespace)
-			f.setMap(schema.AttrPodLabels, maps.Clone(p.Labels))
-			f.setMap(schema.AttrPodAnnotations, maps.Clone(p.Annotations))
+			f.Set(schema.AttrNamespace, p.Namespace)
+			f.SetMap(schema.AttrPodLabels, maps.Clone(p.Labels))
+			f.SetMap(schema.AttrPodAnnotations, maps.Clone(p.Annotations))
 			owner := ""
 			for _, r := range p.OwnerReferences {
 				if r.Controller != nil && *r.Controller {
 					owner = r.Kind
 				}
 			}
-			f.set(schema.AttrOwner, owner)
+			f.Set(schema.AttrOwner, owner)
 			if nl, ok := nsLabels[p.Namespace]; ok {
-				f.setMap(schema.AttrNamespaceLabels, maps.Clone(nl))
+				f.SetMap(schema.AttrNamespaceLabels, maps.Clone(nl))
 			} else {
 				f.Missing = map[schema.Attr]string{schema.AttrNamespaceLabels: "namespace " + p.Namespace + " not listed"}
 			}

@@ -125,11 +125,11 @@ func (s *SlurmSource) Lookup(ctx context.Context, jobs []string) (map[string]*Fa
 				continue
 			}
 			f := &Facts{Scheduler: schema.SchedulerSlurm, State: state(j.JobState)}
-			f.set(schema.AttrPartition, j.Partition)
-			f.set(schema.AttrQoS, j.QoS)
-			f.set(schema.AttrAccount, j.Account)
-			f.set(schema.AttrUser, j.UserName)
-			f.set(schema.AttrJobName, j.Name)
+			f.Set(schema.AttrPartition, j.Partition)
+			f.Set(schema.AttrQoS, j.QoS)
+			f.Set(schema.AttrAccount, j.Account)
+			f.Set(schema.AttrUser, j.UserName)
+			f.Set(schema.AttrJobName, j.Name)
 			if j.StartTime.Set && j.StartTime.N > 0 {
 				f.Start = time.Unix(j.StartTime.N, 0).UTC()
 			}

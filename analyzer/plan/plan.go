@@ -30,8 +30,9 @@ type Options struct {
 	ComputeHeadroom float64
 	// MemoryHeadroom multiplies peak memory when sizing (1.1).
 	MemoryHeadroom float64
-	// TargetLoad is the share of a time-sliced GPU the summed hourly p95
-	// compute may fill (0.9), and the share of its memory the summed peaks may.
+	// TargetLoad is the share of a time-sliced GPU the summed hourly
+	// compute may fill (0.9: p95 of SM activity, or mean util on util-only
+	// data), and the share of its memory the summed peaks may.
 	TargetLoad float64
 	// MinSamples below which an allocation's demand is unknown (10).
 	MinSamples float64
@@ -235,23 +236,29 @@ func presentHours(it *demand.Item) float64 {
 // gpuKey is the physical GPU of an item (a MIG instance's parent).
 func gpuKey(it *demand.Item) string { return it.Host + "|" + it.UUID }
 
-// sized is the demand a pack sizes for: hourly p95 compute with headroom,
-// peak memory with headroom.
+// sized is the demand a pack sizes for: per hour, the p95 of SM activity
+// (a share of the SMs, which co-located work needs at the same time), or
+// on util-only data the mean util (a share of time, which time-sliced work
+// takes in turns: the hour's busy times add up); peak memory with headroom.
 func (o *Options) sized(it *demand.Item, g *mig.Model) pack.Demand {
 	n := len(it.HourP95)
 	d := pack.Demand{ID: it.Key(), Compute: make([]float64, n), Peak: make([]float64, n), Present: make([]bool, n),
 		Memory: it.Memory.Peak * o.MemoryHeadroom}
+	hourly := it.HourP95
+	if it.TimeShare {
+		hourly = it.HourMean
+	}
 	for h := 0; h < n; h++ {
 		d.Present[h] = it.Present(h)
 		if !d.Present[h] {
 			continue
 		}
-		if x := it.HourP95[h]; !math.IsNaN(x) {
+		if x := float64(hourly[h]); !math.IsNaN(x) {
 			d.Compute[h] = x
 		} else {
 			d.Compute[h] = it.Compute.P95
 		}
-		if x := it.HourPeak[h]; !math.IsNaN(x) {
+		if x := float64(it.HourPeak[h]); !math.IsNaN(x) {
 			d.Peak[h] = x
 		}
 	}
@@ -464,7 +471,8 @@ func HourOfWeek(t time.Time, loc *time.Location) int {
 // hourOfWeek folds an item's hourly p95 into the highest per hour of week.
 func (o *Options) hourOfWeek(it *demand.Item, res *demand.Result) []float64 {
 	out := make([]float64, HoursOfWeek)
-	for h, x := range it.HourP95 {
+	for h, x32 := range it.HourP95 {
+		x := float64(x32)
 		if math.IsNaN(x) {
 			continue
 		}

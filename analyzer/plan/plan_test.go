@@ -77,10 +77,9 @@ func checkLayouts(t *testing.T, p *Plan) {
 
 // TestCorpusKnownOptimum: on scenarios whose best packing is known by
 // construction, the plan needs within 5 % of the optimum and proposes only
-// layouts the hardware accepts. On stock dcgm-exporter data (no profiling
-// fields, Hostname) compute is read from GPU util, which counts a whole
-// busy interval however few SMs work: the plan is then more cautious, never
-// below the optimum, and its layouts are valid too.
+// layouts the hardware accepts, on data with profiling fields and on stock
+// dcgm-exporter data alike (no profiling fields, Hostname), where compute is
+// GPU util: a share of time, which time-sliced work takes in turns.
 func TestCorpusKnownOptimum(t *testing.T) {
 	cases := []struct {
 		scenario string
@@ -135,12 +134,6 @@ func TestCorpusKnownOptimum(t *testing.T) {
 				}
 				if teamHeld != pl.Held || teamNeeded < pl.Needed {
 					t.Errorf("teams hold %d and need %d GPUs; the pool holds %d and needs %d", teamHeld, teamNeeded, pl.Held, pl.Needed)
-				}
-				if stock {
-					if pl.Needed < c.optimum || pl.Needed > pl.Held {
-						t.Errorf("stock data: needed %d GPUs, want between the optimum %d and held %d", pl.Needed, c.optimum, pl.Held)
-					}
-					continue
 				}
 				if gap := float64(pl.Needed-c.optimum) / float64(c.optimum); pl.Needed < c.optimum || gap > 0.05 {
 					t.Errorf("needed %d GPUs, known optimum %d", pl.Needed, c.optimum)

@@ -1,87 +1,100 @@
 package plan
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
-	"github.com/gpuwatch/gpuwatch/schema"
 )
 
-// writeOpenMetrics writes the synthetic fleet of n GPUs over span at step
-// as OpenMetrics for promtool's backfill.
-func writeOpenMetrics(t testing.TB, path string, n int, from time.Time, span, step time.Duration) {
-	t.Helper()
-	f, err := os.Create(path)
+// prometheusVersion is the first line of `prometheus --version`.
+func prometheusVersion(t testing.TB) string {
+	out, err := execOutput(testtool.Need(t, "prometheus"), "--version")
+	if err != nil {
+		return "unknown"
+	}
+	line, _, _ := strings.Cut(out, "\n")
+	return line
+}
+
+// dirSize is the bytes of the files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// TestPrometheusScale: a plan over 7 days × 10,000 GPUs at 60 s (the
+// dcgm-exporter default interval; 403 million samples of SM activity,
+// util and framebuffer used and free) from a real Prometheus, with the
+// fixed query count, within 60 s on 2 cores and 2 GiB. The blocks are
+// written with the TSDB library and served by the prometheus binary.
+//
+// Packages test side by side and other work may share the machine, so the
+// wall clock is logged and the CPU time is held: the planner's and the
+// Prometheus server's together at most 2 cores × 60 s.
+func TestPrometheusScale(t *testing.T) {
+	if testtool.Race {
+		t.Skip("timing targets do not hold under the race detector; scripts/test.sh runs it in its non-race step")
+	}
+	const n = 10000
+	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
+	span := 7 * 24 * time.Hour
+	data := filepath.Join(t.TempDir(), "data")
+	start := time.Now()
+	samples := writeFleetBlocks(t, data, n, from, span, time.Minute)
+	t.Logf("wrote %d samples (%.2f GiB of blocks) in %s", samples, float64(dirSize(data))/(1<<30), time.Since(start).Round(time.Second))
+	ps := startPrometheus(t, data)
+	c, err := promapi.New(ps.URL, promapi.Options{Timeout: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	w := bufio.NewWriterSize(f, 1<<20)
-	for mi, m := range []*schema.Metric{schema.ProfSMActive, schema.GPUUtil, schema.FBUsed, schema.FBFree} {
-		fmt.Fprintf(w, "# TYPE %s gauge\n", m.Name)
-		for off := time.Duration(0); off < span; off += step {
-			ts := strconv.FormatInt(from.Add(off).Unix(), 10)
-			for g := 0; g < n; g++ {
-				job, sm, util, fb := fleetSample(g, off)
-				v := []float64{sm, util, fb, 81559 - fb}[mi]
-				host, idx := fmt.Sprintf("node-%04d", g/8), g%8
-				fmt.Fprintf(w, `%s{UUID="GPU-%s-%d",gpu="%d",hostname="%s",modelName="NVIDIA H100 80GB HBM3"`, m.Name, host, idx, idx, host)
-				if job != "" {
-					fmt.Fprintf(w, `,hpc_job="%s"`, job)
-				}
-				fmt.Fprintf(w, "} %g %s\n", v, ts)
-			}
-		}
+	// The peak RSS is the plan's, not the block writing's.
+	runtime.GC()
+	debug.FreeOSMemory()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Logf("cannot reset peak RSS (%v): the figure includes writing the blocks", err)
 	}
-	fmt.Fprintln(w, "# EOF")
-	if err := w.Flush(); err != nil {
+	cq := &query.Counting{Q: c}
+	cpu0, pcpu0 := cpuTime(), ps.cpu()
+	start = time.Now()
+	p, err := Build(context.Background(), cq, from, from.Add(span), Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// servePrometheus backfills the file and serves it with a real Prometheus.
-func servePrometheus(t testing.TB, om string) string {
-	t.Helper()
-	promtool, prom := testtool.Need(t, "promtool"), testtool.Need(t, "prometheus")
-	dir := filepath.Dir(om)
-	data := filepath.Join(dir, "data")
-	if out, err := exec.Command(promtool, "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=256h", om, data).CombinedOutput(); err != nil {
-		t.Fatalf("promtool: %v\n%s", err, out)
+	wall := time.Since(start)
+	cpu, pcpu := cpuTime()-cpu0, ps.cpu()-pcpu0
+	rss := testtool.PeakRSS()
+	t.Logf("SCALE plan-prometheus: %d GPUs × 7 days at 60s from %s: %s wall, CPU %s planner + %s Prometheus, %d queries, planner peak RSS %.2f GiB; %s",
+		n, prometheusVersion(t), wall.Round(time.Millisecond), cpu.Round(time.Millisecond), pcpu.Round(time.Millisecond),
+		cq.Count(), float64(rss)/(1<<30), p.Headline())
+	if cq.Count() != Queries {
+		t.Errorf("%d queries, want %d", cq.Count(), Queries)
 	}
-	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 60s\n"), 0o600); err != nil {
-		t.Fatal(err)
+	if p.Seen != n || p.Held != n || p.Unknown != 0 {
+		t.Errorf("seen %d, held %d, unknown %d GPUs; want %d, %d, 0", p.Seen, p.Held, p.Unknown, n, n)
 	}
-	addr := testtool.FreeAddr(t)
-	cmd := exec.Command(prom, "--config.file="+cfg, "--storage.tsdb.path="+data, "--storage.tsdb.retention.time=100y",
-		"--web.listen-address="+addr, "--query.max-samples=500000000")
-	cmd.Stdout, cmd.Stderr = nil, nil
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	if p.Needed >= p.Held {
+		t.Errorf("needed %d of %d held: the light quarter should pack", p.Needed, p.Held)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := "http://" + addr
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if resp, err := http.Get(url + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("prometheus not ready")
-		}
+	if cpu+pcpu > 2*60*time.Second {
+		t.Errorf("the plan took %s of CPU (planner and Prometheus), target 60 s on 2 cores", cpu+pcpu)
+	}
+	if rss > 2<<30 {
+		t.Errorf("planner peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}
 }
 
@@ -96,31 +109,31 @@ func TestPrometheusFleetIndependent(t *testing.T) {
 	span := 48 * time.Hour
 	type run struct {
 		gpus    int
-		wall    time.Duration
+		cpu     time.Duration
 		queries int64
 	}
 	var runs []run
-	for _, n := range []int{40, 160} {
-		om := filepath.Join(t.TempDir(), "fleet.om")
-		writeOpenMetrics(t, om, n, from, span, 2*time.Minute)
-		url := servePrometheus(t, om)
-		c, err := promapi.New(url, promapi.Options{Timeout: time.Minute})
+	for _, n := range []int{100, 400} {
+		data := filepath.Join(t.TempDir(), "data")
+		writeFleetBlocks(t, data, n, from, span, time.Minute)
+		ps := startPrometheus(t, data)
+		c, err := promapi.New(ps.URL, promapi.Options{Timeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cq := &query.Counting{Q: c}
-		// The first plan warms Prometheus' caches; the second is timed.
+		// The first plan warms Prometheus' caches; the second is measured.
 		if _, err := Build(context.Background(), c, from, from.Add(span), Options{}); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
+		cpu0, pcpu0 := cpuTime(), ps.cpu()
 		p, err := Build(context.Background(), cq, from, from.Add(span), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := run{n, time.Since(start), cq.Count()}
+		r := run{n, cpuTime() - cpu0 + ps.cpu() - pcpu0, cq.Count()}
 		runs = append(runs, r)
-		t.Logf("PROM plan: %d GPUs × 48 h at 2 min: %s, %d queries; %s", n, r.wall.Round(time.Millisecond), r.queries, p.Headline())
+		t.Logf("PROM plan: %d GPUs × 48 h at 60 s: %s CPU (planner and Prometheus), %d queries; %s", n, r.cpu.Round(time.Millisecond), r.queries, p.Headline())
 		if p.Held != n {
 			t.Errorf("%d GPUs held, want %d", p.Held, n)
 		}
@@ -128,9 +141,9 @@ func TestPrometheusFleetIndependent(t *testing.T) {
 	if runs[0].queries != runs[1].queries || runs[0].queries != Queries {
 		t.Errorf("queries %d and %d for %d and %d GPUs, want %d both", runs[0].queries, runs[1].queries, runs[0].gpus, runs[1].gpus, Queries)
 	}
-	ratio := float64(runs[1].wall) / float64(runs[0].wall)
-	t.Logf("PROM ratio: 4× the GPUs took %.2f× the time", ratio)
+	ratio := float64(runs[1].cpu) / float64(runs[0].cpu)
+	t.Logf("PROM ratio: 4× the GPUs took %.2f× the CPU", ratio)
 	if ratio > 6 {
-		t.Errorf("4× the GPUs took %.1f× the time: worse than linear", ratio)
+		t.Errorf("4× the GPUs took %.1f× the CPU: worse than linear", ratio)
 	}
 }

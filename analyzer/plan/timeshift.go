@@ -66,7 +66,7 @@ func (o *Options) heat(items []*demand.Item, res *demand.Result) *HeatMap {
 				continue
 			}
 			s[h].alloc = true
-			x := it.HourP95[h]
+			x := float64(it.HourP95[h])
 			if math.IsNaN(x) || x > o.IdleCompute {
 				// No compute reading is not idleness.
 				s[h].active = true

@@ -50,13 +50,25 @@ exemptions:
 `
 
 func slurmFacts(partition, qos, user, team string) *facts.Facts {
-	return &facts.Facts{Scheduler: schema.SchedulerSlurm, Values: map[schema.Attr]string{schema.AttrPartition: partition, schema.AttrQoS: qos,
-		schema.AttrUser: user, schema.AttrTeam: team, schema.AttrAccount: "acct", schema.AttrJobName: "train", schema.AttrKind: "batch"}}
+	return factsOf(schema.SchedulerSlurm, map[schema.Attr]string{schema.AttrPartition: partition, schema.AttrQoS: qos,
+		schema.AttrUser: user, schema.AttrTeam: team, schema.AttrAccount: "acct", schema.AttrJobName: "train", schema.AttrKind: "batch"}, nil)
 }
 
 func kubeFacts(ns string, labels, annotations map[string]string) *facts.Facts {
-	return &facts.Facts{Scheduler: schema.SchedulerKubernetes, Values: map[schema.Attr]string{schema.AttrNamespace: ns, schema.AttrTeam: "vision", schema.AttrKind: "interactive"},
-		Maps: map[schema.Attr]map[string]string{schema.AttrPodLabels: labels, schema.AttrPodAnnotations: annotations, schema.AttrNamespaceLabels: {}}}
+	return factsOf(schema.SchedulerKubernetes, map[schema.Attr]string{schema.AttrNamespace: ns, schema.AttrTeam: "vision", schema.AttrKind: "interactive"},
+		map[schema.Attr]map[string]string{schema.AttrPodLabels: labels, schema.AttrPodAnnotations: annotations, schema.AttrNamespaceLabels: {}})
+}
+
+// factsOf builds the facts an owner reports: these values and maps, nothing else.
+func factsOf(scheduler string, values map[schema.Attr]string, maps map[schema.Attr]map[string]string) *facts.Facts {
+	f := &facts.Facts{Scheduler: scheduler}
+	for a, v := range values {
+		f.Set(a, v)
+	}
+	for a, m := range maps {
+		f.SetMap(a, m)
+	}
+	return f
 }
 
 func TestEvaluate(t *testing.T) {
@@ -156,8 +168,8 @@ exemptions:
 	f := &finding.Finding{Pattern: schema.CPUOnly, Job: "1", Scheduler: "slurm", Start: now.Add(-3 * time.Hour), End: now, WastedGPUHours: 4}
 	down := &facts.Facts{Scheduler: schema.SchedulerSlurm}
 	down.MarkMissing("squeue --json: connection refused")
-	noTeam := slurmFacts("dev", "normal", "bob", "")
-	delete(noTeam.Values, schema.AttrTeam)
+	noTeam := factsOf(schema.SchedulerSlurm, map[schema.Attr]string{schema.AttrPartition: "dev", schema.AttrQoS: "normal",
+		schema.AttrUser: "bob", schema.AttrAccount: "acct", schema.AttrJobName: "train", schema.AttrKind: "batch"}, nil)
 	noTeam.Missing = map[schema.Attr]string{schema.AttrTeam: "no teams file given to the analyzer"}
 	for _, tc := range []struct {
 		name, want string

@@ -7,6 +7,7 @@ package query
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,13 @@ type Range struct {
 type Querier interface {
 	Query(ctx context.Context, expr string, ts time.Time) (model.Value, error)
 	QueryRange(ctx context.Context, expr string, r Range) (model.Value, error)
+}
+
+// SeriesLister is what a Querier may also answer: the label sets of the
+// series that match a selector and have samples in [start, end], from the
+// index alone (no sample is read). Both implementations have it.
+type SeriesLister interface {
+	Series(ctx context.Context, selector string, start, end time.Time) ([]model.LabelSet, error)
 }
 
 // Counting wraps a Querier and counts the queries it passes on, so tests and
@@ -44,6 +52,17 @@ func (c *Counting) Query(ctx context.Context, expr string, ts time.Time) (model.
 func (c *Counting) QueryRange(ctx context.Context, expr string, r Range) (model.Value, error) {
 	c.n.Add(1)
 	return c.Q.QueryRange(ctx, expr, r)
+}
+
+// Series implements SeriesLister when the wrapped Querier does, and counts
+// the call as a query.
+func (c *Counting) Series(ctx context.Context, selector string, start, end time.Time) ([]model.LabelSet, error) {
+	sl, ok := c.Q.(SeriesLister)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	c.n.Add(1)
+	return sl.Series(ctx, selector, start, end)
 }
 
 // Count returns the number of queries so far; queries may run side by side.

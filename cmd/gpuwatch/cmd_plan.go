@@ -25,7 +25,7 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 	cmd.Flag("format", "Output: table (for people) or json (the whole plan).").Default("table").EnumVar(&format, "table", "json")
 	cmd.Flag("pool.label", "Series label (e.g. a node group) that splits a GPU model into node pools; empty: one pool per model.").StringVar(&poolLabel)
 	cmd.Flag("time-zone", "IANA time zone of the hour-of-week figures, batch windows and reservations.").Default("UTC").StringVar(&tz)
-	cmd.Flag("plan.target-load", "Share of a shared GPU's compute and memory the summed p95 demand may fill (0-1).").Default("0.9").Float64Var(&o.TargetLoad)
+	cmd.Flag("plan.target-load", "Share of a shared GPU's compute and memory the summed demand may fill per hour (0-1): p95 of SM activity, or mean util where only util is published.").Default("0.9").Float64Var(&o.TargetLoad)
 	cmd.Flag("plan.compute-headroom", "Factor on p95 compute when sizing a MIG slice.").Default("1.2").Float64Var(&o.ComputeHeadroom)
 	cmd.Flag("plan.memory-headroom", "Factor on peak memory when sizing a slice or a share.").Default("1.1").Float64Var(&o.MemoryHeadroom)
 	cmd.Flag("plan.min-samples", "Samples below which an allocation's demand is unknown (and its GPUs kept).").Default("10").Float64Var(&o.MinSamples)

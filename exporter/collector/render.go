@@ -247,8 +247,8 @@ func (r *renderer) render(snap *source.Snapshot) {
 		holderBase := withoutLabel(identity, schema.LabelModelName)
 		for i := range allocs[key] {
 			a := &allocs[key][i]
-			r.add(schema.AllocationInfo, r.with(r.holderLabels(holderBase, a), schema.AllocationInfo.Labels,
-				a.JobID(), a.User, a.Team, a.Kind, a.Account, a.JobName, a.Scheduler), 1)
+			attrs := a.Attributes()
+			r.add(schema.AllocationInfo, r.with(r.holderLabels(holderBase, a), schema.AllocationInfo.Labels, attrs.InfoLabelValues()...), 1)
 		}
 	}
 	for _, p := range snap.Processes {

@@ -120,6 +120,14 @@ type Allocation struct {
 	Start                              time.Time         // when known
 }
 
+// Attributes describes the holder in the schema's terms, as
+// gpuwatch_allocation_info publishes it. Labels stays out: it mixes the pod's
+// labels and annotations, which the exporter never publishes.
+func (a *Allocation) Attributes() schema.Allocation {
+	return schema.Allocation{Scheduler: a.Scheduler, Job: a.JobID(), User: a.User, Team: a.Team, Kind: a.Kind,
+		Account: a.Account, JobName: a.JobName, Namespace: a.Namespace}
+}
+
 // JobID is the job identity used across gpuwatch: the hpc_job id, or
 // namespace/pod for Kubernetes.
 func (a *Allocation) JobID() string {

@@ -21,12 +21,14 @@ func FactSources(sc *sim.Scenario) map[string]facts.Source {
 				ann[schema.ExemptKey] = v
 			}
 			f := facts.Pod(w.Namespace, "", w.Labels, ann, nil)
-			f.Values[schema.AttrTeam], f.Values[schema.AttrKind] = w.Team, w.Kind
+			f.Set(schema.AttrTeam, w.Team)
+			f.Set(schema.AttrKind, w.Kind)
 			kube.Jobs[w.Namespace+"/"+w.ID] = f
 			continue
 		}
-		f := facts.SlurmJob(w.Labels["partition"], w.Labels["qos"], w.Account, w.User, w.JobName)
-		f.Values[schema.AttrTeam], f.Values[schema.AttrKind] = w.Team, w.Kind
+		f := facts.SlurmJob(w.Labels[string(schema.AttrPartition)], w.Labels[string(schema.AttrQoS)], w.Account, w.User, w.JobName)
+		f.Set(schema.AttrTeam, w.Team)
+		f.Set(schema.AttrKind, w.Kind)
 		slurm.Jobs[w.ID] = f
 	}
 	return map[string]facts.Source{schema.SchedulerSlurm: slurm, schema.SchedulerKubernetes: kube}

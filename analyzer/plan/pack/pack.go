@@ -71,8 +71,28 @@ func size(d *Demand, c Capacity) float64 {
 	return maxOf(d.Compute)/c.Compute + d.Memory/c.Memory
 }
 
-func (b *Bin) fits(d *Demand, c Capacity) bool {
-	for h := range d.Compute {
+// span is the range of hours [first, last] a demand is present in; a
+// demand present in no hour has first > last.
+type span struct{ first, last int }
+
+func spanOf(d *Demand) span {
+	if d.Present == nil {
+		return span{0, len(d.Compute) - 1}
+	}
+	s := span{len(d.Present), -1}
+	for h, p := range d.Present {
+		if p {
+			s.first = min(s.first, h)
+			s.last = h
+		}
+	}
+	return s
+}
+
+func (b *Bin) fits(d *Demand, sp span, c Capacity) bool {
+	// Only the hours the demand is present in matter: a week of short jobs
+	// is checked against a day's hours each, not the whole week's.
+	for h := sp.first; h <= sp.last; h++ {
 		if d.Present != nil && !d.Present[h] {
 			continue
 		}
@@ -105,26 +125,53 @@ func (b *Bin) add(i int, d *Demand) {
 // must have profiles of the same length.
 func TimeSlice(ds []Demand, c Capacity) []Bin {
 	order := make([]int, len(ds))
+	sizes := make([]float64, len(ds))
+	spans := make([]span, len(ds))
 	for i := range order {
 		order[i] = i
+		sizes[i] = size(&ds[i], c)
+		spans[i] = spanOf(&ds[i])
 	}
-	sort.SliceStable(order, func(a, b int) bool { return size(&ds[order[a]], c) > size(&ds[order[b]], c) })
+	sort.SliceStable(order, func(a, b int) bool { return sizes[order[a]] > sizes[order[b]] })
+	// The load and memory of every GPU at each hour, hour by hour: most
+	// GPUs that cannot take a demand are full at its first hour already, and
+	// scanning one hour's column of all GPUs stays in cache where a GPU's
+	// own profile would not.
+	hours := 0
+	if len(ds) > 0 {
+		hours = len(ds[0].Compute)
+	}
+	loadCol, memCol := make([][]float64, hours), make([][]float64, hours)
 	var bins []Bin
 	for _, i := range order {
 		d := &ds[i]
-		placed := false
+		sp := spans[i]
+		placed := -1
 		for k := range bins {
-			if len(bins[k].Items) > 0 && bins[k].fits(d, c) {
-				bins[k].add(i, d)
-				placed = true
+			if sp.first <= sp.last {
+				l, m := loadCol[sp.first][k], memCol[sp.first][k]
+				if (l > 0 || m > 0) && (l+d.Compute[sp.first] > c.Compute+1e-9 || m+d.Memory > c.Memory+1e-9) {
+					continue
+				}
+			}
+			if len(bins[k].Items) > 0 && bins[k].fits(d, sp, c) {
+				placed = k
 				break
 			}
 		}
-		if !placed {
+		if placed < 0 {
 			n := len(d.Compute)
-			b := Bin{load: make([]float64, n), peak: make([]float64, n), mem: make([]float64, n)}
-			b.add(i, d)
-			bins = append(bins, b)
+			bins = append(bins, Bin{load: make([]float64, n), peak: make([]float64, n), mem: make([]float64, n)})
+			for h := range loadCol {
+				loadCol[h] = append(loadCol[h], 0)
+				memCol[h] = append(memCol[h], 0)
+			}
+			placed = len(bins) - 1
+		}
+		bins[placed].add(i, d)
+		for h := sp.first; h <= sp.last && h < hours; h++ {
+			loadCol[h][placed] = bins[placed].load[h]
+			memCol[h][placed] = bins[placed].mem[h]
 		}
 	}
 	return bins
@@ -156,12 +203,21 @@ func MIG(ds []Demand, g *mig.Model) (bins []Bin, rest []int) {
 		return x.Memory > y.Memory
 	})
 	names := [][]string{}
+	// Slices used per GPU: a GPU without room for the instance's slices is
+	// passed over without asking Place, which searches placements.
+	type used struct{ compute, memory int }
+	room := []used{}
 	for _, c := range cs {
 		placed := false
 		for k := range bins {
+			if room[k].compute+c.p.Compute > g.ComputeSlices || room[k].memory+c.p.Memory > g.MemorySlices {
+				continue
+			}
 			try := append(append([]string(nil), names[k]...), c.p.Name)
 			if layout, ok := g.Place(try); ok {
 				names[k] = try
+				room[k].compute += c.p.Compute
+				room[k].memory += c.p.Memory
 				bins[k].Items = append(bins[k].Items, c.i)
 				bins[k].Layout = layout
 				placed = true
@@ -171,6 +227,7 @@ func MIG(ds []Demand, g *mig.Model) (bins []Bin, rest []int) {
 		if !placed {
 			layout, _ := g.Place([]string{c.p.Name})
 			names = append(names, []string{c.p.Name})
+			room = append(room, used{c.p.Compute, c.p.Memory})
 			bins = append(bins, Bin{Items: []int{c.i}, Layout: layout})
 		}
 	}
@@ -185,7 +242,7 @@ func FitsTogether(ds []Demand, idx []int, c Capacity) bool {
 	n := len(ds[idx[0]].Compute)
 	b := Bin{load: make([]float64, n), peak: make([]float64, n), mem: make([]float64, n)}
 	for k, i := range idx {
-		if k > 0 && !b.fits(&ds[i], c) {
+		if k > 0 && !b.fits(&ds[i], spanOf(&ds[i]), c) {
 			return false
 		}
 		b.add(i, &ds[i])

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
@@ -41,7 +43,10 @@ type DB struct {
 	engine *promql.Engine
 }
 
-var _ query.Querier = (*DB)(nil)
+var (
+	_ query.Querier      = (*DB)(nil)
+	_ query.SeriesLister = (*DB)(nil)
+)
 
 // Open opens (creating if needed) the TSDB in dir.
 func Open(dir string, o Options) (*DB, error) {
@@ -112,6 +117,29 @@ func (d *DB) QueryRange(ctx context.Context, expr string, r query.Range) (model.
 		return nil, fmt.Errorf("embedded range query %q: %w", expr, res.Err)
 	}
 	return convert(res.Value)
+}
+
+// Series lists the series matching selector with samples in [start, end],
+// from the index.
+func (d *DB) Series(ctx context.Context, selector string, start, end time.Time) ([]model.LabelSet, error) {
+	ms, err := parser.NewParser(parser.Options{}).ParseMetricSelector(selector)
+	if err != nil {
+		return nil, fmt.Errorf("embedded series %q: %w", selector, err)
+	}
+	q, err := d.db.Querier(start.UnixMilli(), end.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("embedded series %q: %w", selector, err)
+	}
+	defer q.Close()
+	set := q.Select(ctx, false, &storage.SelectHints{Start: start.UnixMilli(), End: end.UnixMilli(), Func: "series"}, ms...)
+	var out []model.LabelSet
+	for set.Next() {
+		out = append(out, model.LabelSet(metric(set.At().Labels())))
+	}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("embedded series %q: %w", selector, err)
+	}
+	return out, nil
 }
 
 func metric(ls labels.Labels) model.Metric {

@@ -42,7 +42,10 @@ type Client struct {
 	allow   bool
 }
 
-var _ query.Querier = (*Client)(nil)
+var (
+	_ query.Querier      = (*Client)(nil)
+	_ query.SeriesLister = (*Client)(nil)
+)
 
 // New builds a client for the API at url (e.g. http://prometheus:9090).
 func New(url string, o Options) (*Client, error) {
@@ -91,6 +94,20 @@ func (c *Client) QueryRange(ctx context.Context, expr string, r query.Range) (mo
 		return nil, err
 	}
 	return v, nil
+}
+
+// Series lists the series matching selector with samples in [start, end].
+func (c *Client) Series(ctx context.Context, selector string, start, end time.Time) ([]model.LabelSet, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	ls, warns, _, err := c.api.Series(ctx, []string{selector}, start, end)
+	if err != nil {
+		return nil, fmt.Errorf("series %s %q: %w", c.url, selector, err)
+	}
+	if err := c.warn(selector, warns); err != nil {
+		return nil, err
+	}
+	return ls, nil
 }
 
 // warn logs server warnings and, unless allowed, turns them into an error.

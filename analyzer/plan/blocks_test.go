@@ -1,0 +1,228 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
+
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
+)
+
+// noise is a deterministic value in [-1, 1) for GPU g at step i on channel ch.
+func noise(g, i, ch int) float64 {
+	x := uint64(g)*0x9e3779b97f4a7c15 ^ uint64(i)*0xbf58476d1ce4e5b9 ^ uint64(ch)*0x94d049bb133111eb
+	x ^= x >> 31
+	x *= 0xd6e8feb96aa77a4d
+	x ^= x >> 29
+	return float64(x>>11)/float64(1<<52) - 1
+}
+
+// fleetValues are one GPU's readings at step i as a real exporter reports
+// them: SM activity a noisy ratio, util whole percent, framebuffer whole
+// MiB; held reports whether a job holds the GPU (fleetSample's job).
+func fleetValues(g, i int, off time.Duration) (held bool, vals [4]float64) {
+	if off%(24*time.Hour) < 30*time.Minute {
+		return false, [4]float64{0, 0, 0, 81559}
+	}
+	x := float64(off%(24*time.Hour)) / float64(24*time.Hour)
+	var sm, fb float64
+	switch g % 4 {
+	case 0:
+		sm, fb = 0.1+0.5*(0.5-0.5*math.Cos(2*math.Pi*x)), 20000
+	case 1:
+		sm, fb = 0.05, 5000
+	default:
+		sm, fb = 0.8, 60000
+	}
+	sm = math.Max(0, sm+0.02*noise(g, i, 1))
+	fb = math.Round(fb + 200*noise(g, i, 2))
+	util := math.Max(0, math.Min(100, math.Round(sm*110+2*noise(g, i, 3))))
+	return true, [4]float64{sm, util, fb, 81559 - fb}
+}
+
+// writeFleetBlocks writes n GPUs × span at step of the series the planner
+// reads (SM activity, util, framebuffer used and free) straight into TSDB
+// blocks under dir, one block per day, two days at a time.
+func writeFleetBlocks(t testing.TB, dir string, n int, from time.Time, span, step time.Duration) int64 {
+	t.Helper()
+	metrics := []*schema.Metric{schema.ProfSMActive, schema.GPUUtil, schema.FBUsed, schema.FBFree}
+	days := int(span / (24 * time.Hour))
+	var total int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, days)
+	sem := make(chan struct{}, 2)
+	for d := 0; d < days; d++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			k, err := writeDay(dir, metrics, n, from, time.Duration(d)*24*time.Hour, step)
+			if err != nil {
+				errs <- fmt.Errorf("day %d: %w", d, err)
+				return
+			}
+			mu.Lock()
+			total += k
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return total
+}
+
+func writeDay(dir string, metrics []*schema.Metric, n int, from time.Time, day, step time.Duration) (int64, error) {
+	ctx := context.Background()
+	w, err := tsdb.NewBlockWriter(slog.New(slog.NewTextHandler(io.Discard, nil)), dir, (24 * time.Hour).Milliseconds())
+	if err != nil {
+		return 0, err
+	}
+	defer w.Close()
+	type series struct {
+		ref storage.SeriesRef
+		l   labels.Labels
+	}
+	// Keyed by GPU, metric and whether a job holds it (a GPU's job is the
+	// same all day).
+	refs := make([]*series, 2*n*len(metrics))
+	var total int64
+	b := labels.NewScratchBuilder(8)
+	app := w.Appender(ctx)
+	for off := day; off < day+24*time.Hour; off += step {
+		i := int(off / step)
+		ts := from.Add(off).UnixMilli()
+		for g := 0; g < n; g++ {
+			held, vals := fleetValues(g, i, off)
+			for mi, m := range metrics {
+				k := (g*len(metrics) + mi) * 2
+				if held {
+					k++
+				}
+				s := refs[k]
+				if s == nil {
+					host, idx := fmt.Sprintf("node-%04d", g/8), g%8
+					b.Reset()
+					b.Add("__name__", m.Name)
+					b.Add(schema.LabelUUID, fmt.Sprintf("GPU-%s-%d", host, idx))
+					b.Add(schema.LabelGPU, strconv.Itoa(idx))
+					b.Add(schema.LabelHostname, host)
+					b.Add(schema.LabelModelName, "NVIDIA H100 80GB HBM3")
+					if held {
+						job, _, _, _ := fleetSample(g, off)
+						b.Add(schema.LabelHPCJob, job)
+					}
+					b.Sort()
+					s = &series{l: b.Labels()}
+					refs[k] = s
+				}
+				ref, err := app.Append(s.ref, s.l, ts, vals[mi])
+				if err != nil {
+					return 0, err
+				}
+				s.ref = ref
+				total++
+			}
+		}
+		if err := app.Commit(); err != nil {
+			return 0, err
+		}
+		app = w.Appender(ctx)
+	}
+	if _, err := w.Flush(ctx); err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// prometheusServer is a real Prometheus serving the blocks under data.
+type prometheusServer struct {
+	URL string
+	cmd *exec.Cmd
+}
+
+// startPrometheus serves the blocks under data with the real Prometheus.
+// Blocks of a day are the largest it may build, so that it does not spend
+// the test compacting them.
+func startPrometheus(t testing.TB, data string) *prometheusServer {
+	t.Helper()
+	prom := testtool.Need(t, "prometheus")
+	cfg := filepath.Join(filepath.Dir(data), "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 60s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := testtool.FreeAddr(t)
+	cmd := exec.Command(prom, "--config.file="+cfg, "--storage.tsdb.path="+data, "--storage.tsdb.retention.time=100y",
+		"--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=24h",
+		"--web.listen-address="+addr, "--query.max-samples=500000000", "--query.timeout=10m")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url := "http://" + addr
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if resp, err := http.Get(url + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return &prometheusServer{URL: url, cmd: cmd}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("prometheus not ready")
+		}
+	}
+}
+
+// cpu is the server's user and system CPU time so far, from /proc.
+func (p *prometheusServer) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in parentheses.
+	s := string(b)
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == ')' {
+			s = s[i+2:]
+			break
+		}
+	}
+	var f [20]string
+	k := 0
+	start := 0
+	for i := 0; i <= len(s) && k < len(f); i++ {
+		if i == len(s) || s[i] == ' ' {
+			f[k] = s[start:i]
+			k++
+			start = i + 1
+		}
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100
+}
+
+// execOutput runs a program and returns its standard output.
+func execOutput(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).Output()
+	return string(out), err
+}
