@@ -37,9 +37,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	analyzerweb "github.com/gpuwatch/gpuwatch/analyzer/web"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
-	"github.com/gpuwatch/gpuwatch/exporter/server"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
+	"github.com/gpuwatch/gpuwatch/internal/serve"
 )
 
 // DefaultLeaseDuration is how long an analyzer's claim on its store lasts
@@ -87,16 +87,16 @@ type Options struct {
 }
 
 // Run runs `gpuwatch analyzer`. Problems with flags or files are
-// *cli.UsageError (exit 2).
+// *clikit.UsageError (exit 2).
 func Run(ctx context.Context, o Options, logger *slog.Logger, version string) error {
 	pol, err := policy.LoadFile(o.PolicyFile)
 	if err != nil {
-		return &cli.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
+		return &clikit.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
 	}
 	if err := ValidateSpec(o.Schedule); err != nil {
-		return &cli.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
+		return &clikit.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
 	}
-	if err := cli.ValidateWebConfig(o.Web); err != nil {
+	if err := clikit.ValidateWebConfig(o.Web); err != nil {
 		return err
 	}
 	st, err := store.Open(o.StoragePath)
@@ -116,18 +116,18 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	var rcfg *report.Config
 	if o.ReportConfig != "" {
 		if rcfg, err = report.LoadConfig(o.ReportConfig); err != nil {
-			return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+			return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
 		}
 		if rcfg.SMTP.Host != "" {
 			if sender, err = mail.NewSMTP(rcfg.SMTP, logger); err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--report.config smtp: %w", err)}
+				return &clikit.UsageError{Err: fmt.Errorf("--report.config smtp: %w", err)}
 			}
 		}
 	}
 	var tm *teams.Config
 	if o.TeamsFile != "" {
 		if tm, err = teams.Load(o.TeamsFile); err != nil {
-			return &cli.UsageError{Err: fmt.Errorf("--teams.file: %w", err)}
+			return &clikit.UsageError{Err: fmt.Errorf("--teams.file: %w", err)}
 		}
 	}
 	kube, err := o.kubeClient()
@@ -184,7 +184,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	if o.PrometheusURL != "" {
 		pq, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger})
 		if err != nil {
-			return &cli.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
+			return &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}
 		planner = &plan.Refresher{Querier: pq, Metrics: plan.NewMetrics(), Logger: logger}
 		reg.MustRegister(planner.Metrics)
@@ -193,22 +193,22 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	if rcfg != nil {
 		deps := report.Deps{Store: st, Config: rcfg, Sender: sender, Logger: logger, Planner: planSrc}
 		if sender == nil {
-			return &cli.UsageError{Err: errors.New("--report.config: the smtp section is needed to send reports")}
+			return &clikit.UsageError{Err: errors.New("--report.config: the smtp section is needed to send reports")}
 		}
 		wj, err := report.WeeklyJob(ctx, deps)
 		if err != nil {
-			return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+			return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
 		}
 		d.Jobs = append(d.Jobs, Job(wj))
 		if dj, ok, err := report.DailyDigestJob(ctx, deps); err != nil {
-			return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+			return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
 		} else if ok {
 			d.Jobs = append(d.Jobs, Job(dj))
 		}
 		if rcfg.JobMail.Enabled {
 			jm, err := report.JobMailJob(ctx, deps, lg)
 			if err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+				return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
 			}
 			d.Jobs = append(d.Jobs, Job(jm))
 		}
@@ -243,7 +243,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		go kl.Run(sctx)
 		d.Leader = leader.Both{kl, storeLease}
 	}
-	go func() { errc <- server.Serve(sctx, mux, o.Web, logger) }()
+	go func() { errc <- serve.Serve(sctx, mux, o.Web, logger) }()
 	go func() { errc <- d.Run(sctx) }()
 	if planner != nil {
 		go planner.Run(sctx)
@@ -260,10 +260,10 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 func (o *Options) source(st *store.Store, logger *slog.Logger) (Source, error) {
 	switch {
 	case o.FindingsFile != "" && o.PrometheusURL != "":
-		return nil, &cli.UsageError{Err: errors.New("--findings.file and --prometheus.url exclude each other")}
+		return nil, &clikit.UsageError{Err: errors.New("--findings.file and --prometheus.url exclude each other")}
 	case o.FindingsFile != "":
 		if _, err := os.Stat(o.FindingsFile); err != nil {
-			return nil, &cli.UsageError{Err: fmt.Errorf("--findings.file: %w", err)}
+			return nil, &clikit.UsageError{Err: fmt.Errorf("--findings.file: %w", err)}
 		}
 		return FileSource{Path: o.FindingsFile, Store: st}, nil
 	case o.PrometheusURL != "":
@@ -271,12 +271,12 @@ func (o *Options) source(st *store.Store, logger *slog.Logger) (Source, error) {
 		if o.AnalyzerConfig != "" {
 			var err error
 			if cfg, err = config.Load(o.AnalyzerConfig); err != nil {
-				return nil, &cli.UsageError{Err: fmt.Errorf("--analyzer.config: %w", err)}
+				return nil, &clikit.UsageError{Err: fmt.Errorf("--analyzer.config: %w", err)}
 			}
 		}
 		q, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger})
 		if err != nil {
-			return nil, &cli.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
+			return nil, &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}
 		e, err := engine.New(engine.Options{Querier: q, Store: st, Config: cfg, Logger: logger})
 		if err != nil {
@@ -284,7 +284,7 @@ func (o *Options) source(st *store.Store, logger *slog.Logger) (Source, error) {
 		}
 		return EngineSource{Engine: e}, nil
 	}
-	return nil, &cli.UsageError{Err: errors.New("findings need --prometheus.url (or --findings.file to replay findings)")}
+	return nil, &clikit.UsageError{Err: errors.New("findings need --prometheus.url (or --findings.file to replay findings)")}
 }
 
 // kubeClient is the API client of the Kubernetes actuator and facts, or nil.
@@ -300,11 +300,11 @@ func (o *Options) kubeClient() (kubernetes.Interface, error) {
 		rc, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	}
 	if err != nil {
-		return nil, &cli.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
+		return nil, &clikit.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, &cli.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
+		return nil, &clikit.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
 	}
 	return cs, nil
 }

@@ -32,8 +32,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 )
 
 // DefaultPolicy is the built-in demo policy: every pattern escalates, in
@@ -118,7 +118,7 @@ const MaxLength = 8 * 7 * 24 * time.Hour
 // analyzer state starts fresh.
 func New(o Options) (*Demo, error) {
 	if o.Out == "" {
-		return nil, &cli.UsageError{Err: errors.New("no output folder")}
+		return nil, &clikit.UsageError{Err: errors.New("no output folder")}
 	}
 	if o.Scenario == nil {
 		o.Scenario = sim.DefaultScenario()
@@ -180,7 +180,7 @@ func New(o Options) (*Demo, error) {
 }
 
 // usage is a bad option: exit code 2.
-func usage(format string, a ...any) error { return &cli.UsageError{Err: fmt.Errorf(format, a...)} }
+func usage(format string, a ...any) error { return &clikit.UsageError{Err: fmt.Errorf(format, a...)} }
 
 // lastWeek is Monday 00:00 UTC of the week before now's week.
 func lastWeek(now time.Time) time.Time {

@@ -21,8 +21,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/dashboards"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -273,7 +273,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 				tc.o.Out = t.TempDir()
 			}
 			_, err := New(tc.o)
-			var ue *cli.UsageError
+			var ue *clikit.UsageError
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want a usage error with %q", err, tc.want)
 			}

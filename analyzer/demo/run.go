@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
-	"github.com/gpuwatch/gpuwatch/exporter/server"
+	"github.com/gpuwatch/gpuwatch/internal/serve"
 )
 
 // RunOptions are `gpuwatch demo`'s: the simulation, then the summary, then
@@ -65,13 +65,13 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	if o.Listener != nil {
 		fmt.Fprintf(o.Stdout, "Serving http://%s/ (analyzer page) and /metrics (live exporter) until interrupted.\n", o.Listener.Addr())
-		return server.ServeListener(ctx, o.Listener, h, o.Web, d.o.Logger)
+		return serve.ServeListener(ctx, o.Listener, h, o.Web, d.o.Logger)
 	}
 	if o.Web != nil && o.Web.WebListenAddresses != nil {
 		fmt.Fprintf(o.Stdout, "Serving %s: / (analyzer page) and /metrics (live exporter) until interrupted.\n",
 			strings.Join(*o.Web.WebListenAddresses, ", "))
 	}
-	return server.Serve(ctx, h, o.Web, d.o.Logger)
+	return serve.Serve(ctx, h, o.Web, d.o.Logger)
 }
 
 // PeakRSS reads the process's peak resident memory (VmHWM) from

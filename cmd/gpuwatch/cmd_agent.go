@@ -10,6 +10,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/agent"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
@@ -27,16 +28,16 @@ func agentCommand(app *kingpin.Application) (string, func(ctx context.Context) e
 	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if storeIv < time.Second {
-			return &cli.UsageError{Err: fmt.Errorf("--storage.interval must be at least 1s, got %s", storeIv)}
+			return &clikit.UsageError{Err: fmt.Errorf("--storage.interval must be at least 1s, got %s", storeIv)}
 		}
 		if retained < storeIv {
-			return &cli.UsageError{Err: fmt.Errorf("--storage.retention must be at least --storage.interval (%s), got %s", storeIv, retained)}
+			return &clikit.UsageError{Err: fmt.Errorf("--storage.retention must be at least --storage.interval (%s), got %s", storeIv, retained)}
 		}
 		cfg := config.Default()
 		if cfgPath != "" {
 			var err error
 			if cfg, err = config.Load(cfgPath); err != nil {
-				return &cli.UsageError{Err: err}
+				return &clikit.UsageError{Err: err}
 			}
 		}
 		return agent.Run(ctx, agent.Options{Exporter: exp, Dir: dir, StoreInterval: storeIv, Retention: retained,

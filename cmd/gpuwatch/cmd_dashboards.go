@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/dashboards"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 )
 
 func dashboardsCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -19,13 +19,13 @@ func dashboardsCommand(app *kingpin.Application) (string, func(ctx context.Conte
 	reportConfig := cmd.Flag("report.config", "Report configuration (YAML) whose default_price and prices (per GPU-hour, by model) become the team dashboard's price variables; one editable price when empty.").String()
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if *out == "" {
-			return &cli.UsageError{Err: errors.New("--out must name a directory")}
+			return &clikit.UsageError{Err: errors.New("--out must name a directory")}
 		}
 		opts := dashboards.DefaultOptions
 		if *reportConfig != "" {
 			c, err := report.LoadConfig(*reportConfig)
 			if err != nil {
-				return &cli.UsageError{Err: err}
+				return &clikit.UsageError{Err: err}
 			}
 			opts = dashboards.Options{DefaultPrice: c.DefaultPrice, Prices: c.Prices}
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/demo"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
@@ -42,16 +42,16 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 	cmd.Flag("verbose", "Also print collection and cycle counts, elapsed time and peak memory.").BoolVar(&o.Verbose)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if o.Length <= 0 || o.Length > demo.MaxLength {
-			return &cli.UsageError{Err: fmt.Errorf("--length must be positive and at most %s, got %s", demo.MaxLength, o.Length)}
+			return &clikit.UsageError{Err: fmt.Errorf("--length must be positive and at most %s, got %s", demo.MaxLength, o.Length)}
 		}
 		if o.Step <= 0 || o.CycleEvery < 0 || copies < 1 {
-			return &cli.UsageError{Err: fmt.Errorf("--step must be positive, --cycle-interval not negative and --fleet.copies at least 1 (got %s, %s, %d)", o.Step, o.CycleEvery, copies)}
+			return &clikit.UsageError{Err: fmt.Errorf("--step must be positive, --cycle-interval not negative and --fleet.copies at least 1 (got %s, %s, %d)", o.Step, o.CycleEvery, copies)}
 		}
 		o.Logger, o.Stdout, o.Version = loggerFrom(ctx), os.Stdout, version
 		if scenario != "" {
 			sc, err := sim.LoadScenario(scenario)
 			if err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--sim.scenario: %w", err)}
+				return &clikit.UsageError{Err: fmt.Errorf("--sim.scenario: %w", err)}
 			}
 			o.Scenario = sc
 		}
@@ -62,21 +62,21 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 			}
 			big, err := sc.Replicate(copies)
 			if err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--fleet.copies: %w", err)}
+				return &clikit.UsageError{Err: fmt.Errorf("--fleet.copies: %w", err)}
 			}
 			o.Scenario = big
 		}
 		if start != "" {
 			t, err := time.Parse(time.RFC3339, start)
 			if err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--start: %w", err)}
+				return &clikit.UsageError{Err: fmt.Errorf("--start: %w", err)}
 			}
 			o.Origin = t
 		}
 		if policyFile != "" {
 			p, err := policy.LoadFile(policyFile)
 			if err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
+				return &clikit.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
 			}
 			o.Policy = p
 		}
@@ -84,11 +84,11 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		if cfgAt != "" {
 			c, err := config.Load(cfgAt)
 			if err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--analyzer.config: %w", err)}
+				return &clikit.UsageError{Err: fmt.Errorf("--analyzer.config: %w", err)}
 			}
 			o.Config = c
 		}
-		if err := cli.ValidateWebConfig(o.Web); err != nil {
+		if err := clikit.ValidateWebConfig(o.Web); err != nil {
 			return err
 		}
 		if o.Out == "" {

@@ -14,8 +14,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
@@ -42,20 +42,20 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 		logger := loggerFrom(ctx)
 		ref, err := jobview.ParseRef(id)
 		if err != nil {
-			return &cli.UsageError{Err: err}
+			return &clikit.UsageError{Err: err}
 		}
 		back, err := model.ParseDuration(lookback)
 		if err != nil || back <= 0 {
-			return &cli.UsageError{Err: fmt.Errorf("--lookback %q: want a duration such as 30d or 12h", lookback)}
+			return &clikit.UsageError{Err: fmt.Errorf("--lookback %q: want a duration such as 30d or 12h", lookback)}
 		}
 		cfg := config.Default()
 		if cfgPath != "" {
 			if cfg, err = config.Load(cfgPath); err != nil {
-				return &cli.UsageError{Err: err}
+				return &clikit.UsageError{Err: err}
 			}
 		}
 		if summary && (ref.Slurm == "" || scontrol == "") {
-			return &cli.UsageError{Err: errors.New("--summary needs a Slurm job id and --slurm.scontrol")}
+			return &clikit.UsageError{Err: errors.New("--summary needs a Slurm job id and --slurm.scontrol")}
 		}
 		q, closeQ, err := analyzercmd.OpenTelemetry(logger, promURL, storage, timeout, openEmbedded)
 		if err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 )
 
 func planCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -36,16 +36,16 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 			return err
 		}
 		if o.TargetLoad <= 0 || o.TargetLoad > 1 {
-			return &cli.UsageError{Err: fmt.Errorf("--plan.target-load %g: want a share in (0, 1]", o.TargetLoad)}
+			return &clikit.UsageError{Err: fmt.Errorf("--plan.target-load %g: want a share in (0, 1]", o.TargetLoad)}
 		}
 		if o.ComputeHeadroom < 1 || o.MemoryHeadroom < 1 {
-			return &cli.UsageError{Err: fmt.Errorf("--plan.compute-headroom and --plan.memory-headroom must be at least 1")}
+			return &clikit.UsageError{Err: fmt.Errorf("--plan.compute-headroom and --plan.memory-headroom must be at least 1")}
 		}
 		if o.MinSamples < 1 {
-			return &cli.UsageError{Err: fmt.Errorf("--plan.min-samples %g: want at least 1", o.MinSamples)}
+			return &clikit.UsageError{Err: fmt.Errorf("--plan.min-samples %g: want at least 1", o.MinSamples)}
 		}
 		if o.Location, err = time.LoadLocation(tz); err != nil {
-			return &cli.UsageError{Err: fmt.Errorf("--time-zone: %w", err)}
+			return &clikit.UsageError{Err: fmt.Errorf("--time-zone: %w", err)}
 		}
 		o.PoolLabel = poolLabel
 		q, closeQ, err := tf.Open(logger)

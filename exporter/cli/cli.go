@@ -11,7 +11,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -23,16 +22,12 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/server"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
-	"github.com/gpuwatch/gpuwatch/internal/configfile"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
+	"github.com/gpuwatch/gpuwatch/internal/serve"
 )
 
 // DefaultListenAddress is dcgm-exporter's port, so scrape configs carry over.
 const DefaultListenAddress = ":9400"
-
-// FlagGroup is a kingpin Application or CmdClause.
-type FlagGroup interface {
-	Flag(name, help string) *kingpin.FlagClause
-}
 
 // Config holds the exporter's flag values.
 type Config struct {
@@ -50,7 +45,7 @@ type Config struct {
 }
 
 // Register adds the exporter's flags to app or a subcommand.
-func Register(g FlagGroup) *Config {
+func Register(g clikit.FlagGroup) *Config {
 	c := &Config{Web: kingpinflag.AddFlags(g, DefaultListenAddress)}
 	g.Flag("collect-interval", "How often to read the GPUs in the background; a scrape serves the latest reading and never waits on the driver.").
 		Default("1s").DurationVar(&c.CollectInterval)
@@ -70,51 +65,21 @@ func Register(g FlagGroup) *Config {
 	return c
 }
 
-// UsageError is a problem with flags or configuration files: the command
-// exits 2 with its message.
-type UsageError struct{ Err error }
-
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
-
 // Validate checks the flags and files before anything starts.
 func (c *Config) Validate() error {
 	if c.CollectInterval < 10*time.Millisecond {
-		return &UsageError{fmt.Errorf("--collect-interval must be at least 10ms, got %s", c.CollectInterval)}
+		return &clikit.UsageError{Err: fmt.Errorf("--collect-interval must be at least 10ms, got %s", c.CollectInterval)}
 	}
-	if err := ValidateWebConfig(c.Web); err != nil {
+	if err := clikit.ValidateWebConfig(c.Web); err != nil {
 		return err
 	}
 	if c.Source != "sim" && c.SimScenario != "" {
-		return &UsageError{errors.New("--sim.scenario needs --source=sim")}
+		return &clikit.UsageError{Err: errors.New("--sim.scenario needs --source=sim")}
 	}
 	if c.Attribution != nil {
 		if err := c.Attribution.Validate(); err != nil {
-			return &UsageError{err}
+			return &clikit.UsageError{Err: err}
 		}
-	}
-	return nil
-}
-
-// ValidateWebConfig checks --web.config.file (TLS files, bcrypt hashes,
-// unknown keys with their line) before a listener starts; every command that
-// serves HTTP calls it, so a bad file is an exit 2 everywhere.
-func ValidateWebConfig(f *web.FlagConfig) error {
-	if f == nil || f.WebConfigFile == nil || *f.WebConfigFile == "" {
-		return nil
-	}
-	// exporter-toolkit reads the file whole and ignores a second document:
-	// bound it, refuse a FIFO or device, and refuse a second document first.
-	data, err := configfile.ReadFile(*f.WebConfigFile)
-	if err != nil {
-		return &UsageError{fmt.Errorf("--web.config.file %s: %w", *f.WebConfigFile, err)}
-	}
-	var doc any
-	if _, err := configfile.Decode(*f.WebConfigFile, data, &doc); err != nil {
-		return &UsageError{fmt.Errorf("--web.config.file: %w", err)}
-	}
-	if err := web.Validate(*f.WebConfigFile); err != nil {
-		return &UsageError{fmt.Errorf("--web.config.file %s: %w", *f.WebConfigFile, err)}
 	}
 	return nil
 }
@@ -128,18 +93,18 @@ func (c *Config) OpenSource(logger *slog.Logger, clock source.Clock) (source.Sou
 		if c.SimScenario != "" {
 			var err error
 			if sc, err = sim.LoadScenario(c.SimScenario); err != nil {
-				return nil, &UsageError{fmt.Errorf("--sim.scenario: %w", err)}
+				return nil, &clikit.UsageError{Err: fmt.Errorf("--sim.scenario: %w", err)}
 			}
 		}
 		s, err := sim.New(sc, sim.Options{Seed: c.SimSeed, Clock: clock, Node: c.SimNode})
 		if errors.Is(err, sim.ErrUnknownNode) {
-			return nil, &UsageError{fmt.Errorf("--sim.node: %w", err)}
+			return nil, &clikit.UsageError{Err: fmt.Errorf("--sim.node: %w", err)}
 		}
 		return s, err
 	default: // auto, nvml
 		s, err := nvmlsource.Open(nvmlsource.Options{Hostname: hostname, Logger: logger, Clock: clock, DisableGPM: !c.GPM, DisableXID: !c.XID})
 		if errors.Is(err, nvmlsource.ErrNoDriver) {
-			return nil, &UsageError{fmt.Errorf("%w: install the NVIDIA driver on this node, or run with --source=sim to use a simulated fleet", err)}
+			return nil, &clikit.UsageError{Err: fmt.Errorf("%w: install the NVIDIA driver on this node, or run with --source=sim to use a simulated fleet", err)}
 		}
 		return s, err
 	}
@@ -216,5 +181,5 @@ func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, h 
 		go h.Background(ctx)
 	}
 	logger.Info("gpuwatch exporter started", "source", src.Name(), "collect_interval", c.CollectInterval, "listen", *c.Web.WebListenAddresses)
-	return server.Serve(ctx, server.Handler(col, version), c.Web, logger)
+	return serve.Serve(ctx, server.Handler(col, version), c.Web, logger)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/internal/serve"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -69,7 +70,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 	done := make(chan error, 1)
 	flags := &web.FlagConfig{WebListenAddresses: &[]string{l.Addr().String()}, WebSystemdSocket: new(bool), WebConfigFile: &cfg}
 	go func() {
-		done <- ServeListener(ctx, l, Handler(testCollector(t), "test"), flags, slog.New(slog.DiscardHandler))
+		done <- serve.ServeListener(ctx, l, Handler(testCollector(t), "test"), flags, slog.New(slog.DiscardHandler))
 	}()
 	defer func() {
 		cancel()

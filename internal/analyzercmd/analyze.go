@@ -10,7 +10,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
@@ -38,7 +38,7 @@ func analyze(app *kingpin.Application, open OpenStore) (string, func(ctx context
 		cfg := config.Default()
 		if cfgPath != "" {
 			if cfg, err = config.Load(cfgPath); err != nil {
-				return &cli.UsageError{Err: err}
+				return &clikit.UsageError{Err: err}
 			}
 		}
 		q, closeQ, err := tf.Open(logger)

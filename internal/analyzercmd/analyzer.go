@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
@@ -42,21 +42,21 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 	cmd.Flag("report.config", "Report configuration (YAML): adds the weekly report and daily digest jobs; its smtp section also sends email warnings.").StringVar(&o.ReportConfig)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if (o.JupyterHubURL == "") != (o.JupyterHubTokenFile == "") {
-			return &cli.UsageError{Err: errors.New("--jupyterhub.url and --jupyterhub.token-file go together")}
+			return &clikit.UsageError{Err: errors.New("--jupyterhub.url and --jupyterhub.token-file go together")}
 		}
 		if o.JupyterHubURL != "" && o.Kubeconfig == "" && !o.InCluster {
-			return &cli.UsageError{Err: errors.New("--jupyterhub.url needs Kubernetes (--kubernetes.kubeconfig or --kubernetes.in-cluster): the pods' annotations name the Hub users")}
+			return &clikit.UsageError{Err: errors.New("--jupyterhub.url needs Kubernetes (--kubernetes.kubeconfig or --kubernetes.in-cluster): the pods' annotations name the Hub users")}
 		}
 		if o.JupyterHubURL != "" {
 			if u, err := url.Parse(o.JupyterHubURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return &cli.UsageError{Err: fmt.Errorf("--jupyterhub.url %q: want http(s)://host:port", o.JupyterHubURL)}
+				return &clikit.UsageError{Err: fmt.Errorf("--jupyterhub.url %q: want http(s)://host:port", o.JupyterHubURL)}
 			}
 			if _, err := os.Stat(o.JupyterHubTokenFile); err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--jupyterhub.token-file: %w", err)}
+				return &clikit.UsageError{Err: fmt.Errorf("--jupyterhub.token-file: %w", err)}
 			}
 		}
 		if o.CommandTimeout <= 0 {
-			return &cli.UsageError{Err: fmt.Errorf("--command.timeout must be positive, got %s", o.CommandTimeout)}
+			return &clikit.UsageError{Err: fmt.Errorf("--command.timeout must be positive, got %s", o.CommandTimeout)}
 		}
 		return daemon.Run(ctx, *o, command.LoggerFrom(ctx), buildinfo.Version())
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 )
 
 func Audit(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -22,13 +22,13 @@ func Audit(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	format := cmd.Flag("format", "Output format: table or json.").Default("table").Enum("table", "json")
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if *limit < 0 {
-			return &cli.UsageError{Err: fmt.Errorf("--limit must be 0 (all) or more, got %d", *limit)}
+			return &clikit.UsageError{Err: fmt.Errorf("--limit must be 0 (all) or more, got %d", *limit)}
 		}
 		if *since < 0 {
-			return &cli.UsageError{Err: fmt.Errorf("--since must not be negative, got %s", *since)}
+			return &clikit.UsageError{Err: fmt.Errorf("--since must not be negative, got %s", *since)}
 		}
 		if _, err := os.Stat(*storage); err != nil {
-			return &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+			return &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
 		}
 		st, err := store.OpenReadOnly(*storage)
 		if err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
@@ -32,7 +32,7 @@ func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) er
 	scenario := cmd.Flag("sim.scenario", "Simulator scenario file (YAML) to check.").String()
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if *pol == "" && *cfg == "" && *rep == "" && *tm == "" && *webCfg == "" && *scenario == "" {
-			return &cli.UsageError{Err: errors.New("nothing to check: give --policy.file, --analyzer.config, --report.config, --teams.file, --web.config.file or --sim.scenario")}
+			return &clikit.UsageError{Err: errors.New("nothing to check: give --policy.file, --analyzer.config, --report.config, --teams.file, --web.config.file or --sim.scenario")}
 		}
 		var errs []error
 		ok := func(path string) { fmt.Fprintf(os.Stdout, "%s: OK\n", path) }
@@ -54,7 +54,7 @@ func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) er
 			}
 		}
 		if *webCfg != "" {
-			if err := cli.ValidateWebConfig(&web.FlagConfig{WebConfigFile: webCfg}); err != nil {
+			if err := clikit.ValidateWebConfig(&web.FlagConfig{WebConfigFile: webCfg}); err != nil {
 				errs = append(errs, err)
 			} else {
 				ok(*webCfg)
@@ -89,7 +89,7 @@ func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) er
 			}
 		}
 		if len(errs) > 0 {
-			return &cli.UsageError{Err: errors.Join(errs...)}
+			return &clikit.UsageError{Err: errors.Join(errs...)}
 		}
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
@@ -30,7 +30,7 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 		if *config != "" {
 			c, err := report.LoadConfig(*config)
 			if err != nil {
-				return &cli.UsageError{Err: err}
+				return &clikit.UsageError{Err: err}
 			}
 			cfg = c
 		} else {
@@ -40,11 +40,11 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 		if *week != "" {
 			var err error
 			if p, err = report.ParsePeriod(*week, cfg.Location()); err != nil {
-				return &cli.UsageError{Err: fmt.Errorf("--week: %w", err)}
+				return &clikit.UsageError{Err: fmt.Errorf("--week: %w", err)}
 			}
 		}
 		if _, err := os.Stat(*storage); err != nil {
-			return &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+			return &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
 		}
 		st, err := store.OpenReadOnly(*storage)
 		if err != nil {

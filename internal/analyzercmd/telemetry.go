@@ -14,7 +14,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 )
 
 // OpenStore opens the embedded telemetry store in dir for reading. A binary
@@ -46,14 +46,14 @@ func RegisterTelemetryFlags(cmd *kingpin.CmdClause, open OpenStore) *TelemetryFl
 func (f *TelemetryFlags) Window(now time.Time) (time.Time, time.Time, error) {
 	from, err := present.ParseTime(f.from, now)
 	if err != nil {
-		return from, from, &cli.UsageError{Err: fmt.Errorf("--from: %w", err)}
+		return from, from, &clikit.UsageError{Err: fmt.Errorf("--from: %w", err)}
 	}
 	to, err := present.ParseTime(f.to, now)
 	if err != nil {
-		return from, to, &cli.UsageError{Err: fmt.Errorf("--to: %w", err)}
+		return from, to, &clikit.UsageError{Err: fmt.Errorf("--to: %w", err)}
 	}
 	if !to.After(from) {
-		return from, to, &cli.UsageError{Err: fmt.Errorf("--to (%s) must be after --from (%s)", to.Format(time.RFC3339), from.Format(time.RFC3339))}
+		return from, to, &clikit.UsageError{Err: fmt.Errorf("--to (%s) must be after --from (%s)", to.Format(time.RFC3339), from.Format(time.RFC3339))}
 	}
 	return from, to, nil
 }
@@ -69,19 +69,19 @@ func (f *TelemetryFlags) Open(logger *slog.Logger) (query.Querier, func(), error
 func OpenTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Duration, open OpenStore) (query.Querier, func(), error) {
 	switch {
 	case open == nil && promURL == "":
-		return nil, nil, &cli.UsageError{Err: errors.New("--prometheus.url is required")}
+		return nil, nil, &clikit.UsageError{Err: errors.New("--prometheus.url is required")}
 	case (promURL == "") == (storage == ""):
-		return nil, nil, &cli.UsageError{Err: errors.New("set exactly one of --prometheus.url and --storage.path")}
+		return nil, nil, &clikit.UsageError{Err: errors.New("set exactly one of --prometheus.url and --storage.path")}
 	}
 	if promURL != "" {
 		c, err := promapi.New(promURL, promapi.Options{Timeout: timeout, Logger: logger})
 		if err != nil {
-			return nil, nil, &cli.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
+			return nil, nil, &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}
 		return c, func() {}, nil
 	}
 	if _, err := os.Stat(storage); err != nil {
-		return nil, nil, &cli.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+		return nil, nil, &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
 	}
 	// Accept the agent's --storage.path as well as its tsdb folder.
 	if fi, err := os.Stat(filepath.Join(storage, "tsdb")); err == nil && fi.IsDir() {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
 )
 
 // Command is one subcommand: it adds itself and its flags to app and returns
@@ -29,7 +29,7 @@ type App struct {
 	*kingpin.Application
 	name   string
 	stderr io.Writer
-	logs   *cli.LogFlags
+	logs   *clikit.LogFlags
 	runs   map[string]func(ctx context.Context) error
 }
 
@@ -44,7 +44,7 @@ func New(name, help string, stderr io.Writer, commands ...Command) *App {
 	app.HelpFlag.Short('h')
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
-	a := &App{Application: app, name: name, stderr: stderr, logs: cli.RegisterLogFlags(app), runs: map[string]func(ctx context.Context) error{}}
+	a := &App{Application: app, name: name, stderr: stderr, logs: clikit.RegisterLogFlags(app), runs: map[string]func(ctx context.Context) error{}}
 	for _, c := range commands {
 		n, fn := c(app)
 		a.runs[n] = fn
@@ -54,7 +54,7 @@ func New(name, help string, stderr io.Writer, commands ...Command) *App {
 
 // Run parses args and runs the selected subcommand until it returns or the
 // process is interrupted. It returns the exit code: 0 on success, 2 on bad
-// flags or configuration (a cli.UsageError), 1 on any other failure.
+// flags or configuration (a clikit.UsageError), 1 on any other failure.
 func (a *App) Run(args []string) int {
 	selected, exit, err := a.parse(args)
 	if len(args) == 0 && len(a.Model().Commands) > 0 {
@@ -81,7 +81,7 @@ func (a *App) Run(args []string) int {
 	}
 	if err := fn(ctx); err != nil {
 		fmt.Fprintf(a.stderr, "%s: %v\n", strings.TrimSpace(a.name+" "+selected), err)
-		var ue *cli.UsageError
+		var ue *clikit.UsageError
 		if errors.As(err, &ue) {
 			return 2
 		}

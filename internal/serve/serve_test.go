@@ -1,0 +1,185 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+// start serves testHandler on a real loopback socket under lim.
+func start(t *testing.T, lim Limits) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := ""
+	flags := &web.FlagConfig{WebListenAddresses: &[]string{l.Addr().String()}, WebSystemdSocket: new(bool), WebConfigFile: &empty}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serveLimited(ctx, []net.Listener{l}, testHandler(), flags, slog.New(slog.DiscardHandler), lim)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return l.Addr().String()
+}
+
+const testBody = "gpu_up 1\n"
+
+// testHandler answers every path with testBody.
+func testHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, testBody)
+	})
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedWithin reports whether the server closes c within d.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	return err == nil // EOF: the server closed it; a timeout is an error
+}
+
+func scrape(t *testing.T, addr string, timeout time.Duration) {
+	t.Helper()
+	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), testBody) {
+		t.Fatalf("scrape: %d %.100s", resp.StatusCode, body)
+	}
+}
+
+// TestScrapeDuringSlowConnections holds 300 connections that send half a
+// request and stop (slowloris): a normal scrape still succeeds at once, and
+// the slow ones are cut off by the header timeout.
+func TestScrapeDuringSlowConnections(t *testing.T) {
+	lim := DefaultLimits
+	lim.ReadHeaderTimeout = 2 * time.Second
+	addr := start(t, lim)
+	slow := make([]net.Conn, 300)
+	for i := range slow {
+		slow[i] = dial(t, addr)
+		if _, err := io.WriteString(slow[i], "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: "); err != nil {
+			t.Fatal(err)
+		}
+	}
+	began := time.Now()
+	scrape(t, addr, 2*time.Second)
+	t.Logf("scrape during 300 slow connections took %v", time.Since(began))
+	for i, c := range slow {
+		if !closedWithin(c, 5*time.Second) {
+			t.Fatalf("slow connection %d still open after the header timeout", i)
+		}
+	}
+}
+
+// TestConnectionCap: past MaxConnections the listener accepts nothing until
+// a connection closes.
+func TestConnectionCap(t *testing.T) {
+	lim := DefaultLimits
+	lim.MaxConnections = 4
+	lim.ReadHeaderTimeout = time.Second
+	addr := start(t, lim)
+	for i := 0; i < lim.MaxConnections; i++ {
+		dial(t, addr) // idle: holds a slot until the header timeout
+	}
+	time.Sleep(100 * time.Millisecond)
+	extra := dial(t, addr)
+	if _, err := io.WriteString(extra, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = extra.SetReadDeadline(time.Now().Add(400 * time.Millisecond))
+	if n, _ := extra.Read(make([]byte, 1)); n > 0 {
+		t.Fatal("a connection past the cap was served at once")
+	}
+	// Once the idle ones time out, the waiting one is served.
+	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(extra), nil)
+	if err != nil {
+		t.Fatalf("queued connection never served: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// TestIdleAndSlowBodyTimeouts: an idle keep-alive connection and a POST
+// whose body trickles in are both closed by the server.
+func TestIdleAndSlowBodyTimeouts(t *testing.T) {
+	lim := DefaultLimits
+	lim.IdleTimeout = 500 * time.Millisecond
+	lim.ReadTimeout = time.Second
+	addr := start(t, lim)
+
+	idle := dial(t, addr)
+	if _, err := io.WriteString(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(idle)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	began := time.Now()
+	_ = idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle keep-alive connection: %v, want closed", err)
+	}
+	t.Logf("idle connection closed after %v", time.Since(began))
+
+	body := dial(t, addr)
+	if _, err := io.WriteString(body, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	began = time.Now()
+	stop := time.After(10 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			t.Fatal("slow-body POST still open after 10s")
+		case <-tick.C:
+		}
+		if _, err := body.Write([]byte("x")); err != nil {
+			t.Logf("slow-body POST closed after %v", time.Since(began))
+			return
+		}
+		_ = body.SetReadDeadline(time.Now().Add(time.Millisecond))
+		if _, err := body.Read(make([]byte, 4096)); err == io.EOF {
+			t.Logf("slow-body POST closed after %v", time.Since(began))
+			if time.Since(began) > 5*time.Second {
+				t.Fatalf("slow-body POST held %v", time.Since(began))
+			}
+			return
+		}
+	}
+}
