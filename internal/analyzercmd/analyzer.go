@@ -18,7 +18,7 @@ import (
 
 func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("analyzer", "Run the analyzer daemon: detection cycles and policy escalation (notify, warn, checkpoint, reclaim) on a cron schedule, with an audit log; dry-run unless the policy says otherwise.")
-	o := &daemon.Options{Web: kingpinflag.AddFlags(cmd, ":9836")}
+	o := &analyzerOptions{Web: kingpinflag.AddFlags(cmd, ":9836")}
 	cmd.Flag("policy.file", "Reclamation policy (YAML); see deploy/examples/policy.yaml. Check it with `gpuwatch check-config --policy.file FILE`.").Required().StringVar(&o.PolicyFile)
 	cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite): analyzer state, findings and the audit log.").Default("gpuwatch.db").StringVar(&o.StoragePath)
 	cmd.Flag("schedule", "Cron schedule of the cycles (5 fields, @every 5m, CRON_TZ=... allowed); a cycle that would overlap the previous one is skipped.").Default("@every 5m").StringVar(&o.Schedule)
@@ -58,6 +58,6 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 		if o.CommandTimeout <= 0 {
 			return &clikit.UsageError{Err: fmt.Errorf("--command.timeout must be positive, got %s", o.CommandTimeout)}
 		}
-		return daemon.Run(ctx, *o, command.LoggerFrom(ctx), buildinfo.Version())
+		return runAnalyzer(ctx, *o, command.LoggerFrom(ctx), buildinfo.Version())
 	}
 }

@@ -1,10 +1,8 @@
-package daemon
+package analyzercmd
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,9 +23,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action/nvmlcheck"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
@@ -40,14 +38,11 @@ import (
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/serve"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
-// DefaultLeaseDuration is how long an analyzer's claim on its store lasts
-// without renewal (renewed every third of it).
-const DefaultLeaseDuration = 15 * time.Minute
-
-// Options are the `gpuwatch analyzer` flags.
-type Options struct {
+// analyzerOptions are the `gpuwatch analyzer` flags.
+type analyzerOptions struct {
 	PolicyFile  string
 	StoragePath string
 	Schedule    string
@@ -86,14 +81,14 @@ type Options struct {
 	Web          *web.FlagConfig
 }
 
-// Run runs `gpuwatch analyzer`. Problems with flags or files are
+// runAnalyzer runs `gpuwatch analyzer`. Problems with flags or files are
 // *clikit.UsageError (exit 2).
-func Run(ctx context.Context, o Options, logger *slog.Logger, version string) error {
+func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, version string) error {
 	pol, err := policy.LoadFile(o.PolicyFile)
 	if err != nil {
 		return &clikit.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
 	}
-	if err := ValidateSpec(o.Schedule); err != nil {
+	if err := daemon.ValidateSpec(o.Schedule); err != nil {
 		return &clikit.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
 	}
 	if err := clikit.ValidateWebConfig(o.Web); err != nil {
@@ -136,32 +131,32 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	}
 	acts := o.actuators(pol, sender, kube, logger)
 	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
-	if _, err := exec.LookPath(orDefault(o.Squeue, "squeue")); err == nil {
+	if _, err := exec.LookPath(cmp.Or(o.Squeue, "squeue")); err == nil {
 		slurm := &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
 		resolver.Sources[schema.SchedulerSlurm] = slurm
-		if es, ok := src.(EngineSource); ok {
+		if es, ok := src.(daemon.EngineSource); ok {
 			es.Engine.UseLimits(slurm) // overlong judges by each job's own time limit
 		}
 	} else {
-		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", orDefault(o.Squeue, "squeue"))
+		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", cmp.Or(o.Squeue, "squeue"))
 	}
 	if kube != nil {
 		resolver.Sources[schema.SchedulerKubernetes] = &facts.KubernetesSource{Client: kube.CoreV1()}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
-	esc := &Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: NewMetrics(reg), Facts: resolver}
-	if es, ok := src.(EngineSource); ok {
+	esc := &daemon.Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: daemon.NewMetrics(reg), Facts: resolver}
+	if es, ok := src.(daemon.EngineSource); ok {
 		es.Metrics = esc.Metrics.Found
 		src = es
 	}
 	ttl := o.LeaseDuration
 	if ttl <= 0 {
-		ttl = DefaultLeaseDuration
+		ttl = daemon.DefaultLeaseDuration
 	}
 	storeLease := &leader.StoreLease{Store: st, Identity: leader.Identity(), TTL: ttl}
 	defer func() { _ = storeLease.Release(context.WithoutCancel(ctx)) }()
-	d := &Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger, Leader: storeLease, RenewEvery: ttl / 3}
+	d := &daemon.Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger, Leader: storeLease, RenewEvery: ttl / 3}
 	if o.Once {
 		res, err := d.RunOnce(ctx)
 		if err != nil {
@@ -199,18 +194,18 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 		if err != nil {
 			return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
 		}
-		d.Jobs = append(d.Jobs, Job(wj))
+		d.Jobs = append(d.Jobs, daemon.Job(wj))
 		if dj, ok, err := report.DailyDigestJob(ctx, deps); err != nil {
 			return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
 		} else if ok {
-			d.Jobs = append(d.Jobs, Job(dj))
+			d.Jobs = append(d.Jobs, daemon.Job(dj))
 		}
 		if rcfg.JobMail.Enabled {
 			jm, err := report.JobMailJob(ctx, deps, lg)
 			if err != nil {
 				return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
 			}
-			d.Jobs = append(d.Jobs, Job(jm))
+			d.Jobs = append(d.Jobs, daemon.Job(jm))
 		}
 	}
 	page := analyzerweb.Options{Findings: analyzerweb.StoreFindings{Store: st}, Audit: analyzerweb.AuditLog{Log: lg}, Logger: logger,
@@ -257,7 +252,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger, version string) er
 	return err
 }
 
-func (o *Options) source(st *store.Store, logger *slog.Logger) (Source, error) {
+func (o *analyzerOptions) source(st *store.Store, logger *slog.Logger) (daemon.Source, error) {
 	switch {
 	case o.FindingsFile != "" && o.PrometheusURL != "":
 		return nil, &clikit.UsageError{Err: errors.New("--findings.file and --prometheus.url exclude each other")}
@@ -265,7 +260,7 @@ func (o *Options) source(st *store.Store, logger *slog.Logger) (Source, error) {
 		if _, err := os.Stat(o.FindingsFile); err != nil {
 			return nil, &clikit.UsageError{Err: fmt.Errorf("--findings.file: %w", err)}
 		}
-		return FileSource{Path: o.FindingsFile, Store: st}, nil
+		return daemon.FileSource{Path: o.FindingsFile, Store: st}, nil
 	case o.PrometheusURL != "":
 		cfg := config.Default()
 		if o.AnalyzerConfig != "" {
@@ -282,13 +277,13 @@ func (o *Options) source(st *store.Store, logger *slog.Logger) (Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		return EngineSource{Engine: e}, nil
+		return daemon.EngineSource{Engine: e}, nil
 	}
 	return nil, &clikit.UsageError{Err: errors.New("findings need --prometheus.url (or --findings.file to replay findings)")}
 }
 
 // kubeClient is the API client of the Kubernetes actuator and facts, or nil.
-func (o *Options) kubeClient() (kubernetes.Interface, error) {
+func (o *analyzerOptions) kubeClient() (kubernetes.Interface, error) {
 	if o.Kubeconfig == "" && !o.InCluster {
 		return nil, nil
 	}
@@ -309,13 +304,13 @@ func (o *Options) kubeClient() (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, logger *slog.Logger) map[string]action.Actuator {
+func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, logger *slog.Logger) map[string]action.Actuator {
 	acts := map[string]action.Actuator{}
-	if _, err := exec.LookPath(orDefault(o.Scancel, "scancel")); err == nil {
+	if _, err := exec.LookPath(cmp.Or(o.Scancel, "scancel")); err == nil {
 		acts[schema.SchedulerSlurm] = &action.Slurm{Runner: action.ExecRunner{Timeout: o.CommandTimeout},
 			Scancel: o.Scancel, Squeue: o.Squeue, Scontrol: o.Scontrol}
 	} else {
-		logger.Info("no Slurm actuator: scancel not found", "scancel", orDefault(o.Scancel, "scancel"))
+		logger.Info("no Slurm actuator: scancel not found", "scancel", cmp.Or(o.Scancel, "scancel"))
 	}
 	if kube != nil {
 		acts[schema.SchedulerKubernetes] = &action.Kubernetes{Core: kube.CoreV1(), Apps: kube.AppsV1(), Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
@@ -357,70 +352,4 @@ func (o *Options) actuators(pol *policy.Policy, sender mail.Sender, kube kuberne
 		}
 	}
 	return acts
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// FileSource replays findings from a JSON file holding an array of findings,
-// read afresh each cycle, and records them in the store as the engine does
-// (the web page and the reports read them there). A missing or unreadable
-// file is an error: unknown data, no action.
-type FileSource struct {
-	Path  string
-	Store *store.Store
-}
-
-// Findings implements Source.
-func (f FileSource) Findings(ctx context.Context, now time.Time) ([]finding.Finding, error) {
-	data, err := os.ReadFile(f.Path)
-	if err != nil {
-		return nil, fmt.Errorf("read findings: %w", err)
-	}
-	var fs []finding.Finding
-	if err := json.Unmarshal(data, &fs); err != nil {
-		return nil, fmt.Errorf("decode findings %s: %w", f.Path, err)
-	}
-	if f.Store != nil {
-		if err := f.Store.SaveFindings(ctx, now, fs); err != nil {
-			return nil, err
-		}
-	}
-	return fs, nil
-}
-
-// EngineSource runs an engine cycle and drops findings on allocations whose
-// data was unknown in the newest step.
-type EngineSource struct {
-	Engine *engine.Engine
-	// Metrics, when set, publishes what each cycle saw (GPUs, allocations,
-	// coverage) and what it accounted.
-	Metrics *engine.Metrics
-}
-
-// Findings implements Source.
-func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Finding, error) {
-	res, err := s.Engine.Cycle(ctx, now)
-	if err != nil {
-		return nil, err
-	}
-	if s.Metrics != nil && !res.To.IsZero() {
-		s.Metrics.ObserveCoverage(res.Coverage)
-		s.Metrics.ObserveAccounting(res)
-	}
-	unknown := map[string]bool{}
-	for _, u := range res.Unknown {
-		unknown[u] = true
-	}
-	out := res.Findings[:0:0]
-	for _, f := range res.Findings {
-		if !unknown[f.Hostname+"|"+f.Job] {
-			out = append(out, f)
-		}
-	}
-	return out, nil
 }
