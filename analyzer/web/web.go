@@ -2,7 +2,7 @@
 // by team, pattern and node), the audit log of decisions and actions, and
 // the latest report of each team. Pages are rendered on the server with
 // html/template; there is no JavaScript and no build step. Serve the
-// Handler with exporter/server.Serve so the same web config (TLS, basic
+// Handler with internal/serve.Serve so the same web config (TLS, basic
 // auth) protects it as the exporter.
 package web
 
