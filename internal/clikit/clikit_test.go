@@ -1,0 +1,81 @@
+package clikit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+func webFlags(file string) *web.FlagConfig {
+	return &web.FlagConfig{WebConfigFile: &file}
+}
+
+func TestValidateWebConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		file string
+		want string // "" for valid
+	}{
+		{"no file", "", ""},
+		{"good", write("good.yml", "http_server_config:\n  http2: false\n"), ""},
+		{"unknown key", write("typo.yml", "http_server_config:\n  http2: false\nbasic_auth_user:\n  a: b\n"), "basic_auth_user"},
+		{"second document", write("two.yml", "http_server_config:\n  http2: false\n---\nbasic_auth_users:\n  a: b\n"), "document"},
+		{"missing", filepath.Join(dir, "absent.yml"), "absent.yml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateWebConfig(webFlags(tc.file))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("valid file refused: %v", err)
+				}
+				return
+			}
+			var ue *UsageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("got %v, want a *UsageError", err)
+			}
+			if !strings.Contains(err.Error(), "--web.config.file") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q should name the flag and %q", err, tc.want)
+			}
+		})
+	}
+	if err := ValidateWebConfig(nil); err != nil {
+		t.Errorf("nil flags: %v", err)
+	}
+}
+
+func TestLogFlags(t *testing.T) {
+	app := kingpin.New("t", "")
+	l := RegisterLogFlags(app)
+	if _, err := app.Parse([]string{"--log.level=warn", "--log.format=json"}); err != nil {
+		t.Fatal(err)
+	}
+	logger, err := l.Logger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logger.Enabled(context.Background(), slog.LevelInfo) || !logger.Enabled(context.Background(), slog.LevelWarn) {
+		t.Error("--log.level=warn should drop info and keep warn")
+	}
+	if _, ok := logger.Handler().(*slog.JSONHandler); !ok {
+		t.Errorf("--log.format=json gave %T", logger.Handler())
+	}
+	if _, err := app.Parse([]string{"--log.level=loud"}); err == nil {
+		t.Error("an unknown level was accepted")
+	}
+}
