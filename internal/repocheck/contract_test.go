@@ -19,8 +19,8 @@ import (
 // with why each cannot read schema. Keep it short: every other spelling of a
 // contract name must come from the schema package.
 var literalExceptions = map[[2]string]string{
-	{"exporter/cli/logging.go", "info"}:              "a --log.level value (promslog's level names), not a finding severity",
-	{"exporter/cli/logging.go", "warn"}:              "a --log.level value (promslog's level names), not a policy step",
+	{"internal/clikit/logging.go", "info"}:           "a --log.level value (promslog's level names), not a finding severity",
+	{"internal/clikit/logging.go", "warn"}:           "a --log.level value (promslog's level names), not a policy step",
 	{"analyzer/query/promapi/promapi.go", "warning"}: "a log key for the warnings Prometheus' HTTP API returns, not a finding severity",
 	{"exporter/server/server.go", "Hostname"}:        "a field of the landing page's template data, not the old dcgm-exporter label",
 	{"exporter/attribution/teams/teams.go", "job_name"}: "the teams file's own YAML key (renamed from the legacy jobName spelling); " +
