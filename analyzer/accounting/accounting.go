@@ -320,15 +320,20 @@ func Clip(start, end, from, to time.Time) float64 {
 		}
 		return 0
 	}
-	lo, hi := start, end
-	if from.After(lo) {
-		lo = from
+	return Overlap(start, end, from, to).Seconds() / end.Sub(start).Seconds()
+}
+
+// Overlap is how much of [a0, a1) falls in [b0, b1).
+func Overlap(a0, a1, b0, b1 time.Time) time.Duration {
+	lo, hi := a0, a1
+	if b0.After(lo) {
+		lo = b0
 	}
-	if to.Before(hi) {
-		hi = to
+	if b1.Before(hi) {
+		hi = b1
 	}
 	if !hi.After(lo) {
 		return 0
 	}
-	return hi.Sub(lo).Seconds() / end.Sub(start).Seconds()
+	return hi.Sub(lo)
 }

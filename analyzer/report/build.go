@@ -457,7 +457,7 @@ func spreadOverDays(f *finding.Finding, w float64, days []Period) []float64 {
 	}
 	var total time.Duration
 	for i, d := range days {
-		o := overlap(f.Start, f.End, d.Start, d.End)
+		o := accounting.Overlap(f.Start, f.End, d.Start, d.End)
 		out[i] = o.Seconds()
 		total += o
 	}
@@ -465,20 +465,6 @@ func spreadOverDays(f *finding.Finding, w float64, days []Period) []float64 {
 		out[i] = w * ratio(out[i], total.Seconds())
 	}
 	return out
-}
-
-func overlap(a0, a1, b0, b1 time.Time) time.Duration {
-	s, e := a0, a1
-	if b0.After(s) {
-		s = b0
-	}
-	if b1.Before(e) {
-		e = b1
-	}
-	if !e.After(s) {
-		return 0
-	}
-	return e.Sub(s)
 }
 
 // link builds a Grafana dashboard URL for the period with var-* values.
