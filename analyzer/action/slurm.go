@@ -4,84 +4,45 @@ import (
 	"github.com/gpuwatch/gpuwatch/schema"
 
 	"context"
+	"errors"
 	"fmt"
-	"regexp"
-	"strings"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 )
 
 // Slurm signals and cancels batch jobs with scancel, checking the job's
-// state with squeue (and scontrol for jobs squeue no longer lists) before
-// and after. There is no accounting daemon assumption: no sacct.
+// state before and after through the Slurm adapter (squeue --json, then
+// accounting's sacct --json for jobs the controller no longer keeps).
 type Slurm struct {
-	Runner   Runner
-	Scancel  string // default "scancel"
-	Squeue   string // default "squeue"
-	Scontrol string // default "scontrol"
+	Runner  execrun.Runner
+	Scancel string // default "scancel"
+	Squeue  string // default "squeue"
+	Sacct   string // default "sacct"
 }
 
 // Name implements Actuator.
 func (s *Slurm) Name() string { return schema.SchedulerSlurm }
 
-var (
-	slurmJobID = regexp.MustCompile(`^[0-9]{1,12}(_[0-9]{1,12})?$`)
-	slurmState = regexp.MustCompile(`^[A-Z_]{1,32}$`)
-	signalName = regexp.MustCompile(`^(USR1|USR2|TERM|INT|HUP|QUIT|CONT|STOP|ALRM|KILL|URG|XCPU)$`)
-)
-
-// ValidJobID reports whether id is a Slurm job id (array tasks included).
-func ValidJobID(id string) bool { return slurmJobID.MatchString(id) }
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+func (s *Slurm) client() *slurm.Client {
+	return &slurm.Client{Runner: s.Runner, Scancel: s.Scancel, Squeue: s.Squeue, Sacct: s.Sacct}
 }
 
-// active states: the job holds or will hold resources.
-var active = map[string]bool{"RUNNING": true, "PENDING": true, "SUSPENDED": true, "CONFIGURING": true,
-	"REQUEUED": true, "REQUEUE_HOLD": true, "RESIZING": true, "SIGNALING": true, "STAGE_OUT": false}
+// ValidJobID reports whether id is a Slurm job id (array tasks included).
+func ValidJobID(id string) bool { return slurm.ValidJobID(id) }
 
 // JobState returns the job's state, or "" when Slurm no longer knows it.
 func (s *Slurm) JobState(ctx context.Context, id string) (string, error) {
 	if !ValidJobID(id) {
 		return "", fmt.Errorf("slurm job %q: %w", id, ErrInvalid)
 	}
-	out, err := s.Runner.Run(ctx, orDefault(s.Squeue, "squeue"), "--noheader", "--jobs="+id, "--format=%T")
-	if err == nil {
-		if st := strings.TrimSpace(string(out)); st != "" {
-			line := strings.SplitN(st, "\n", 2)[0]
-			if !slurmState.MatchString(line) {
-				return "", fmt.Errorf("squeue job %s: unexpected state %q", id, line)
-			}
-			return line, nil
-		}
-	} else if !strings.Contains(err.Error(), "Invalid job id") {
-		return "", fmt.Errorf("squeue job %s: %w", id, err)
-	}
-	// squeue forgets finished jobs quickly; scontrol keeps them for MinJobAge.
-	out, err = s.Runner.Run(ctx, orDefault(s.Scontrol, "scontrol"), "--oneliner", "show", "job", id)
-	if err != nil {
-		if strings.Contains(err.Error(), "Invalid job id") {
-			return "", nil
-		}
-		return "", fmt.Errorf("scontrol show job %s: %w", id, err)
-	}
-	for _, field := range strings.Fields(string(out)) {
-		if v, ok := strings.CutPrefix(field, "JobState="); ok {
-			if !slurmState.MatchString(v) {
-				return "", fmt.Errorf("scontrol job %s: unexpected state %q", id, v)
-			}
-			return v, nil
-		}
-	}
-	return "", nil
+	return s.client().State(ctx, id)
 }
 
 // Active reports whether the job still holds or will hold resources.
 func (s *Slurm) Active(ctx context.Context, id string) (bool, error) {
 	st, err := s.JobState(ctx, id)
-	return active[st], err
+	return slurm.Active(st), err
 }
 
 // Act implements Actuator for checkpoint and reclaim steps.
@@ -94,40 +55,55 @@ func (s *Slurm) Act(ctx context.Context, req *Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	c := s.client()
 	switch req.Step {
 	case StepCheckpoint:
-		sig := strings.TrimPrefix(orDefault(req.Signal, "USR1"), "SIG")
-		if !signalName.MatchString(sig) {
-			return "", fmt.Errorf("signal %q: %w", req.Signal, ErrInvalid)
-		}
+		sig := orDefault(req.Signal, "USR1")
 		if before != "RUNNING" {
 			return "", fmt.Errorf("job %s is %s: %w", id, stateWord(before), ErrGone)
 		}
-		if _, err := s.Runner.Run(ctx, orDefault(s.Scancel, "scancel"), "--signal="+sig, "--full", id); err != nil {
-			return "", fmt.Errorf("signal job %s: %w", id, err)
+		if err := c.Signal(ctx, id, sig); err != nil {
+			if errors.Is(err, slurm.ErrInvalid) {
+				return "", fmt.Errorf("signal %q: %w", req.Signal, ErrInvalid)
+			}
+			return "", err
 		}
 		after, err := s.JobState(ctx, id)
 		if err != nil {
 			return "", fmt.Errorf("after signalling job %s: %w", id, err)
 		}
-		return fmt.Sprintf("sent SIG%s to job %s (state %s, now %s)", sig, id, before, stateWord(after)), nil
+		return fmt.Sprintf("sent SIG%s to job %s (state %s, now %s)", trimSIG(sig), id, before, stateWord(after)), nil
 	case StepReclaim:
-		if !active[before] {
+		if !slurm.Active(before) {
 			return "", fmt.Errorf("job %s is %s: %w", id, stateWord(before), ErrGone)
 		}
-		if _, err := s.Runner.Run(ctx, orDefault(s.Scancel, "scancel"), id); err != nil {
-			return "", fmt.Errorf("cancel job %s: %w", id, err)
+		if err := c.Cancel(ctx, id); err != nil {
+			return "", err
 		}
 		after, err := s.JobState(ctx, id)
 		if err != nil {
 			return "", fmt.Errorf("after cancelling job %s: %w", id, err)
 		}
-		if active[after] {
+		if slurm.Active(after) {
 			return "", fmt.Errorf("job %s still %s after scancel", id, after)
 		}
 		return fmt.Sprintf("cancelled job %s (state %s, now %s)", id, before, stateWord(after)), nil
 	}
 	return "", fmt.Errorf("slurm %s: %w", req.Step, ErrUnsupported)
+}
+
+func trimSIG(s string) string {
+	if len(s) > 3 && s[:3] == "SIG" {
+		return s[3:]
+	}
+	return s
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // Reconcile implements Reconciler: a cancel took effect when the job is no
@@ -140,7 +116,7 @@ func (s *Slurm) Reconcile(ctx context.Context, req *Request) (Outcome, string, e
 	if err != nil {
 		return 0, "", err
 	}
-	if active[st] {
+	if slurm.Active(st) {
 		return NotApplied, "job " + req.Finding.Job + " still " + st, nil
 	}
 	return Applied, "job " + req.Finding.Job + " is " + stateWord(st), nil

@@ -6,13 +6,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
-// fakeSlurm answers squeue/scontrol/scancel like a tiny slurmctld.
+// fakeSlurm answers squeue --json and scancel like a tiny slurmctld of
+// Slurm 22.05 (which lists every job whatever --jobs asks), without
+// accounting (sacct fails).
 type fakeSlurm struct {
 	states map[string]string
 	calls  []string
@@ -25,21 +28,22 @@ func (f *fakeSlurm) Run(_ context.Context, name string, args ...string) ([]byte,
 	id := args[len(args)-1]
 	switch name {
 	case "squeue":
-		id = strings.TrimPrefix(args[1], "--jobs=")
-		st, ok := f.states[id]
-		if !ok {
-			return nil, errors.New("squeue: error: Invalid job id specified")
+		var jobs []string
+		for i, jid := range sortedKeys(f.states) {
+			st := f.states[jid]
+			if st == "CANCELLED" {
+				continue // the controller forgot it
+			}
+			arr, task, ok := strings.Cut(jid, "_")
+			if ok {
+				jobs = append(jobs, fmt.Sprintf(`{"job_id": %d, "array_job_id": %s, "array_task_id": %s, "name": "train", "job_state": %q}`, 1000+i, arr, task, st))
+			} else {
+				jobs = append(jobs, fmt.Sprintf(`{"job_id": %s, "array_job_id": 0, "array_task_id": null, "name": "train JobState=COMPLETED", "job_state": %q}`, jid, st))
+			}
 		}
-		if st == "CANCELLED" {
-			return nil, nil // squeue no longer lists it
-		}
-		return []byte(st + "\n"), nil
-	case "scontrol":
-		st, ok := f.states[id]
-		if !ok {
-			return nil, errors.New("slurm_load_jobs error: Invalid job id specified")
-		}
-		return []byte(fmt.Sprintf("JobId=%s JobName=train JobState=%s Reason=None\n", id, st)), nil
+		return []byte(`{"errors": [], "jobs": [` + strings.Join(jobs, ",") + `]}`), nil
+	case "sacct":
+		return nil, errors.New("sacct: error: Problem talking to the database: Connection refused")
 	case "scancel":
 		if _, ok := f.states[id]; !ok {
 			return nil, errors.New("scancel: error: Kill job error on job id " + id + ": Invalid job id specified")
@@ -50,6 +54,15 @@ func (f *fakeSlurm) Run(_ context.Context, name string, args ...string) ([]byte,
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unexpected command %s", name)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func TestSlurm(t *testing.T) {

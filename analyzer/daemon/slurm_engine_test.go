@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"github.com/gpuwatch/gpuwatch/schema"
 
 	"context"
@@ -32,7 +33,7 @@ func TestEngineOnRealSlurm(t *testing.T) {
 	}
 	t.Setenv("SLURM_CONF", conf)
 	dir := t.TempDir()
-	slurm := &action.Slurm{Runner: action.ExecRunner{Timeout: 30 * time.Second}}
+	slurm := &action.Slurm{Runner: execrun.Exec{Timeout: 30 * time.Second}}
 	submit := func(name string) (string, string) {
 		marker := filepath.Join(dir, name+".signals")
 		script := filepath.Join(dir, name+".sh")
@@ -79,7 +80,7 @@ workloads:
 		t.Fatal(err)
 	}
 	r.esc.Policy = pol
-	r.esc.Facts = &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}}}
+	r.esc.Facts = &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: execrun.Exec{Timeout: 30 * time.Second}}}}
 	var checkpointed, cancelled time.Duration
 	for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5*time.Hour + 30*time.Minute)); now = now.Add(5 * time.Minute) {
 		d.Now = func() time.Time { return now }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"math"
 	"os"
 	"os/exec"
@@ -13,7 +14,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -90,7 +90,7 @@ workloads:
 	cfg := config.Default()
 	cfg.Patterns.Overlong.MaxRuntime["batch"] = config.Duration(2 * time.Hour)
 	e, err := New(Options{Querier: db, Config: cfg,
-		Limits: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}})
+		Limits: &facts.SlurmSource{Runner: execrun.Exec{Timeout: 30 * time.Second}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package facts_test
 
 import (
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"github.com/gpuwatch/gpuwatch/schema"
 
 	"context"
@@ -13,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
@@ -23,7 +23,7 @@ import (
 type countingRunner struct {
 	mu    sync.Mutex
 	calls []string
-	r     action.Runner
+	r     execrun.Runner
 }
 
 func (c *countingRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
@@ -90,7 +90,7 @@ func TestSlurmFacts(t *testing.T) {
 	cluster(t)
 	hostile := "evil\n{\"job_id\":1,\"partition\":\"prod\"} PARTITION=prod|prod"
 	ids := held(t, 2, func(i int) string { return []string{"plain", hostile}[i] })
-	r := &countingRunner{r: action.ExecRunner{Timeout: 10 * time.Second}}
+	r := &countingRunner{r: execrun.Exec{Timeout: 10 * time.Second}}
 	res := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: r}}}
 	fs := []finding.Finding{{Job: ids[0], Scheduler: "slurm"}, {Job: ids[1], Scheduler: "slurm"}, {Job: "99999991", Scheduler: "slurm"}}
 	got := res.Resolve(context.Background(), fs)
@@ -126,7 +126,7 @@ func TestSlurmFactsAtScale(t *testing.T) {
 	cluster(t)
 	ids := held(t, 200, func(i int) string { return fmt.Sprintf("scale-%d", i) })
 	fs := findingsOn(ids, 1000)
-	r := &countingRunner{r: action.ExecRunner{Timeout: 10 * time.Second}}
+	r := &countingRunner{r: execrun.Exec{Timeout: 10 * time.Second}}
 	res := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: r}}}
 	start := time.Now()
 	got := res.Resolve(context.Background(), fs)
@@ -149,7 +149,7 @@ func BenchmarkSlurmFacts(b *testing.B) {
 	cluster(b)
 	ids := held(b, 200, func(i int) string { return fmt.Sprintf("bench-%d", i) })
 	fs := findingsOn(ids, 1000)
-	r := &countingRunner{r: action.ExecRunner{Timeout: 10 * time.Second}}
+	r := &countingRunner{r: execrun.Exec{Timeout: 10 * time.Second}}
 	res := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: r}}}
 	b.ResetTimer()
 	for b.Loop() {

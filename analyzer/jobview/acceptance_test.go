@@ -3,6 +3,7 @@ package jobview_test
 import (
 	"context"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"os/user"
 	"strings"
 	"testing"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
@@ -41,7 +41,7 @@ func TestJobViewMatchesPromQL(t *testing.T) {
 	cfg := config.Default()
 	cfg.Step = config.Duration(5 * time.Second)
 	now := time.Now()
-	slurm := &jobview.Slurm{Runner: action.ExecRunner{Timeout: 10 * time.Second}}
+	slurm := &jobview.Slurm{Runner: execrun.Exec{Timeout: 10 * time.Second}}
 	sched, err := slurm.Job(context.Background(), id)
 	if err != nil || sched == nil {
 		t.Fatalf("scontrol: %v %v", sched, err)

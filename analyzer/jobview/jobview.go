@@ -86,6 +86,8 @@ func eq(name, value string) string {
 // over what the telemetry suggests (state, owner), and the CPUs it was given
 // turn CPU time into an efficiency.
 type Scheduler struct {
+	// ID is the scheduler's own id of the job.
+	ID      string
 	State   string
 	User    string
 	Account string

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 )
 
 // SummaryPrefix starts every end-of-job summary, so that other tools'
@@ -225,6 +226,29 @@ func DecodeSummary(s string) (*Report, error) {
 	return r, nil
 }
 
+// ErrForeignSummary marks an AdminComment whose summary names another job
+// or another user than the scheduler's record it was read from.
+var ErrForeignSummary = errors.New("the summary is not this job's")
+
+// Summary decodes the end-of-job summary in the job's AdminComment. It is
+// believed only when the job id and the user inside it are the
+// scheduler's own for this job: a summary copied from another job (or
+// written by anyone but gpuwatch for this one) is refused.
+func (s *Scheduler) Summary() (*Report, error) {
+	if s == nil || s.AdminComment == "" {
+		return nil, errors.New("no summary in AdminComment")
+	}
+	r, err := DecodeSummary(s.AdminComment)
+	if err != nil {
+		return nil, err
+	}
+	if s.ID == "" || r.Job != s.ID || r.User != s.User {
+		return nil, fmt.Errorf("%w: it names job %s of user %s, Slurm says job %s of user %s", ErrForeignSummary,
+			termsafe.String(r.Job), termsafe.String(r.User), s.ID, s.User)
+	}
+	return r, nil
+}
+
 // WriteSummary builds the job's view within ctx's deadline and writes its
 // summary into the job's AdminComment; when the figures cannot be had in
 // time (Prometheus slow, down, or without the job) it writes a short note
@@ -235,6 +259,10 @@ func WriteSummary(ctx, wctx context.Context, s *Slurm, o Options, ref Ref, logge
 	}
 	var comment string
 	r, err := Build(ctx, o, ref)
+	if err == nil && r.Job != ref.String() {
+		// Only what gpuwatch computed for this job id is ever written.
+		err = fmt.Errorf("the view built is of job %q, not %q", r.Job, ref)
+	}
 	if err == nil {
 		comment, err = EncodeSummary(r, "", maxCommentBytes)
 	}

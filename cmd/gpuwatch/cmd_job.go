@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"os"
 	"os/exec"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/model"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
 	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
@@ -24,6 +24,7 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 		"With --summary (from the Slurm epilog), write a compact summary into the job's AdminComment instead; `gpuwatch job` shows that summary once Prometheus no longer holds the job.")
 	var (
 		id, promURL, storage, format, cfgPath, scontrol, lookback string
+		squeue, sacct                                             string
 		timeout, summaryTimeout                                   time.Duration
 		summary                                                   bool
 	)
@@ -35,7 +36,9 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 	cmd.Flag("analyzer.config", "Detection thresholds (YAML) for the findings; built-in defaults when empty.").StringVar(&cfgPath)
 	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
 	cmd.Flag("query.timeout", "Timeout of one query.").Default("30s").DurationVar(&timeout)
-	cmd.Flag("slurm.scontrol", "scontrol program, asked for the job's state, CPUs and AdminComment (Slurm job ids only); empty to not ask Slurm.").Default("scontrol").StringVar(&scontrol)
+	cmd.Flag("slurm.squeue", "squeue program, asked (--json) for the job's owner, state, CPUs and AdminComment (Slurm job ids only); empty to not ask Slurm.").Default("squeue").StringVar(&squeue)
+	cmd.Flag("slurm.sacct", "sacct program, asked (--json) for jobs the controller no longer keeps, and for the summary accounting holds.").Default("sacct").StringVar(&sacct)
+	cmd.Flag("slurm.scontrol", "scontrol program, used only to write the summary into a running job's AdminComment (never parsed).").Default("scontrol").StringVar(&scontrol)
 	cmd.Flag("summary", "Write the job's summary into its Slurm AdminComment (scontrol update while the job runs, else sacctmgr into accounting) instead of printing the view; for the epilog companion deploy/slurm/job-summary.").BoolVar(&summary)
 	cmd.Flag("summary.timeout", "Time allowed to read the figures for --summary; past it (or with Prometheus down) a short note saying so is written instead, so the epilog is never held up.").Default("10s").DurationVar(&summaryTimeout)
 	return cmd.FullCommand(), func(ctx context.Context) error {
@@ -54,8 +57,8 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 				return &clikit.UsageError{Err: err}
 			}
 		}
-		if summary && (ref.Slurm == "" || scontrol == "") {
-			return &clikit.UsageError{Err: errors.New("--summary needs a Slurm job id and --slurm.scontrol")}
+		if summary && (ref.Slurm == "" || squeue == "") {
+			return &clikit.UsageError{Err: errors.New("--summary needs a Slurm job id and --slurm.squeue")}
 		}
 		q, closeQ, err := analyzercmd.OpenTelemetry(logger, promURL, storage, timeout, openEmbedded)
 		if err != nil {
@@ -63,15 +66,15 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 		}
 		defer closeQ()
 		var slurm *jobview.Slurm
-		if ref.Slurm != "" && scontrol != "" {
-			if _, err := exec.LookPath(scontrol); err == nil {
-				slurm = &jobview.Slurm{Runner: action.ExecRunner{Timeout: 5 * time.Second}, Scontrol: scontrol}
+		if ref.Slurm != "" && squeue != "" {
+			if _, err := exec.LookPath(squeue); err == nil {
+				slurm = &jobview.Slurm{Runner: execrun.Exec{Timeout: 5 * time.Second}, Squeue: squeue, Sacct: sacct, Scontrol: scontrol}
 			}
 		}
 		opts := jobview.Options{Querier: q, Config: cfg, Lookback: time.Duration(back)}
 		if summary {
 			if slurm == nil {
-				return fmt.Errorf("--summary: %s not found", scontrol)
+				return fmt.Errorf("--summary: %s not found", squeue)
 			}
 			// The epilog waits for this: the figures get summaryTimeout,
 			// scontrol its own few seconds.
@@ -93,7 +96,7 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 			if sched == nil || sched.AdminComment == "" {
 				return err
 			}
-			dec, derr := jobview.DecodeSummary(sched.AdminComment)
+			dec, derr := sched.Summary()
 			if derr != nil {
 				return fmt.Errorf("%w; and its AdminComment: %w", err, derr)
 			}

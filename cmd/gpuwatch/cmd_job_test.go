@@ -13,7 +13,7 @@ func TestJobCommand(t *testing.T) {
 	dir := analyzeStore(t, from)
 	var stderr bytes.Buffer
 	out := captureStdout(t, func() {
-		if code := run([]string{"job", "4242", "--storage.path=" + dir, "--format=json", "--slurm.scontrol="}, &stderr); code != 0 {
+		if code := run([]string{"job", "4242", "--storage.path=" + dir, "--format=json", "--slurm.squeue="}, &stderr); code != 0 {
 			t.Errorf("exit %d: %s", code, stderr.String())
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"log/slog"
 	"net/http"
 	"os"
@@ -53,8 +54,8 @@ type analyzerOptions struct {
 	AnalyzerConfig string
 	FindingsFile   string
 	// Slurm commands.
-	Scancel, Squeue, Scontrol string
-	CommandTimeout            time.Duration
+	Scancel, Squeue, Sacct string
+	CommandTimeout         time.Duration
 	// Kubernetes: a kubeconfig file, or the in-cluster service account.
 	Kubeconfig string
 	InCluster  bool
@@ -132,7 +133,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	acts := o.actuators(pol, sender, kube, logger)
 	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
 	if _, err := exec.LookPath(cmp.Or(o.Squeue, "squeue")); err == nil {
-		slurm := &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
+		slurm := &facts.SlurmSource{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
 		resolver.Sources[schema.SchedulerSlurm] = slurm
 		if es, ok := src.(daemon.EngineSource); ok {
 			es.Engine.UseLimits(slurm) // overlong judges by each job's own time limit
@@ -307,8 +308,8 @@ func (o *analyzerOptions) kubeClient() (kubernetes.Interface, error) {
 func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, logger *slog.Logger) map[string]action.Actuator {
 	acts := map[string]action.Actuator{}
 	if _, err := exec.LookPath(cmp.Or(o.Scancel, "scancel")); err == nil {
-		acts[schema.SchedulerSlurm] = &action.Slurm{Runner: action.ExecRunner{Timeout: o.CommandTimeout},
-			Scancel: o.Scancel, Squeue: o.Squeue, Scontrol: o.Scontrol}
+		acts[schema.SchedulerSlurm] = &action.Slurm{Runner: execrun.Exec{Timeout: o.CommandTimeout},
+			Scancel: o.Scancel, Squeue: o.Squeue, Sacct: o.Sacct}
 	} else {
 		logger.Info("no Slurm actuator: scancel not found", "scancel", cmp.Or(o.Scancel, "scancel"))
 	}

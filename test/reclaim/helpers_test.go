@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,7 +145,7 @@ func submitTo(t *testing.T, dir, name, partition string) (id, marker string) {
 
 func jobState(t *testing.T, id string) string {
 	t.Helper()
-	s := &action.Slurm{Runner: action.ExecRunner{Timeout: 10 * time.Second}}
+	s := &action.Slurm{Runner: execrun.Exec{Timeout: 10 * time.Second}}
 	st, err := s.JobState(context.Background(), id)
 	if err != nil {
 		t.Fatalf("job %s state: %v", id, err)
@@ -203,7 +204,7 @@ func (c countingRunner) Run(ctx context.Context, name string, args ...string) ([
 	if isCancel && c.before != nil {
 		c.before()
 	}
-	out, err := action.ExecRunner{Timeout: 30 * time.Second}.Run(ctx, name, args...)
+	out, err := execrun.Exec{Timeout: 30 * time.Second}.Run(ctx, name, args...)
 	if filepath.Base(name) == "scancel" {
 		f, ferr := os.OpenFile(c.log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if ferr == nil {

@@ -1,6 +1,7 @@
 package reclaim
 
 import (
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"github.com/gpuwatch/gpuwatch/schema"
 
 	"context"
@@ -91,7 +92,7 @@ func idleFinding(job string, now time.Time) finding.Finding {
 		WastedGPUHours: 2, Evidence: map[string]float64{"gpu_util_pct": 0, "fb_used_mib": 0, "gpu_processes": 0}}
 }
 
-func escalator(t *testing.T, dbPath, doc string, runner action.Runner) (*daemon.Escalator, *audit.Log, *store.Store) {
+func escalator(t *testing.T, dbPath, doc string, runner execrun.Runner) (*daemon.Escalator, *audit.Log, *store.Store) {
 	t.Helper()
 	pol, err := policy.Parse([]byte(doc))
 	if err != nil {
@@ -109,7 +110,7 @@ func escalator(t *testing.T, dbPath, doc string, runner action.Runner) (*daemon.
 	if pol.Channels.WebhookURL != "" {
 		acts["webhook"] = &action.Webhook{URL: pol.Channels.WebhookURL}
 	}
-	res := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: action.ExecRunner{Timeout: 30 * time.Second}}}}
+	res := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: execrun.Exec{Timeout: 30 * time.Second}}}}
 	return &daemon.Escalator{Policy: pol, Log: lg, Actuators: acts, Facts: res}, lg, st
 }
 
