@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
+	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
@@ -44,14 +45,16 @@ func siteSettings(t *testing.T, conf, promURL, bin string, budget int) {
 	t.Cleanup(func() { os.Remove(f) })
 }
 
-var adminComment = regexp.MustCompile(`AdminComment=(\S+)`)
-
+// showComment reads the job's AdminComment through the Slurm adapter
+// (squeue's JSON): scontrol's text would give a job name's forged
+// "AdminComment=" first.
 func showComment(t *testing.T, id string) string {
 	t.Helper()
-	if m := adminComment.FindStringSubmatch(run(t, "scontrol", "--oneliner", "show", "job", id)); m != nil {
-		return m[1]
+	j, err := (&slurm.Client{Runner: execrun.Exec{Timeout: 10 * time.Second}}).Job(context.Background(), id)
+	if err != nil || j == nil {
+		t.Fatalf("job %s: %v %v", id, j, err)
 	}
-	return ""
+	return j.AdminComment
 }
 
 // `gpuwatch job --summary`, as the epilog companion runs it, writes the
