@@ -10,9 +10,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/gpuwatch/gpuwatch/internal/secret"
+	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,8 +46,14 @@ type JupyterHub struct {
 	Pods          corev1client.CoreV1Interface
 	Next          Actuator
 	FallbackEvict bool
-	// Client defaults to one with a 10s timeout.
+	// Client defaults to one with a 10s timeout. Redirects are never
+	// followed, whatever the client says: the token would go to wherever
+	// the Hub (or a proxy) points, and a 307 or 308 would repeat a DELETE
+	// there.
 	Client *http.Client
+	// Secrets masks the token (and any credential shape) in every error
+	// text, since the Hub's answers go into the audit; nil masks shapes.
+	Secrets *secret.Redactor
 }
 
 // Name implements Actuator: the Hub acts for Kubernetes pods.
@@ -176,62 +184,59 @@ func (j *JupyterHub) running(ctx context.Context, srv hubServer) (bool, error) {
 // call sends one authenticated request and returns the status and the
 // body (bounded).
 func (j *JupyterHub) call(ctx context.Context, method, path string) (int, string, error) {
-	token, err := readToken(j.TokenFile)
+	red := j.Secrets
+	if red == nil {
+		red = &secret.Redactor{}
+	}
+	token, err := secret.ReadWord(j.TokenFile, red)
 	if err != nil {
-		return 0, "", err
+		return 0, "", fmt.Errorf("JupyterHub token: %w", err)
 	}
 	r, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(j.URL, "/")+path, nil)
 	if err != nil {
 		return 0, "", fmt.Errorf("JupyterHub request: %w", err)
 	}
 	r.Header.Set("Authorization", "token "+token)
-	c := j.Client
-	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second}
-	}
+	c := noRedirects(j.Client)
 	resp, err := c.Do(r)
 	if err != nil {
-		// The URL error names the address, never the token (a header).
-		return 0, "", fmt.Errorf("JupyterHub unreachable: %w", err)
+		return 0, "", red.Error(fmt.Errorf("JupyterHub unreachable: %w", err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHubBody))
 	if err != nil {
-		return 0, "", fmt.Errorf("JupyterHub %s %s: %w", method, path, err)
+		return 0, "", red.Error(fmt.Errorf("JupyterHub %s %s: %w", method, path, err))
 	}
-	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return 0, "", fmt.Errorf("JupyterHub refused the token (%d) for %s %s", resp.StatusCode, method, path)
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return 0, "", fmt.Errorf("JupyterHub answered %s %s with a redirect (%d): not followed (check --jupyterhub.url)", method, path, resp.StatusCode)
 	}
-	return resp.StatusCode, string(b), nil
+	return resp.StatusCode, red.String(string(b)), nil
 }
 
-// excerpt is a one-line, bounded piece of a Hub answer for the audit.
+// noRedirects returns a copy of c (or of a default client with a 10 s
+// timeout) that stops at the first redirect and hands it back.
+func noRedirects(c *http.Client) *http.Client {
+	var cp http.Client
+	if c != nil {
+		cp = *c
+	} else {
+		cp.Timeout = 10 * time.Second
+	}
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cp
+}
+
+// excerpt is a one-line, bounded piece of a Hub answer for the audit; the
+// body was redacted by call.
 func excerpt(b string) string {
 	s := strings.Join(strings.Fields(b), " ")
 	if len(s) > 200 {
 		s = s[:200]
 	}
-	return s
-}
-
-// maxToken bounds the token file.
-const maxToken = 4096
-
-func readToken(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("JupyterHub token file: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxToken+1))
-	if err != nil {
-		return "", fmt.Errorf("JupyterHub token file %s: %w", path, err)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" || len(b) > maxToken || strings.ContainsAny(t, " \t\r\n") {
-		return "", fmt.Errorf("JupyterHub token file %s: want one token", path)
-	}
-	return t, nil
+	return termsafe.String(s)
 }
 
 // Reconcile implements Reconciler: a stop took effect when the Hub no

@@ -5,11 +5,17 @@ import (
 
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,5 +106,81 @@ func TestJupyterHubActuator(t *testing.T) {
 	// Not a Hub pod, or not an idle session: the Kubernetes actuator's.
 	if _, err := j.Act(ctx, &Request{Step: StepCheckpoint, Finding: idleReq("jupyter-carol").Finding}); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("checkpoint: %v", err)
+	}
+}
+
+// hostileHub answers every request with answer; got counts requests that
+// reached the other server a redirect points at.
+func hostileHubActuator(t *testing.T, tokenFile string, answer func(w http.ResponseWriter, r *http.Request)) *JupyterHub {
+	t.Helper()
+	hub := httptest.NewServer(http.HandlerFunc(answer))
+	t.Cleanup(hub.Close)
+	client := fake.NewClientset(hubPod("jupyter-alice", "alice", ""))
+	return &JupyterHub{URL: hub.URL, TokenFile: tokenFile, Pods: client.CoreV1()}
+}
+
+// TestJupyterHubHostile: the token never leaves in an error (a Hub or
+// proxy that echoes the request's headers, or the token itself), no
+// redirect is followed (the token would go elsewhere, and a 307 would
+// repeat the DELETE there), and a token file that is a FIFO fails at once.
+func TestJupyterHubHostile(t *testing.T) {
+	const token = "s3cr3t-hub-token-0123456789abcdef"
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(other.Close)
+	echo := func(status int) func(w http.ResponseWriter, r *http.Request) {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			fmt.Fprintf(w, "<html>proxy error; your request: %s %s\nAuthorization: %s\nheaders: %v\nraw=%s</html>",
+				r.Method, r.URL, r.Header.Get("Authorization"), r.Header, strings.TrimPrefix(r.Header.Get("Authorization"), "token "))
+		}
+	}
+	for name, answer := range map[string]func(w http.ResponseWriter, r *http.Request){
+		"echo 500":  echo(http.StatusInternalServerError),
+		"echo 400":  echo(http.StatusBadRequest),
+		"echo 404":  echo(http.StatusNotFound),
+		"echo JSON": func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, `{"servers": "%s"}`, r.Header.Get("Authorization")) },
+		"redirect 307": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+		},
+		"redirect 308": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+r.URL.Path, http.StatusPermanentRedirect)
+		},
+		"redirect 302": func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, other.URL, http.StatusFound) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := hostileHubActuator(t, tokenFile, answer)
+			_, err := j.Act(context.Background(), idleReq("jupyter-alice"))
+			if err == nil {
+				t.Fatal("a hostile Hub's answer was taken for success")
+			}
+			if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), "0123456789abcdef") {
+				t.Fatalf("the token leaked into the error: %v", err)
+			}
+			if strings.ContainsAny(err.Error(), "\n\x1b") {
+				t.Fatalf("raw text from the Hub in the error: %q", err)
+			}
+		})
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("%d requests followed a redirect to another server", n)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j := hostileHubActuator(t, fifo, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	start := time.Now()
+	_, err := j.Act(context.Background(), idleReq("jupyter-alice"))
+	if err == nil || !strings.Contains(err.Error(), "not a regular file") || time.Since(start) > time.Second {
+		t.Fatalf("token file on a FIFO: %v after %s", err, time.Since(start))
 	}
 }

@@ -1,10 +1,10 @@
 package mail
 
 import (
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"errors"
 	"fmt"
 	"net/mail"
-	"os"
 	"strings"
 	"time"
 
@@ -130,11 +130,11 @@ func (c *Config) Validate() error {
 func (c *Config) password(getenv func(string) string) (string, error) {
 	switch {
 	case c.PasswordFile != "":
-		b, err := os.ReadFile(c.PasswordFile)
+		v, err := secret.ReadFile(c.PasswordFile, nil)
 		if err != nil {
-			return "", fmt.Errorf("read smtp password_file: %w", err)
+			return "", fmt.Errorf("smtp password_file: %w", err)
 		}
-		return strings.TrimRight(string(b), "\r\n"), nil
+		return v, nil
 	case c.PasswordEnv != "":
 		v := getenv(c.PasswordEnv)
 		if v == "" {

@@ -1,6 +1,7 @@
 package mail
 
 import (
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -225,17 +226,14 @@ const maxErrorText = 300
 // and any long base64 run are replaced by [redacted], terminal controls
 // escaped, and the whole cut to maxErrorText bytes.
 func (s *SMTP) redact(err error) error {
-	msg := err.Error()
+	var red secret.Redactor
 	if s.pass != "" {
-		for _, secret := range []string{
-			s.pass,
+		red.Add(s.pass,
 			base64.StdEncoding.EncodeToString([]byte(s.pass)),
-			base64.StdEncoding.EncodeToString([]byte("\x00" + s.cfg.Username + "\x00" + s.pass)),
-			base64.StdEncoding.EncodeToString([]byte(s.cfg.Username + "\x00" + s.cfg.Username + "\x00" + s.pass)),
-		} {
-			msg = strings.ReplaceAll(msg, secret, "[redacted]")
-		}
+			base64.StdEncoding.EncodeToString([]byte("\x00"+s.cfg.Username+"\x00"+s.pass)),
+			base64.StdEncoding.EncodeToString([]byte(s.cfg.Username+"\x00"+s.cfg.Username+"\x00"+s.pass)))
 	}
+	msg := red.String(err.Error())
 	msg = base64Run.ReplaceAllStringFunc(msg, func(run string) string {
 		if looksEncoded(run) {
 			return "[redacted]"

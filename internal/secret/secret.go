@@ -23,10 +23,6 @@ import (
 // Mask replaces every secret in text.
 const Mask = "<redacted>"
 
-// minValue is the shortest value redacted by value: a shorter "secret"
-// would blank out ordinary words.
-const minValue = 6
-
 // Redactor replaces secrets in text. The zero value redacts the shapes;
 // Add teaches it values. It is safe for concurrent use.
 type Redactor struct {
@@ -34,14 +30,14 @@ type Redactor struct {
 	values []string
 }
 
-// Add registers secret values (and their base64 basic-auth forms are
-// caught by the header shapes).
+// Add registers secret values. Every non-empty value is masked, however
+// short: a short password blanks out some ordinary text of a message,
+// which is the lesser harm.
 func (r *Redactor) Add(values ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, v := range values {
-		v = strings.TrimSpace(v)
-		if len(v) < minValue {
+		if v == "" {
 			continue
 		}
 		if !contains(r.values, v) {
@@ -120,14 +116,18 @@ func String(s string) string { return (*Redactor)(nil).String(s) }
 // MaxBytes bounds a secret file.
 const MaxBytes = 4096
 
-// ErrNotOneWord is returned for a secret file that holds nothing, or more
-// than one word.
-var ErrNotOneWord = errors.New("want exactly one secret (one word, one line)")
+// ErrNotOneLine is returned for a secret file that holds nothing, or more
+// than one line.
+var ErrNotOneLine = errors.New("want exactly one secret on one line")
+
+// ErrNotOneWord is returned for a token file whose token holds spaces.
+var ErrNotOneWord = errors.New("want exactly one token (one word, one line)")
 
 // ReadFile reads a secret file through the same checks as configuration
 // files (a regular file, never a FIFO or device, bounded in size) and
-// returns its one word. The value is
-// added to r (when not nil), so that it is masked from then on.
+// returns its one line without the line end (a password may hold spaces).
+// The value is added to r (when not nil), so that it is masked from then
+// on.
 func ReadFile(path string, r *Redactor) (string, error) {
 	data, err := configfile.ReadFile(path)
 	if err != nil {
@@ -136,12 +136,26 @@ func ReadFile(path string, r *Redactor) (string, error) {
 	if len(data) > MaxBytes {
 		return "", fmt.Errorf("secret file %s: %d bytes, more than %d", path, len(data), MaxBytes)
 	}
-	v := strings.TrimSpace(string(data))
-	if v == "" || strings.ContainsAny(v, " \t\r\n") {
-		return "", fmt.Errorf("secret file %s: %w", path, ErrNotOneWord)
+	v := strings.TrimRight(string(data), "\r\n")
+	if v == "" || strings.ContainsAny(v, "\r\n") {
+		return "", fmt.Errorf("secret file %s: %w", path, ErrNotOneLine)
 	}
 	if r != nil {
 		r.Add(v)
+	}
+	return v, nil
+}
+
+// ReadWord reads a token file as ReadFile does and refuses a token with
+// blanks in it, which no header could carry.
+func ReadWord(path string, r *Redactor) (string, error) {
+	v, err := ReadFile(path, r)
+	if err != nil {
+		return "", err
+	}
+	v = strings.TrimSpace(v)
+	if v == "" || strings.ContainsAny(v, " \t") {
+		return "", fmt.Errorf("secret file %s: %w", path, ErrNotOneWord)
 	}
 	return v, nil
 }
