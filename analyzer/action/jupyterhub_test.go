@@ -144,10 +144,12 @@ func TestJupyterHubHostile(t *testing.T) {
 		}
 	}
 	for name, answer := range map[string]func(w http.ResponseWriter, r *http.Request){
-		"echo 500":  echo(http.StatusInternalServerError),
-		"echo 400":  echo(http.StatusBadRequest),
-		"echo 404":  echo(http.StatusNotFound),
-		"echo JSON": func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, `{"servers": "%s"}`, r.Header.Get("Authorization")) },
+		"echo 500": echo(http.StatusInternalServerError),
+		"echo 400": echo(http.StatusBadRequest),
+		"echo 404": echo(http.StatusNotFound),
+		"echo JSON": func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, `{"servers": "%s"}`, r.Header.Get("Authorization"))
+		},
 		"redirect 307": func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
 		},

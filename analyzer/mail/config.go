@@ -1,9 +1,9 @@
 package mail
 
 import (
-	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"errors"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"net/mail"
 	"strings"
 	"time"

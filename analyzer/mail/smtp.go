@@ -1,7 +1,6 @@
 package mail
 
 import (
-	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -9,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"log/slog"
 	"net/textproto"
 	"os"
