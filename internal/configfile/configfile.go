@@ -210,6 +210,9 @@ func DecodeWith(file string, data []byte, out any, o Options) (*Doc, error) {
 	if len(top.Content) == 0 {
 		return doc, nil
 	}
+	if err := screenAliases(&top); err != nil {
+		return doc, Errors{{File: file, Line: lineOf(err.Error()), Msg: stripLine(err.Error())}}
+	}
 	doc.Root = top.Content[0]
 	var errs Errors
 	doc.walk(doc.Root, "", reflect.TypeOf(out), &errs)
@@ -227,6 +230,49 @@ func DecodeWith(file string, data []byte, out any, o Options) (*Doc, error) {
 		}
 	}
 	return doc, errs.Err()
+}
+
+// MaxExpandedNodes bounds the nodes a document stands for once its
+// aliases are expanded. Anchors and aliases are legitimate YAML (a shared
+// tier, a repeated label set), but nine nested levels of ten aliases each
+// ("billion laughs") stand for a billion nodes in a file of a kilobyte:
+// every decoder that expands them runs for minutes and takes gigabytes.
+const MaxExpandedNodes = 100_000
+
+// screenAliases refuses a document whose aliases expand past
+// MaxExpandedNodes. The count is memoized per node, so the screen itself
+// is linear in the file however deep the nesting.
+func screenAliases(top *yaml.Node) error {
+	memo := map[*yaml.Node]int{}
+	var size func(n *yaml.Node, depth int) int
+	size = func(n *yaml.Node, depth int) int {
+		if n == nil {
+			return 0
+		}
+		if v, ok := memo[n]; ok {
+			return v
+		}
+		if depth > 1000 {
+			return MaxExpandedNodes + 1 // an alias cycle, or nesting no config has
+		}
+		memo[n] = MaxExpandedNodes + 1 // a cycle through n counts as too many
+		total := 1
+		if n.Kind == yaml.AliasNode {
+			total += size(n.Alias, depth+1)
+		}
+		for _, c := range n.Content {
+			total += size(c, depth+1)
+			if total > MaxExpandedNodes {
+				break
+			}
+		}
+		memo[n] = min(total, MaxExpandedNodes+1)
+		return memo[n]
+	}
+	if size(top, 0) > MaxExpandedNodes {
+		return fmt.Errorf("line %d: YAML aliases expand this document to more than %d nodes: refused (an alias bomb?)", top.Line, MaxExpandedNodes)
+	}
+	return nil
 }
 
 var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)

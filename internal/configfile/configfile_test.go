@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -145,5 +146,35 @@ func TestRawNodeAcceptsAnyKey(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error %v lacks %q", err, w)
 		}
+	}
+}
+
+// TestAliasBomb: nine nested levels of nine aliases (a billion nodes from
+// a kilobyte) are refused at once, by every loader, while ordinary
+// anchors still work.
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n")
+	prev := "a"
+	for _, l := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
+		fmt.Fprintf(&b, "%s: &%s [%s]\n", l, l, strings.TrimSuffix(strings.Repeat("*"+prev+",", 9), ","))
+		prev = l
+	}
+	b.WriteString("top: *i\n")
+	start := time.Now()
+	var out any
+	_, err := Decode("bomb.yaml", []byte(b.String()), &out)
+	if err == nil || !strings.Contains(err.Error(), "aliases expand") {
+		t.Fatalf("alias bomb: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("refusing the bomb took %s", took)
+	}
+	var ok struct {
+		Base  map[string]string `yaml:"base"`
+		Tiers []map[string]any  `yaml:"tiers"`
+	}
+	if _, err := Decode("anchors.yaml", []byte("base: &b {team: ml}\ntiers:\n  - match: *b\n  - match: *b\n"), &ok); err != nil || len(ok.Tiers) != 2 {
+		t.Fatalf("ordinary anchors: %v %+v", err, ok)
 	}
 }
