@@ -2,9 +2,9 @@ package configfile
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
-	"fmt"
 	"strings"
 	"syscall"
 	"testing"
