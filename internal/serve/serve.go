@@ -18,13 +18,14 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/mdlayher/vsock"
 	"github.com/prometheus/exporter-toolkit/web"
-	"golang.org/x/net/netutil"
 )
 
 // Limits bound what clients can hold of a listener: a slow or idle client
 // is cut off by the timeouts, and past MaxConnections a listener accepts no
 // more until one closes (the kernel queues the rest), so a flood of slow
-// connections cannot exhaust file descriptors or memory.
+// connections cannot exhaust file descriptors or memory. At the cap, the
+// connection idle longest between keep-alive requests is closed to make
+// room, so idle clients never lock a scrape out.
 type Limits struct {
 	ReadHeaderTimeout time.Duration // request line and headers
 	ReadTimeout       time.Duration // the whole request, body included
@@ -69,7 +70,7 @@ func ServeListener(ctx context.Context, l net.Listener, h http.Handler, flags *w
 func serveLimited(ctx context.Context, ls []net.Listener, h http.Handler, flags *web.FlagConfig, logger *slog.Logger, lim Limits) error {
 	limited := make([]net.Listener, len(ls))
 	for i, l := range ls {
-		limited[i] = netutil.LimitListener(l, lim.MaxConnections)
+		limited[i] = newCapListener(l, lim.MaxConnections)
 	}
 	return serve(ctx, h, logger, lim, func(srv *http.Server) error { return web.ServeMultiple(limited, srv, flags, logger) })
 }
@@ -120,7 +121,7 @@ func listen(flags *web.FlagConfig, logger *slog.Logger) ([]net.Listener, error) 
 func serve(ctx context.Context, h http.Handler, logger *slog.Logger, lim Limits, run func(*http.Server) error) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout,
 		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: 64 << 10,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn), ConnState: connState}
 	errc := make(chan error, 1)
 	go func() { errc <- run(srv) }()
 	select {

@@ -183,3 +183,44 @@ func TestIdleAndSlowBodyTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleKeepAlivesYieldToScrape: 600 idle keep-alive connections (more
+// than the 512 slots) do not lock out a scrape: it succeeds within a
+// second, because the connection idle longest is closed to make room.
+func TestIdleKeepAlivesYieldToScrape(t *testing.T) {
+	addr := start(t, DefaultLimits)
+	var held []net.Conn
+	for i := 0; i < 600; i++ {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		// One request each, then the connection stays open, idle.
+		if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	// Read the answers of the first 512 (the rest wait for a slot).
+	for _, c := range held[:512] {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("keep-alive request: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	began := time.Now()
+	scrape(t, addr, time.Second)
+	t.Logf("scrape with 600 idle keep-alive connections took %v", time.Since(began))
+	if took := time.Since(began); took > time.Second {
+		t.Fatalf("scrape took %s", took)
+	}
+}
