@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -222,38 +221,62 @@ func TestTwoReplicasLeaderElection(t *testing.T) {
 	}
 }
 
-// A crashed analyzer of this host leaves its lease behind; its restart takes
-// it over at once instead of standing by until it expires. A live one's is
-// respected.
-func TestRestartTakesOverCrashedLease(t *testing.T) {
+// A lease is taken over only after the taker saw it unrenewed for the lease
+// duration on its own clock: not at once when the holder shares this host
+// name (containers), nor when the holder's stamp is in the past by the
+// taker's wall clock (a clock running ahead); a holder that keeps renewing
+// keeps it however its clock runs, and a crashed holder's lease passes on.
+func TestLeaseTakeoverOnTheTakersClock(t *testing.T) {
 	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	host, _ := os.Hostname()
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	ttl := time.Minute
+	host, _ := os.Hostname()
 	for _, tc := range []struct {
-		holder string
-		want   bool
+		name string
+		// holderClock is the live holder's wall clock against the taker's;
+		// renews tells whether it keeps renewing.
+		holderClock time.Duration
+		renews      bool
+		want        time.Duration // when the taker leads; 0: never in the 5 minutes
 	}{
-		{fmt.Sprintf("%s/%d/old", host, dead.Process.Pid), true},
-		{fmt.Sprintf("%s/%d/old", host, os.Getppid()), false},
-		{fmt.Sprintf("other-host/%d/old", dead.Process.Pid), false},
+		{"live, same host name and pid", 0, true, 0},
+		{"live, clock 1 h behind", -time.Hour, true, 0},
+		{"live, clock 1 h ahead", time.Hour, true, 0},
+		{"crashed, clock 1 h behind", -time.Hour, false, ttl},
+		{"crashed", 0, false, ttl},
 	} {
-		if ok, err := st.AcquireLease(ctx, leader.LeaseName, tc.holder, time.Hour, now); !ok || err != nil {
-			t.Fatal(ok, err)
-		}
-		l := &leader.StoreLease{Store: st, Identity: leader.Identity(), TTL: time.Hour}
-		if ok, err := l.Lead(ctx, now.Add(time.Minute)); ok != tc.want || err != nil {
-			t.Errorf("lease held by %s: lead = %v (%v), want %v", tc.holder, ok, err, tc.want)
-		}
-		_ = st.ReleaseLease(ctx, leader.LeaseName, l.Identity)
-		_ = st.ReleaseLease(ctx, leader.LeaseName, tc.holder)
+		t.Run(tc.name, func(t *testing.T) {
+			holder := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), "0123456789abcdef")
+			if ok, err := st.AcquireLease(ctx, leader.LeaseName, holder, ttl, t0.Add(tc.holderClock)); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			taker := &leader.StoreLease{Store: st, Identity: leader.Identity(), TTL: ttl}
+			var led time.Duration
+			for at := time.Duration(0); at <= 5*time.Minute; at += 10 * time.Second {
+				if tc.renews {
+					if ok, err := st.AcquireLease(ctx, leader.LeaseName, holder, ttl, t0.Add(tc.holderClock+at)); !ok || err != nil {
+						t.Fatalf("holder lost its lease at +%s: %v %v", at, ok, err)
+					}
+				}
+				ok, err := taker.Lead(ctx, t0.Add(at))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					led = at
+					break
+				}
+			}
+			if led != tc.want {
+				t.Errorf("taker led at +%s, want +%s (0: never)", led, tc.want)
+			}
+			_ = st.ReleaseLease(ctx, leader.LeaseName, taker.Identity)
+			_ = st.ReleaseLease(ctx, leader.LeaseName, holder)
+		})
 	}
 }

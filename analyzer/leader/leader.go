@@ -7,13 +7,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
+	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,11 +34,13 @@ type Leadership interface {
 // Kubernetes Lease object.
 const LeaseName = "gpuwatch-analyzer"
 
-// Identity names this process among the candidates: host, pid and a random
-// part (a restarted process is a new candidate).
+// Identity names this process among the candidates. Its random part is
+// what identifies it: two analyzers in containers that share a host name
+// and a pid are still two candidates, and a restarted process is a new
+// one. Host and pid are there for people reading the lease.
 func Identity() string {
 	host, _ := os.Hostname()
-	b := make([]byte, 4)
+	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b))
 }
@@ -51,38 +50,45 @@ type StoreLease struct {
 	Store    *store.Store
 	Identity string
 	// TTL is how long a claim lasts without renewal: a dead leader's
-	// successor takes over at most this long after its last renewal.
+	// successor takes over TTL after it last saw the lease renewed.
 	TTL time.Duration
+
+	mu   sync.Mutex
+	seen observed
 }
 
-// Lead implements Leadership. A lease held by a process of this host that
-// no longer exists (the analyzer crashed and was restarted) is taken at
-// once rather than after it expires.
+// observed is the lease row a standby last saw change, and when (on the
+// standby's own clock).
+type observed struct {
+	holder string
+	stamp  time.Time
+	at     time.Time
+}
+
+// Lead implements Leadership. A standby takes the lease only after it has
+// seen the holder's row unchanged for TTL, timed on its own clock (now
+// carries Go's monotonic reading in production): the holder's wall clock,
+// ahead or behind, never decides, and a renewal in between keeps the lease
+// where it is.
 func (l *StoreLease) Lead(ctx context.Context, now time.Time) (bool, error) {
 	ok, err := l.Store.AcquireLease(ctx, LeaseName, l.Identity, l.TTL, now)
 	if err != nil || ok {
 		return ok, err
 	}
-	holder, _, err := l.Store.LeaseHolder(ctx, LeaseName)
-	if err != nil || !deadHere(holder) {
+	holder, stamp, err := l.Store.LeaseHolder(ctx, LeaseName)
+	if err != nil {
 		return false, err
 	}
-	return l.Store.TakeLease(ctx, LeaseName, holder, l.Identity, l.TTL, now)
-}
-
-// deadHere reports whether identity names a process of this host that is
-// gone.
-func deadHere(identity string) bool {
-	parts := strings.Split(identity, "/")
-	if len(parts) != 3 {
-		return false
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if holder != l.seen.holder || !stamp.Equal(l.seen.stamp) || l.seen.at.IsZero() {
+		l.seen = observed{holder: holder, stamp: stamp, at: now}
+		return false, nil
 	}
-	host, _ := os.Hostname()
-	pid, err := strconv.Atoi(parts[1])
-	if parts[0] != host || err != nil || pid <= 0 || pid == os.Getpid() {
-		return false
+	if now.Sub(l.seen.at) < l.TTL {
+		return false, nil
 	}
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	return l.Store.TakeLease(ctx, LeaseName, holder, stamp, l.Identity, l.TTL, now)
 }
 
 // Release gives the lease up (on shutdown, so a successor need not wait).

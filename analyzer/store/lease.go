@@ -9,21 +9,28 @@ import (
 )
 
 // Leases let several processes share one store while only one of them acts:
-// a named lease has at most one holder until it expires. Taking and
-// renewing is one SQL statement, so two processes can never both win. The
-// leases table is schema version 3 (schema.go).
+// a named lease has at most one holder. Taking and renewing is one SQL
+// statement, so two processes can never both win. The leases table is
+// schema version 3 (schema.go).
+//
+// The store never judges a lease expired by its own wall clock: hosts'
+// clocks differ, and one that runs ahead would take a live lease. Each
+// renewal changes the row's stamp (expires_ms, which only ever grows), and
+// a standby takes the lease over only once it has seen the same stamp for
+// the lease duration on its own monotonic clock (leader.StoreLease), with
+// TakeLease comparing the stamp it saw.
 
-// AcquireLease takes the lease name for holder until now+ttl, or renews it
-// when holder has it already. It fails (false) while another holder's lease
-// has not expired.
+// AcquireLease takes the lease name for holder when nobody holds it, or
+// renews it when holder has it already; it fails (false) while another
+// holder has it, whatever its stamp says.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (bool, error) {
 	if holder == "" || ttl <= 0 {
 		return false, errors.New("acquire lease: need a holder and a positive duration")
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO leases (name, holder, expires_ms) VALUES (?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_ms = excluded.expires_ms
-		WHERE leases.holder = excluded.holder OR leases.expires_ms <= ?`,
-		name, holder, now.Add(ttl).UnixMilli(), now.UnixMilli())
+		ON CONFLICT (name) DO UPDATE SET expires_ms = MAX(excluded.expires_ms, leases.expires_ms + 1)
+		WHERE leases.holder = excluded.holder`,
+		name, holder, now.Add(ttl).UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("acquire lease %s: %w", name, err)
 	}
@@ -34,11 +41,12 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	return got == holder, nil
 }
 
-// TakeLease takes the lease from a holder known to be dead (a crashed
-// process on this host), only if that holder still has it.
-func (s *Store) TakeLease(ctx context.Context, name, from, holder string, ttl time.Duration, now time.Time) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE leases SET holder = ?, expires_ms = ? WHERE name = ? AND holder = ?`,
-		holder, now.Add(ttl).UnixMilli(), name, from)
+// TakeLease takes the lease from a holder that stopped renewing, only if
+// the row is still the one the taker saw (holder from, stamp seen): a
+// renewal in between keeps the lease where it is.
+func (s *Store) TakeLease(ctx context.Context, name, from string, seen time.Time, holder string, ttl time.Duration, now time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE leases SET holder = ?, expires_ms = MAX(?, expires_ms + 1) WHERE name = ? AND holder = ? AND expires_ms = ?`,
+		holder, now.Add(ttl).UnixMilli(), name, from, seen.UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("take lease %s: %w", name, err)
 	}

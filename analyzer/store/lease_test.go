@@ -9,7 +9,8 @@ import (
 )
 
 // Two processes' stores on one file: one holder at a time, renewals keep
-// it, expiry or release hands it over.
+// it whatever the clocks say, release hands it over, and a takeover
+// succeeds only on the row the taker saw.
 func TestLeaseOneHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	a, err := Open(path)
@@ -36,7 +37,22 @@ func TestLeaseOneHolder(t *testing.T) {
 	step(b, "B", 10*time.Second, false)
 	step(a, "A", 50*time.Second, true) // renewed until +110s
 	step(b, "B", 100*time.Second, false)
-	step(b, "B", 111*time.Second, true) // A stopped renewing: B takes over
+	// Past its stamp, by B's wall clock or one far ahead: still A's. The
+	// store never judges expiry; a standby does, on its own clock.
+	step(b, "B", 111*time.Second, false)
+	step(b, "B", 24*time.Hour, false)
+	_, stamp, err := b.LeaseHolder(ctx, "analyzer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(a, "A", 60*time.Second, true) // renewed with a clock running behind: the stamp still grows
+	if took, err := b.TakeLease(ctx, "analyzer", "A", stamp, "B", ttl, t0.Add(200*time.Second)); took || err != nil {
+		t.Fatalf("took a lease renewed since it was seen: %v %v", took, err)
+	}
+	_, stamp, _ = b.LeaseHolder(ctx, "analyzer")
+	if took, err := b.TakeLease(ctx, "analyzer", "A", stamp, "B", ttl, t0.Add(200*time.Second)); !took || err != nil {
+		t.Fatalf("takeover of the row seen: %v %v", took, err)
+	}
 	step(a, "A", 120*time.Second, false)
 	if err := b.ReleaseLease(ctx, "analyzer", "B"); err != nil {
 		t.Fatal(err)
