@@ -95,7 +95,7 @@ func Text(w io.Writer, r *Report) error {
 		p("\nNo waste found.\n")
 	}
 	for _, f := range r.Findings {
-		p("\n%s (%s): %.2f GPU-hours, %s → %s\n", termsafe.String(string(f.Pattern)), f.Severity, f.WastedGPUHours, ts(f.Start), ts(f.End))
+		p("\n%s (%s): %.2f GPU-hours, %s → %s\n", termsafe.String(string(f.Pattern)), termsafe.String(string(f.Severity)), f.WastedGPUHours, ts(f.Start), ts(f.End))
 		if f.Detail != "" {
 			p("  %s\n", termsafe.String(f.Detail))
 		}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"net/url"
-	"os"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -51,7 +51,10 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 			if u, err := url.Parse(o.JupyterHubURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return &clikit.UsageError{Err: fmt.Errorf("--jupyterhub.url %q: want http(s)://host:port", o.JupyterHubURL)}
 			}
-			if _, err := os.Stat(o.JupyterHubTokenFile); err != nil {
+			// Read once at start through the secret-file checks, so that a
+			// FIFO, a device or a file of several tokens is an exit 2 now,
+			// not a stuck or failing cycle later.
+			if _, err := secret.ReadWord(o.JupyterHubTokenFile, nil); err != nil {
 				return &clikit.UsageError{Err: fmt.Errorf("--jupyterhub.token-file: %w", err)}
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/internal/secret"
+	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 	"io"
 	"os"
 	"os/signal"
@@ -80,7 +82,10 @@ func (a *App) Run(args []string) int {
 		return 0
 	}
 	if err := fn(ctx); err != nil {
-		fmt.Fprintf(a.stderr, "%s: %v\n", strings.TrimSpace(a.name+" "+selected), err)
+		// The error may carry text from others (a Prometheus' error body,
+		// a scheduler's message): no terminal escape and no credential
+		// reaches the terminal.
+		fmt.Fprintf(a.stderr, "%s: %s\n", strings.TrimSpace(a.name+" "+selected), termsafe.Lines(secret.String(err.Error())))
 		var ue *clikit.UsageError
 		if errors.As(err, &ue) {
 			return 2

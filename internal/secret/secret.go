@@ -69,7 +69,9 @@ var shapes = []struct {
 	// scheme://user:password@host
 	{regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@`), "${1}" + Mask + "@"},
 	// password=…, passwd: …, secret=…, api_key=…, access_token=…
-	{regexp.MustCompile(`(?i)\b((?:[a-z_]*_)?(?:password|passwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|token))(\s*[=:]\s*"?)[^\s"&,;]+`), "${1}${2}" + Mask},
+	// (a colon only before a quoted value, as YAML and JSON echo it: "token:
+	// secret file …" in a message of ours stays readable).
+	{regexp.MustCompile(`(?i)\b((?:[a-z_]*_)?(?:password|passwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|token))(\s*=\s*"?|"?\s*:\s*")[^\s"&,;]+`), "${1}${2}" + Mask},
 	// X-Api-Key, X-Auth-Token and the like, echoed as headers.
 	{regexp.MustCompile(`(?i)\b(x-[a-z-]*(?:key|token|secret)"?\s*[:=]\s*\[?"?)[^\s"\],;]+`), "${1}" + Mask},
 }

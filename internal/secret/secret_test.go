@@ -96,3 +96,15 @@ func TestReadFile(t *testing.T) {
 		}
 	}
 }
+
+func TestOwnMessagesStayReadable(t *testing.T) {
+	for _, msg := range []string{
+		"JupyterHub token: secret file /etc/gpuwatch/hub-token: not a regular file (named pipe)",
+		"smtp password_file: secret file /run/pw: want exactly one secret on one line",
+		"--web.config.file /etc/web.yml: basic_auth_users: user admin: crypto/bcrypt: hashedSecret too short",
+	} {
+		if got := String(msg); got != msg {
+			t.Errorf("%q became %q", msg, got)
+		}
+	}
+}

@@ -46,6 +46,16 @@ func String(s string) string {
 	return b.String()
 }
 
+// Lines is String for a message of several lines (a configuration file's
+// list of problems): each line is made safe and the line breaks are kept.
+func Lines(s string) string {
+	parts := strings.Split(s, "\n")
+	for i, l := range parts {
+		parts[i] = String(l)
+	}
+	return strings.Join(parts, "\n")
+}
+
 func clean(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == 0x7f || c == '\\' || c >= 0x80 {
