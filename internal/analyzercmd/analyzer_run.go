@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +38,6 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
-	"github.com/gpuwatch/gpuwatch/internal/serve"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -94,6 +94,15 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	if err := clikit.ValidateWebConfig(o.Web); err != nil {
 		return err
 	}
+	// A daemon binds first: a port in use fails the start before anything
+	// is logged. A single cycle (--once) serves nothing.
+	ls := &clikit.Listeners{}
+	if !o.Once {
+		if ls, err = clikit.Listen(o.Web); err != nil {
+			return err
+		}
+		defer ls.Close()
+	}
 	st, err := store.Open(o.StoragePath)
 	if err != nil {
 		return err
@@ -129,15 +138,16 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	if err != nil {
 		return err
 	}
-	acts := o.actuators(pol, sender, kube, logger)
+	slurmOK := o.slurmReachable(ctx, logger)
+	acts := o.actuators(pol, sender, kube, slurmOK, logger)
 	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
-	if _, err := exec.LookPath(cmp.Or(o.Squeue, "squeue")); err == nil {
+	if _, err := exec.LookPath(cmp.Or(o.Squeue, "squeue")); err == nil && slurmOK {
 		slurm := &facts.SlurmSource{Runner: action.ExecRunner{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
 		resolver.Sources[schema.SchedulerSlurm] = slurm
 		if es, ok := src.(daemon.EngineSource); ok {
 			es.Engine.UseLimits(slurm) // overlong judges by each job's own time limit
 		}
-	} else {
+	} else if slurmOK {
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", cmp.Or(o.Squeue, "squeue"))
 	}
 	if kube != nil {
@@ -238,12 +248,12 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		go kl.Run(sctx)
 		d.Leader = leader.Both{kl, storeLease}
 	}
-	go func() { errc <- serve.Serve(sctx, mux, o.Web, logger) }()
+	go func() { errc <- ls.Serve(sctx, mux, logger) }()
 	go func() { errc <- d.Run(sctx) }()
 	if planner != nil {
 		go planner.Run(sctx)
 	}
-	logger.Info("analyzer started", "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
+	logger.Info("analyzer started", "listen", ls.Addrs(), "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
 	err = <-errc
 	cancel()
 	if err2 := <-errc; err == nil {
@@ -304,12 +314,40 @@ func (o *analyzerOptions) kubeClient() (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, logger *slog.Logger) map[string]action.Actuator {
+// slurmReachable is false when squeue is installed but cannot reach a Slurm
+// controller (no slurm.conf, no DNS SRV record, a controller that is down):
+// the analyzer then says so in one line at start and neither asks Slurm for
+// facts nor acts through it, instead of logging squeue's fatal error every
+// cycle. Without squeue it is true, and the lookups below say what is
+// missing.
+func (o *analyzerOptions) slurmReachable(ctx context.Context, logger *slog.Logger) bool {
+	squeue := cmp.Or(o.Squeue, "squeue")
+	path, err := exec.LookPath(squeue)
+	if err != nil {
+		return true
+	}
+	// A name no job has: the answer is empty when Slurm is reachable.
+	_, err = action.ExecRunner{Timeout: o.CommandTimeout}.Run(ctx, path, "--noheader", "--format=%i", "--name=gpuwatch-reachability-check")
+	if err == nil {
+		return true
+	}
+	logger.Warn("Slurm is installed but not reachable: no Slurm facts or actions until the analyzer restarts with a working slurm.conf (SLURM_CONF)",
+		"squeue", path, "err", lastLine(err.Error()))
+	return false
+}
+
+// lastLine is the last non-empty line of s: squeue's fatal line.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, slurmOK bool, logger *slog.Logger) map[string]action.Actuator {
 	acts := map[string]action.Actuator{}
-	if _, err := exec.LookPath(cmp.Or(o.Scancel, "scancel")); err == nil {
+	if _, err := exec.LookPath(cmp.Or(o.Scancel, "scancel")); err == nil && slurmOK {
 		acts[schema.SchedulerSlurm] = &action.Slurm{Runner: action.ExecRunner{Timeout: o.CommandTimeout},
 			Scancel: o.Scancel, Squeue: o.Squeue, Scontrol: o.Scontrol}
-	} else {
+	} else if slurmOK {
 		logger.Info("no Slurm actuator: scancel not found", "scancel", cmp.Or(o.Scancel, "scancel"))
 	}
 	if kube != nil {
