@@ -211,4 +211,3 @@ func startEmptyPrometheus(t *testing.T) string {
 	t.Fatalf("prometheus at %s not ready after 30s:\n%s", url, logs.String())
 	return ""
 }
-
