@@ -86,6 +86,13 @@ func TestMessages(t *testing.T) {
 			args: []string{"report", "--storage.path=" + db, "--team=nobody", "--week=2026-W48", "--format=text", "--out=" + filepath.Join(dir, "r2.txt")},
 			code: 0, want: []string{`no usage for team "nobody"`, "other teams from 2026-11-24 to 2026-11-27", "teams file"}, about: "usage"},
 	}
+	noAuth := filepath.Join(dir, "web-noauth.yml")
+	if err := os.WriteFile(noAuth, []byte("http_server_config:\n  http2: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, messageCase{name: "check-config: a web config that enables no authentication",
+		args: []string{"check-config", "--web.config.file=" + noAuth},
+		code: 0, want: []string{"warning: " + noAuth + " enables no authentication", "127.0.0.1", "basic_auth_users"}, about: "warning"})
 	if _, err := exec.LookPath("squeue"); err != nil {
 		testtool.Missing(t, "squeue not installed (slurm-wlm); scripts/test.sh installs it")
 	}
