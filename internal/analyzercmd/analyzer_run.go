@@ -377,7 +377,7 @@ func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube
 	}
 
 	if pol.Channels.WebhookURL != "" {
-		acts[policy.ChannelWebhook] = &action.Webhook{URL: pol.Channels.WebhookURL}
+		acts[policy.ChannelWebhook] = &action.Webhook{URL: pol.Channels.WebhookURL, Format: pol.Channels.WebhookFormat}
 	}
 	if pol.Channels.AlertmanagerURL != "" {
 		acts[policy.ChannelAlertmanager] = &action.Alertmanager{URL: pol.Channels.AlertmanagerURL, Duration: pol.Channels.AlertDuration}
