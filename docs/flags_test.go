@@ -10,9 +10,9 @@ import (
 )
 
 var (
-	cliFlagRE  = regexp.MustCompile("(?m)^\\| `--([a-z0-9.-]+)`")
-	oldFlagRE  = regexp.MustCompile(`OldSpelling\(\w+, "([^"]+)"`)
-	docFlagRE  = regexp.MustCompile(`(?:^|[^\w-])--([a-z][a-z0-9.-]*[a-z0-9])`)
+	cliFlagRE = regexp.MustCompile("(?m)^\\| `--([a-z0-9.-]+)`")
+	oldFlagRE = regexp.MustCompile(`OldSpelling\(\w+, "([^"]+)"`)
+	docFlagRE = regexp.MustCompile(`(?:^|[^\w-])--([a-z][a-z0-9.-]*[a-z0-9])`)
 	// A command at the start of a command line: the line's start, a code
 	// span's, or after a pipe, ;, && or a prompt.
 	commandRE  = regexp.MustCompile("(?:^\\s*|[`(|;&]\\s*|\\$\\s+)(?:[A-Z_]+=\\S*\\s+)*([^\\s`]+)\\s")
