@@ -58,7 +58,7 @@ for arch in "${arches[@]}"; do
 	cp -r deploy/systemd deploy/slurm deploy/packaging "$dir/"
 	cp deploy/examples/policy.yaml "$dir/policy.example.yaml"
 	cp analyzer/config/example.yaml "$dir/analyzer.example.yaml"
-	cp README.md "$dir/"
+	cp README.md LICENSE CHANGELOG.md "$dir/"
 	tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
 		-C "$out" -czf "$dir.tar.gz" "$(basename "$dir")"
 	formats=deb,rpm

@@ -50,7 +50,11 @@ func unwrapURL(err error) error {
 
 // Webhook posts each notify or warn step as JSON.
 type Webhook struct {
-	URL    string
+	URL string
+	// Format is the body's shape: gpuwatch's WebhookPayload (empty or
+	// "gpuwatch"), or a chat service's incoming-webhook body ("slack",
+	// "mattermost", "msteams": WebhookFormats).
+	Format string
 	Client *http.Client
 }
 
@@ -82,7 +86,14 @@ func (w *Webhook) Act(ctx context.Context, req *Request) (string, error) {
 	if req.NextStep != "" {
 		p.Next = &NextRef{Step: req.NextStep, At: req.NextStepAt.UTC()}
 	}
-	if err := post(ctx, w.Client, w.URL, p); err != nil {
+	var body any = p
+	if w.Format != "" && w.Format != WebhookGpuwatch {
+		var err error
+		if body, err = chatPayload(w.Format, req); err != nil {
+			return "", fmt.Errorf("webhook: %w", err)
+		}
+	}
+	if err := post(ctx, w.Client, w.URL, body); err != nil {
 		return "", fmt.Errorf("webhook: %w", err)
 	}
 	return "webhook delivered", nil

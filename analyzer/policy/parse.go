@@ -8,12 +8,14 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
@@ -49,7 +51,8 @@ type rawProcess struct {
 
 type rawChannels struct {
 	Webhook *struct {
-		URL string `yaml:"url"`
+		URL    string `yaml:"url"`
+		Format string `yaml:"format"`
 	} `yaml:"webhook"`
 	Alertmanager *struct {
 		URL           string `yaml:"url"`
@@ -289,6 +292,11 @@ func (v *validator) channels(r *rawChannels, c *Channels) {
 	if r.Webhook != nil {
 		v.url("channels.webhook.url", r.Webhook.URL)
 		c.WebhookURL = r.Webhook.URL
+		if r.Webhook.Format == "" || slices.Contains(action.WebhookFormats, r.Webhook.Format) {
+			c.WebhookFormat = r.Webhook.Format
+		} else {
+			v.fail("channels.webhook.format", "unknown format %q (one of %s)", r.Webhook.Format, strings.Join(action.WebhookFormats, ", "))
+		}
 	}
 	if r.Alertmanager != nil {
 		v.url("channels.alertmanager.url", r.Alertmanager.URL)

@@ -66,6 +66,7 @@ func TestParseErrorsNameKeyAndLine(t *testing.T) {
 		{"bad signal", "checkpoint_signal: BOOM\n" + minimal, `policy:1: checkpoint_signal: unsupported signal "BOOM"`},
 		{"kube mode", "kubernetes:\n  reclaim: nuke\n" + minimal, `policy:2: kubernetes.reclaim: must be one of`},
 		{"webhook url", "channels:\n  webhook:\n    url: ftp://x\n" + minimal, "policy:3: channels.webhook.url: must be an absolute http(s) URL"},
+		{"webhook format", "channels:\n  webhook:\n    url: http://x/hook\n    format: irc\n" + minimal, "channels.webhook.format: unknown format \"irc\" (one of gpuwatch, slack, mattermost, msteams)"},
 		{"email empty", "channels:\n  email: {}\n" + minimal, "policy:2: channels.email: needs a domain or recipients"},
 		{"email addr", "channels:\n  email:\n    to: [nobody]\n" + minimal, `policy:3: channels.email.to[0]: invalid address "nobody"`},
 		{"no tiers", "dry_run: false\n", "policy:1: tiers: at least one tier is required"},

@@ -88,7 +88,11 @@ const (
 
 // Channels configure where notify and warn steps are delivered.
 type Channels struct {
-	WebhookURL      string
+	WebhookURL string
+	// WebhookFormat is the body the webhook receives: gpuwatch's JSON
+	// (empty), or a chat service's incoming-webhook body
+	// (action.WebhookFormats).
+	WebhookFormat   string
 	AlertmanagerURL string
 	AlertDuration   time.Duration
 	// EmailDomain, when set, mails the allocation's user at user@EmailDomain.

@@ -96,6 +96,14 @@ func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
 	return decodeSqueue(out)
 }
 
+// Reachable asks the controller for a job name no job has: nil when Slurm
+// answers (with nothing), else the error that squeue's last line gives (no
+// slurm.conf, no controller).
+func (c *Client) Reachable(ctx context.Context) error {
+	_, err := c.Runner.Run(ctx, orDefault(c.Squeue, "squeue"), "--noheader", "--format=%i", "--name=gpuwatch-reachability-check")
+	return err
+}
+
 // Job returns what Slurm says of one job: the controller's record while
 // it keeps the job, else accounting's (sacct), else nil.
 func (c *Client) Job(ctx context.Context, id string) (*Job, error) {

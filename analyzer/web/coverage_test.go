@@ -87,7 +87,7 @@ func TestCoverageSaysWhy(t *testing.T) {
 			h := Handler(Options{Findings: StoreFindings{Store: st, Now: func() time.Time { return tc.to }}, Coverage: m,
 				Now: func() time.Time { return tc.to }})
 			_, _, body := get(t, h, "/")
-			if !strings.Contains(body, `<p class="muted" id="coverage">`+html.EscapeString(line)+`</p>`) {
+			if !strings.Contains(body, `<p class="muted" id="coverage">Last analyzer cycle, `) || !strings.Contains(body, html.EscapeString(line)+`</p>`) {
 				t.Errorf("web page lacks %q:\n%s", line, body)
 			}
 			reg := prometheus.NewRegistry()
@@ -118,5 +118,50 @@ func TestCoverageSaysWhy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+type lastCoverage engine.Coverage
+
+func (c lastCoverage) LastCoverage() (engine.Coverage, bool) { return engine.Coverage(c), true }
+
+// A cycle that judged nothing new (its interval was short) above findings
+// from earlier cycles: the line says it is about the last cycle, names its
+// window, and does not say "No findings" above a table of them; the cards
+// say which span of time their figures cover.
+func TestHeadlineAgreesWithTable(t *testing.T) {
+	to := fixtureNow
+	cov := lastCoverage{From: to.Add(-25 * time.Minute), To: to, GPUs: 4, Allocations: 2, Ratio: 1, Reason: "window too short: 25m0s of data"}
+	fs := fixtureFindings()
+	h := Handler(Options{Findings: fakeFindings{fs: fs}, Coverage: cov, Now: func() time.Time { return to }})
+	_, _, body := get(t, h, "/")
+	if strings.Contains(body, "No findings:") {
+		t.Errorf("the page says No findings above %d findings:\n%s", len(fs), body)
+	}
+	for _, want := range []string{
+		"Last analyzer cycle, " + cov.From.UTC().Format("2006-01-02 15:04") + " to " + to.UTC().Format("2006-01-02 15:04") + " UTC",
+		"It found nothing new (window too short: 25m0s of data); the findings below come from earlier cycles.",
+	} {
+		if !strings.Contains(body, html.EscapeString(want)) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	from, end := fs[0].Start, fs[0].End
+	for _, f := range fs {
+		if f.Start.Before(from) {
+			from = f.Start
+		}
+		if f.End.After(end) {
+			end = f.End
+		}
+	}
+	span := `<span id="span">` + from.UTC().Format("2006-01-02 15:04") + " to " + end.UTC().Format("2006-01-02 15:04") + " UTC</span>"
+	if !strings.Contains(body, span) {
+		t.Errorf("the wasted card does not name its span %s", span)
+	}
+	// With no findings at all, the cycle's reason is the headline.
+	h = Handler(Options{Findings: fakeFindings{}, Coverage: cov, Now: func() time.Time { return to }})
+	if _, _, body := get(t, h, "/"); !strings.Contains(body, "No findings: window too short") {
+		t.Errorf("an empty page does not say why it is empty")
 	}
 }

@@ -254,6 +254,9 @@ type findingsPage struct {
 	Shown    []finding.Finding // its first MaxRows
 	Total    int               // before filtering
 	Wasted   float64
+	// From and To span the selection's findings: the window the cards'
+	// figures cover (zero when there is none).
+	From, To time.Time
 	GPUs     int
 	ByPat    []patternTotal
 	MaxPat   float64
@@ -299,7 +302,7 @@ func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 		Patterns: schema.Patterns, Total: len(all), Findings: sel}
 	if s.Coverage != nil {
 		if c, ok := s.Coverage.LastCoverage(); ok {
-			p.Coverage = present.CoverageLine(c)
+			p.Coverage = cycleLine(c, len(all))
 		}
 	}
 	if s.Accounting != nil {
@@ -324,6 +327,12 @@ func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 		f := &sel[i]
 		p.Wasted += f.WastedGPUHours
 		p.GPUs += len(f.GPUs)
+		if p.From.IsZero() || f.Start.Before(p.From) {
+			p.From = f.Start
+		}
+		if f.End.After(p.To) {
+			p.To = f.End
+		}
 		jobs[f.Hostname+"|"+f.Job] = true
 		pt := byPat[f.Pattern]
 		if pt == nil {
@@ -342,6 +351,20 @@ func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.SliceStable(p.ByPat, func(i, j int) bool { return p.ByPat[i].GPUHours > p.ByPat[j].GPUHours })
 	s.render(w, code, "findings.html", p)
+}
+
+// cycleLine says what the last analyzer cycle read, and when: a cycle reads
+// only the newest interval, so its "no findings" (a short window, say) is
+// about that interval, not about the findings the store holds from earlier
+// cycles, and the line says which it is.
+func cycleLine(c engine.Coverage, findings int) string {
+	line := present.CoverageLine(c)
+	when := fmt.Sprintf("Last analyzer cycle, %s to %s UTC: ", c.From.UTC().Format("2006-01-02 15:04"), c.To.UTC().Format("2006-01-02 15:04"))
+	if c.Reason == "" || findings == 0 {
+		return when + line
+	}
+	line = strings.TrimSuffix(line, " No findings: "+c.Reason+".")
+	return when + line + " It found nothing new (" + c.Reason + "); the findings below come from earlier cycles."
 }
 
 func (s *site) findingsJSON(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -48,6 +49,9 @@ func dpkgDeb(t *testing.T, args ...string) string {
 // TestDebs: each .deb holds its binary, unit, environment file and
 // configuration, with the configuration marked as conffiles (kept on
 // upgrade), as dpkg itself reads the package.
+// namedPath is an installed file's path in a comment or flag value.
+var namedPath = regexp.MustCompile(`/(usr|etc)/[A-Za-z0-9_./-]+`)
+
 func TestDebs(t *testing.T) {
 	cases := []struct {
 		pkg       func(Build) *nfpm.Info
@@ -74,6 +78,18 @@ func TestDebs(t *testing.T) {
 			for _, f := range append(c.files, c.conffiles...) {
 				if !strings.Contains(contents, " ."+strings.TrimPrefix(f, ".")+"\n") {
 					t.Errorf("%s is not in the package:\n%s", f, contents)
+				}
+			}
+			// Every file the package's /etc/default file names under /usr or
+			// /etc is one the package installs.
+			def, err := os.ReadFile(filepath.Join("..", "..", "deploy", "systemd", strings.Split(c.name, "_")[0]+".default"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range namedPath.FindAllString(string(def), -1) {
+				m = strings.TrimRight(m, ".,;:")
+				if !strings.Contains(contents, " ."+m+"\n") {
+					t.Errorf("/etc/default/%s names %s, which the package does not install", strings.Split(c.name, "_")[0], m)
 				}
 			}
 			if strings.Contains(contents, "/usr/local/") {

@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/crypto/bcrypt"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -116,18 +118,43 @@ func TestDryRunNeedsNoSecret(t *testing.T) {
 	}
 }
 
-// TestProductionAuthWorks serves a page behind the production overlay's web
-// config with exporter-toolkit: no credentials and a wrong password are
-// refused, the documented example credentials are accepted.
+// TestProductionAuthWorks: the production overlay's web config comes from
+// a Secret the operator creates (no shipped file holds a working hash), and
+// the file its comments tell them to write works: exporter-toolkit refuses
+// no credentials and a wrong password and accepts the operator's own.
 func TestProductionAuthWorks(t *testing.T) {
 	objs := renderDir(t, "overlays/production")
-	cm := find(t, objs, "ConfigMap", "gpuwatch-analyzer-config").Typed.(*corev1.ConfigMap)
-	wc := cm.Data["web-config.yml"]
-	if !strings.Contains(cm.Data["web-config.yml"], "prometheus:") {
-		t.Fatalf("web-config.yml has no example user:\n%s", wc)
+	for _, o := range objs {
+		if cm, ok := o.Typed.(*corev1.ConfigMap); ok {
+			for k, v := range cm.Data {
+				if strings.Contains(v, "basic_auth_users") {
+					t.Errorf("ConfigMap %s key %s holds basic_auth_users: the web config belongs in the operator's Secret", cm.Name, k)
+				}
+			}
+		}
+	}
+	dep := find(t, objs, "Deployment", "gpuwatch-analyzer").Typed.(*appsv1.Deployment)
+	mounted := false
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == "gpuwatch-web-config" {
+			for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
+				if m.Name == v.Name && m.MountPath == "/etc/gpuwatch/web" {
+					mounted = true
+				}
+			}
+		}
+	}
+	if !mounted || !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--web.config.file=/etc/gpuwatch/web/web-config.yml") {
+		t.Fatalf("the analyzer does not read its web config from the Secret gpuwatch-web-config at /etc/gpuwatch/web")
+	}
+	// What the comments tell the operator to write, with their own password.
+	const password = "an operator's own password"
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), 10)
+	if err != nil {
+		t.Fatal(err)
 	}
 	p := filepath.Join(t.TempDir(), "web-config.yml")
-	if err := os.WriteFile(p, []byte(wc), 0o600); err != nil {
+	if err := os.WriteFile(p, []byte("basic_auth_users:\n  prometheus: "+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -142,7 +169,7 @@ func TestProductionAuthWorks(t *testing.T) {
 	for _, c := range []struct {
 		user, pass string
 		want       int
-	}{{"", "", 401}, {"prometheus", "wrong", 401}, {"prometheus", "change-me", 200}} {
+	}{{"", "", 401}, {"prometheus", "wrong", 401}, {"prometheus", password, 200}} {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		if c.user != "" {
 			req.SetBasicAuth(c.user, c.pass)

@@ -151,7 +151,9 @@ var clusterScoped = map[string]bool{"Namespace": true, "ClusterRole": true, "Clu
 
 // TestOverlays renders each overlay and checks the objects an operator relies on.
 func TestOverlays(t *testing.T) {
-	smtp := map[string][]string{"gpuwatch-smtp": smtpSecretKeys(t)}
+	// The Secrets the production operator creates: the SMTP password and the
+	// web config with a hash of their own password.
+	smtp := map[string][]string{"gpuwatch-smtp": smtpSecretKeys(t), "gpuwatch-web-config": {"web-config.yml"}}
 	cases := []struct {
 		dir string
 		r   rendering
@@ -270,6 +272,13 @@ func checkProbes(t *testing.T, who string, ctr *corev1.Container, healthPath, po
 	auth := false
 	for _, a := range ctr.Args {
 		auth = auth || strings.HasPrefix(a, "--web.config.file=")
+		if strings.HasPrefix(a, "--web.listen-address=127.0.0.1:") {
+			// Loopback only: the kubelet cannot reach it, so no probes.
+			if ctr.LivenessProbe != nil || ctr.ReadinessProbe != nil {
+				t.Errorf("%s: a probe on a loopback-only listener", who)
+			}
+			return
+		}
 	}
 	for _, p := range []*corev1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe} {
 		switch {

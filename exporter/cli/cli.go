@@ -23,7 +23,6 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
-	"github.com/gpuwatch/gpuwatch/internal/serve"
 )
 
 // DefaultListenAddress is dcgm-exporter's port, so scrape configs carry over.
@@ -138,6 +137,12 @@ func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, h 
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	// Bind first: a port in use fails the start before anything is logged.
+	ls, err := clikit.Listen(c.Web)
+	if err != nil {
+		return err
+	}
+	defer ls.Close()
 	src, err := c.OpenSource(logger, source.SystemClock{})
 	if err != nil {
 		return err
@@ -180,6 +185,6 @@ func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, h 
 	if h.Background != nil {
 		go h.Background(ctx)
 	}
-	logger.Info("gpuwatch exporter started", "source", src.Name(), "collect_interval", c.CollectInterval, "listen", *c.Web.WebListenAddresses)
-	return serve.Serve(ctx, server.Handler(col, version), c.Web, logger)
+	logger.Info("gpuwatch exporter started", "source", src.Name(), "collect_interval", c.CollectInterval, "listen", ls.Addrs())
+	return ls.Serve(ctx, server.Handler(col, version), logger)
 }

@@ -1,6 +1,7 @@
 package analyzercmd
 
 import (
+	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"cmp"
 	"context"
 	"errors"
@@ -38,7 +39,6 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
-	"github.com/gpuwatch/gpuwatch/internal/serve"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -95,6 +95,15 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	if err := clikit.ValidateWebConfig(o.Web); err != nil {
 		return err
 	}
+	// A daemon binds first: a port in use fails the start before anything
+	// is logged. A single cycle (--once) serves nothing.
+	ls := &clikit.Listeners{}
+	if !o.Once {
+		if ls, err = clikit.Listen(o.Web); err != nil {
+			return err
+		}
+		defer ls.Close()
+	}
 	st, err := store.Open(o.StoragePath)
 	if err != nil {
 		return err
@@ -130,15 +139,16 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	if err != nil {
 		return err
 	}
-	acts := o.actuators(pol, sender, kube, logger)
+	slurmOK := o.slurmReachable(ctx, logger)
+	acts := o.actuators(pol, sender, kube, slurmOK, logger)
 	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
-	if _, err := exec.LookPath(cmp.Or(o.Squeue, "squeue")); err == nil {
+	if _, err := exec.LookPath(cmp.Or(o.Squeue, "squeue")); err == nil && slurmOK {
 		slurm := &facts.SlurmSource{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
 		resolver.Sources[schema.SchedulerSlurm] = slurm
 		if es, ok := src.(daemon.EngineSource); ok {
 			es.Engine.UseLimits(slurm) // overlong judges by each job's own time limit
 		}
-	} else {
+	} else if slurmOK {
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", cmp.Or(o.Squeue, "squeue"))
 	}
 	if kube != nil {
@@ -239,12 +249,12 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		go kl.Run(sctx)
 		d.Leader = leader.Both{kl, storeLease}
 	}
-	go func() { errc <- serve.Serve(sctx, mux, o.Web, logger) }()
+	go func() { errc <- ls.Serve(sctx, mux, logger) }()
 	go func() { errc <- d.Run(sctx) }()
 	if planner != nil {
 		go planner.Run(sctx)
 	}
-	logger.Info("analyzer started", "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
+	logger.Info("analyzer started", "listen", ls.Addrs(), "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
 	err = <-errc
 	cancel()
 	if err2 := <-errc; err == nil {
@@ -305,12 +315,33 @@ func (o *analyzerOptions) kubeClient() (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, logger *slog.Logger) map[string]action.Actuator {
+// slurmReachable is false when squeue is installed but cannot reach a Slurm
+// controller (no slurm.conf, no DNS SRV record, a controller that is down):
+// the analyzer then says so in one line at start and neither asks Slurm for
+// facts nor acts through it, instead of logging squeue's fatal error every
+// cycle. Without squeue it is true, and the lookups below say what is
+// missing.
+func (o *analyzerOptions) slurmReachable(ctx context.Context, logger *slog.Logger) bool {
+	squeue := cmp.Or(o.Squeue, "squeue")
+	path, err := exec.LookPath(squeue)
+	if err != nil {
+		return true
+	}
+	c := &slurm.Client{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Squeue: path}
+	if err := c.Reachable(ctx); err != nil {
+		logger.Warn("Slurm is installed but not reachable: no Slurm facts or actions until the analyzer restarts with a working slurm.conf (SLURM_CONF)",
+			"squeue", path, "err", err)
+		return false
+	}
+	return true
+}
+
+func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, slurmOK bool, logger *slog.Logger) map[string]action.Actuator {
 	acts := map[string]action.Actuator{}
-	if _, err := exec.LookPath(cmp.Or(o.Scancel, "scancel")); err == nil {
+	if _, err := exec.LookPath(cmp.Or(o.Scancel, "scancel")); err == nil && slurmOK {
 		acts[schema.SchedulerSlurm] = &action.Slurm{Runner: execrun.Exec{Timeout: o.CommandTimeout},
 			Scancel: o.Scancel, Squeue: o.Squeue, Sacct: o.Sacct}
-	} else {
+	} else if slurmOK {
 		logger.Info("no Slurm actuator: scancel not found", "scancel", cmp.Or(o.Scancel, "scancel"))
 	}
 	if kube != nil {
@@ -340,7 +371,7 @@ func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube
 	}
 
 	if pol.Channels.WebhookURL != "" {
-		acts[policy.ChannelWebhook] = &action.Webhook{URL: pol.Channels.WebhookURL}
+		acts[policy.ChannelWebhook] = &action.Webhook{URL: pol.Channels.WebhookURL, Format: pol.Channels.WebhookFormat}
 	}
 	if pol.Channels.AlertmanagerURL != "" {
 		acts[policy.ChannelAlertmanager] = &action.Alertmanager{URL: pol.Channels.AlertmanagerURL, Duration: pol.Channels.AlertDuration}

@@ -56,8 +56,13 @@ func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) er
 		if *webCfg != "" {
 			if err := clikit.ValidateWebConfig(&web.FlagConfig{WebConfigFile: webCfg}); err != nil {
 				errs = append(errs, err)
+			} else if auth, err := clikit.WebConfigAuth(*webCfg); err != nil {
+				errs = append(errs, err)
 			} else {
 				ok(*webCfg)
+				if !auth {
+					fmt.Fprintf(os.Stderr, "warning: %s enables no authentication (no basic_auth_users, no required client certificate): anyone who reaches the listener reads the findings and the audit log; listen on 127.0.0.1 only, or add basic_auth_users\n", *webCfg)
+				}
 			}
 		}
 		if *scenario != "" {

@@ -59,6 +59,11 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 		if err != nil {
 			return err
 		}
+		if r.Totals.AllocatedGPUHours == 0 {
+			if err := explainEmpty(ctx, st, *team, p, cfg.Location()); err != nil {
+				return err
+			}
+		}
 		var body []byte
 		switch *format {
 		case "json":
@@ -89,4 +94,37 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 		command.LoggerFrom(ctx).Info("report written", "path", *out, "team", *team, "period", p.Label, "format", *format)
 		return nil
 	}
+}
+
+// explainEmpty says in one line on standard error why a report is all
+// zeros: the period holds no usage, and from when to when the store has
+// some (for the team, or for any team), or that it has none yet.
+func explainEmpty(ctx context.Context, st *store.Store, team string, p report.Period, loc *time.Location) error {
+	who := "the fleet"
+	if team != "" {
+		who = fmt.Sprintf("team %q", team)
+	}
+	day := func(t time.Time) string { return t.In(loc).Format("2006-01-02") }
+	first, last, ok, err := st.UsageSpan(ctx, team)
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("report: no usage for %s in %s (%s to %s); ", who, p.Label, day(p.Start), day(p.End))
+	switch {
+	case ok:
+		msg += fmt.Sprintf("the store holds usage of %s from %s to %s (choose a week in it with --week)", who, day(first), day(last))
+	case team != "":
+		if first, last, ok, err = st.UsageSpan(ctx, ""); err != nil {
+			return err
+		}
+		if ok {
+			msg += fmt.Sprintf("the store holds none of that team, and usage of other teams from %s to %s (is the team's name right? the teams file names them)", day(first), day(last))
+		} else {
+			msg += "the store holds no usage yet (the analyzer records it each cycle)"
+		}
+	default:
+		msg += "the store holds no usage yet (the analyzer records it each cycle)"
+	}
+	fmt.Fprintln(os.Stderr, msg)
+	return nil
 }

@@ -1,6 +1,7 @@
 package analyzercmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -77,6 +78,16 @@ func OpenTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Du
 		c, err := promapi.New(promURL, promapi.Options{Timeout: timeout, Logger: logger})
 		if err != nil {
 			return nil, nil, &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
+		}
+		// One trivial query first, so that a wrong URL is one line naming
+		// the flag, the URL and the cause, not a failed analysis query.
+		if err := c.Ping(context.Background()); err != nil {
+			err = fmt.Errorf("--prometheus.url: %w", err)
+			var pe *promapi.PingError
+			if errors.As(err, &pe) && pe.Answered {
+				return nil, nil, &clikit.UsageError{Err: err}
+			}
+			return nil, nil, err
 		}
 		return c, func() {}, nil
 	}

@@ -101,15 +101,24 @@ func (r Exec) Run(ctx context.Context, name string, args ...string) ([]byte, err
 	return out.b.Bytes(), nil
 }
 
-// firstLine is the first non-empty line of a command's standard error:
-// a fatal error of squeue spans several lines, the first says it.
+// firstLine is the first non-empty line of a command's standard error,
+// and the last one too when there are several: squeue's fatal error spans
+// lines ("error: resolve_ctls_from_dns_srv: …", then "fatal: Could not
+// establish a configuration source"), and the two ends say it.
 func firstLine(s string) string {
+	var lines []string
 	for _, l := range strings.Split(s, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
-			return l
+			lines = append(lines, l)
 		}
 	}
-	return ""
+	switch len(lines) {
+	case 0:
+		return ""
+	case 1:
+		return lines[0]
+	}
+	return lines[0] + " … " + lines[len(lines)-1]
 }
 
 // limited keeps at most max bytes and remembers that more came.

@@ -63,8 +63,8 @@ func TestOutputBoundedAndStderrFirstLine(t *testing.T) {
 	if _, err := r.Run(context.Background(), script(t, "head -c 70000000 /dev/zero")); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("70 MB of output: %v", err)
 	}
-	_, err := r.Run(context.Background(), script(t, "echo 'squeue: error: Invalid job id specified' >&2; echo 'second line' >&2; exit 1"))
-	if err == nil || !strings.Contains(err.Error(), "Invalid job id specified") || strings.Contains(err.Error(), "second line") {
+	_, err := r.Run(context.Background(), script(t, "echo 'squeue: error: Invalid job id specified' >&2; echo 'middle line' >&2; echo 'squeue: fatal: last' >&2; exit 1"))
+	if err == nil || !strings.Contains(err.Error(), "Invalid job id specified") || !strings.Contains(err.Error(), "fatal: last") || strings.Contains(err.Error(), "middle line") {
 		t.Fatalf("err = %v", err)
 	}
 	out, err := r.Run(context.Background(), "/bin/echo", "a;b", "$(id)")

@@ -50,6 +50,9 @@ func TestNoReferenceOutside(t *testing.T) {
 		base[path.Base(f)] = true
 	}
 	for _, f := range fs {
+		if f == "build/licenses/exceptions.txt" {
+			continue // names licence files inside other modules
+		}
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)

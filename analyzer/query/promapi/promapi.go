@@ -37,6 +37,7 @@ type Options struct {
 type Client struct {
 	url     string
 	api     v1.API
+	rt      http.RoundTripper
 	timeout time.Duration
 	logger  *slog.Logger
 	allow   bool
@@ -65,7 +66,7 @@ func New(url string, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client %s: %w", url, err)
 	}
-	return &Client{url: url, api: v1.NewAPI(c), timeout: o.Timeout, logger: o.Logger, allow: o.AllowWarnings}, nil
+	return &Client{url: url, api: v1.NewAPI(c), rt: o.RoundTripper, timeout: o.Timeout, logger: o.Logger, allow: o.AllowWarnings}, nil
 }
 
 // Query runs an instant query at ts.

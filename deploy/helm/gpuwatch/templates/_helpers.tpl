@@ -134,7 +134,8 @@ httpGet:
 {{- end }}
 {{- end -}}
 
-{{/* One scrape endpoint of a monitor: (dict "m" <monitor values> "port" "metrics"). */}}
+{{/* One scrape endpoint of a monitor: (dict "m" <monitor values> "port" "metrics" "ctx" $ "what" "exporter's PodMonitor"),
+with the scrape credentials the web config needs. */}}
 {{- define "gpuwatch.endpoint" -}}
 {{- $m := .m -}}
 {{- $e := dict "port" .port "path" "/metrics" -}}
@@ -143,5 +144,52 @@ httpGet:
 {{- if hasKey $m "honorLabels" }}{{ $_ := set $e "honorLabels" $m.honorLabels }}{{ end -}}
 {{- with $m.relabelings }}{{ $_ := set $e "relabelings" . }}{{ end -}}
 {{- with $m.metricRelabelings }}{{ $_ := set $e "metricRelabelings" . }}{{ end -}}
-{{ toYaml (merge (deepCopy (default dict $m.endpointConfig)) $e) }}
+{{- $ec := deepCopy (default dict $m.endpointConfig) -}}
+{{- $wc := default dict .ctx.Values.webConfig.config -}}
+{{- if and (not $ec.basicAuth) .ctx.Values.webConfig.scrapeSecret -}}
+{{- $s := .ctx.Values.webConfig.scrapeSecret -}}
+{{- $_ := set $ec "basicAuth" (dict "username" (dict "name" $s "key" "username") "password" (dict "name" $s "key" "password")) -}}
+{{- else if and (not $ec.basicAuth) $wc.basic_auth_users -}}
+{{- fail (printf "webConfig.config.basic_auth_users asks for basic auth, so the %s would be refused (401): set webConfig.scrapeSecret to a Secret with the keys username and password, or give its endpointConfig.basicAuth" .what) -}}
+{{- end -}}
+{{- if and (not $ec.scheme) $wc.tls_server_config -}}
+{{- $_ := set $ec "scheme" "https" -}}
+{{- end -}}
+{{ toYaml (merge $ec $e) }}
+{{- end -}}
+
+{{/* "true" when the web config makes clients authenticate: basic auth users,
+or a required client certificate. An existing Secret is the operator's own
+file, taken to do so (the chart cannot read it). */}}
+{{- define "gpuwatch.webConfig.auth" -}}
+{{- $c := default dict .Values.webConfig.config -}}
+{{- $tls := default dict $c.tls_server_config -}}
+{{- if or .Values.webConfig.existingSecret $c.basic_auth_users (has $tls.client_auth_type (list "RequireAndVerifyClientCert" "RequireAnyClientCert")) }}true{{ end -}}
+{{- end -}}
+
+{{/* The analyzer's listen address: analyzer.listenAddress, or all interfaces
+when the web config asks for authentication, or else loopback only: its page
+shows every finding and the audit log. */}}
+{{- define "gpuwatch.analyzer.listenAddress" -}}
+{{- if .Values.analyzer.listenAddress -}}
+{{ .Values.analyzer.listenAddress }}
+{{- else if include "gpuwatch.webConfig.auth" . -}}
+:{{ .Values.analyzer.port }}
+{{- else -}}
+127.0.0.1:{{ .Values.analyzer.port }}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpuwatch.analyzer.loopback" -}}
+{{- if hasPrefix "127.0.0.1:" (include "gpuwatch.analyzer.listenAddress" .) }}true{{ end -}}
+{{- end -}}
+
+{{/* "true" when the Prometheus Operator's kind (ServiceMonitor, PodMonitor,
+PrometheusRule) may be rendered: prometheusOperator.crds is true, or auto and
+the cluster serves the CRD. */}}
+{{- define "gpuwatch.hasCRD" -}}
+{{- $mode := toString .ctx.Values.prometheusOperator.crds -}}
+{{- if eq $mode "true" }}true
+{{- else if and (eq $mode "auto") (.ctx.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind)) }}true
+{{- end -}}
 {{- end -}}
