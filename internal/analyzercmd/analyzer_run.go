@@ -1,11 +1,11 @@
 package analyzercmd
 
 import (
-	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"log/slog"
 	"net/http"
