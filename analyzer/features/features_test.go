@@ -63,7 +63,7 @@ func TestFetchJoinsSeries(t *testing.T) {
 		t.Errorf("%d queries, want %d", q.n, Queries)
 	}
 	s := steps[0]
-	if !s.End.Equal(end) || !s.Start.Equal(end.Add(-5*time.Minute)) || s.Expected != 10 {
+	if !s.End.Equal(end) || !s.Start.Equal(end.Add(-5*time.Minute)) || s.ExpectedOf(DeviceID("h1", "GPU-a")) != 10 {
 		t.Fatalf("step %v..%v expected %v", s.Start, s.End, s.Expected)
 	}
 	if len(s.GPUs) != 2 {
@@ -150,7 +150,7 @@ func TestHolderConventions(t *testing.T) {
 		{"exporter known by its container", m("UUID", "G", "hostname", "n1", "pod", "metrics-7f9c", "container", "dcgm-exporter"), "n1", "", "", ""},
 		{"a job named like a tool", m("UUID", "G", "hostname", "n1", "pod", "gpuwatcher-eval", "namespace", "ml"), "n1", "ml/gpuwatcher-eval", "gpuwatcher-eval", "ml"},
 	} {
-		g, ok := identify(tc.m)
+		g, ok := identify(tc.m, nil)
 		if !ok || g.Host != tc.host || g.Job != tc.job || g.Pod != tc.pod || g.NS != tc.ns {
 			t.Errorf("%s: got host %q job %q pod %q ns %q", tc.name, g.Host, g.Job, g.Pod, g.NS)
 		}
