@@ -76,7 +76,7 @@ const (
 	ReasonTarget   = "scrape target: its pod label sits beside exported_pod on a GPU series (honor_labels: false), so it is the exporter's own"
 	ReasonName     = "named as a GPU exporter's DaemonSet pod or container (dcgm-exporter under any release name, GPU Operator, gpuwatch)"
 	reasonFamily   = "same DaemonSet as %s, already taken as the exporter"
-	reasonMoves    = "its GPUs changed while it ran (on %s it took %s back after %s held it); a pod's GPUs are fixed for its life, only the scrape target's label moves so"
+	reasonMoves    = "its GPUs changed while it ran (on %s, %s was %s's for a while); a pod's GPUs are its own for its life, only the scrape target's label moves so"
 	reasonEveryGPU = "holds every GPU of every node (%d nodes) under one DaemonSet's name: the scrape target's label, not an allocation"
 )
 
@@ -153,9 +153,8 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 	// Holding evidence, from the sample counts: who held which device in
 	// which step.
 	type holding struct {
-		host  string
-		devs  map[string][]int // device -> steps held
-		first int
+		host string
+		devs map[string][]int // device -> steps held
 	}
 	index := func(t time.Time) int {
 		for i, e := range stepEnds {
@@ -199,10 +198,9 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 			}
 			h := pods[podKey(ns, pod)]
 			if h == nil {
-				h = &holding{host: id.Host, devs: map[string][]int{}, first: i}
+				h = &holding{host: id.Host, devs: map[string][]int{}}
 				pods[podKey(ns, pod)] = h
 			}
-			h.first = min(h.first, i)
 			h.devs[id.Device] = append(h.devs[id.Device], i)
 		}
 	}
@@ -212,24 +210,47 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 	}
 	sort.Strings(keys)
 	split := func(k string) (string, string) { ns, pod, _ := strings.Cut(k, "/"); return ns, pod }
-	// A pod that took a device back after another holder had it, while it
-	// was there itself: no workload's GPUs move so.
+	// A pod whose GPUs changed while it ran: another holder had one of its
+	// devices, alone, at a step of the pod's life. A workload's GPUs are
+	// its own from its start to its end (pods sharing a GPU share it all
+	// along); only the target's label, filling whatever GPU is free, moves
+	// so.
 	for _, k := range keys {
 		h := pods[k]
 		ns, pod := split(k)
 		if x.has(ns, pod) {
 			continue
 		}
-		for dev, held := range h.devs {
-			sort.Ints(held)
+		life := map[int]bool{}
+		for _, held := range h.devs {
+			for _, i := range held {
+				life[i] = true
+			}
+		}
+		lo, hi := len(stepEnds), -1
+		for i := range life {
+			lo, hi = min(lo, i), max(hi, i)
+		}
+		devs := make([]string, 0, len(h.devs))
+		for dev := range h.devs {
+			devs = append(devs, dev)
+		}
+		sort.Strings(devs)
+		found := ""
+		for _, dev := range devs {
+			mine := map[int]bool{}
+			for _, i := range h.devs[dev] {
+				mine[i] = true
+			}
 			by := holders[DeviceID(h.host, dev)]
-			found := ""
-			for a := 1; a < len(held) && found == ""; a++ {
-				for j := held[a-1] + 1; j < held[a]; j++ {
-					for _, o := range by[j] {
-						if o != "pod:"+k {
-							found = strings.TrimPrefix(o, "pod:")
-						}
+			for j := lo; j <= hi && found == ""; j++ {
+				if !life[j] || mine[j] {
+					continue
+				}
+				for _, o := range by[j] {
+					if o != "pod:"+k {
+						found = strings.TrimPrefix(o, "pod:")
+						break
 					}
 				}
 			}
