@@ -92,6 +92,11 @@ func (m *Memory) learn(steps []Step) map[string]float64 {
 	return exp
 }
 
+// ModeCount is the count a full interval of a series holds, from its
+// counts over many intervals (zeros left out: they are gaps): the most
+// common one, the smaller on a tie.
+func ModeCount(cs []float64) float64 { return mode(cs) }
+
 // mode is the most common count; ties go to the smaller, so that a device
 // whose interval does not divide the step (counts alternating n and n+1)
 // reads full in both.
