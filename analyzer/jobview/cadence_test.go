@@ -51,7 +51,9 @@ func cadenceStore(t *testing.T) (*embedded.DB, string) {
 	t.Cleanup(func() { db.Close() })
 	f := simload.Format{HostIntervals: map[string]time.Duration{"node-15": 15 * time.Second, "node-60": time.Minute}}
 	app, om := db.Appender(), simload.NewOpenMetrics(dir)
-	toDB := f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(context.Background(), ts, fams) })
+	toDB := f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error {
+		return app.AppendFamilies(context.Background(), ts, fams)
+	})
 	toOM := f.Sink(om.Sink)
 	if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: 5, Origin: origin, To: 3 * time.Hour, Resolution: 15 * time.Second},
 		func(ts time.Time, fams []*dto.MetricFamily) error {
