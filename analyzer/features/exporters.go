@@ -150,19 +150,40 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 			}
 		}
 	}
+	// Holding evidence is needed only for pods not yet told apart; known
+	// exporters seen again are kept while they serve.
+	unknown := false
+	for _, ss := range count {
+		if ns, pod, ok := plainPod(ss.Metric); ok && lv(ss.Metric, schema.LabelUUID) != "" {
+			if x.has(ns, pod) {
+				x.add(ns, pod, "", last)
+			} else {
+				unknown = true
+			}
+		}
+	}
+	if !unknown {
+		return
+	}
 	// Holding evidence, from the sample counts: who held which device in
 	// which step.
 	type holding struct {
 		host string
 		devs map[string][]int // device -> steps held
 	}
+	var step time.Duration
+	if len(stepEnds) > 1 {
+		step = stepEnds[1].Sub(stepEnds[0])
+	}
 	index := func(t time.Time) int {
-		for i, e := range stepEnds {
-			if e.Equal(t) {
-				return i
-			}
+		i := 0
+		if step > 0 {
+			i = int(t.Sub(stepEnds[0]) / step)
 		}
-		return -1
+		if i < 0 || i >= len(stepEnds) || !stepEnds[i].Equal(t) {
+			return -1
+		}
+		return i
 	}
 	pods := map[string]*holding{}            // ns/pod -> holding (plain pods only)
 	holders := map[string]map[int][]string{} // host|device -> step -> holder keys
@@ -299,7 +320,6 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 	for _, k := range keys {
 		ns, pod := split(k)
 		if x.has(ns, pod) {
-			x.add(ns, pod, "", last) // seen again: kept while it serves
 			continue
 		}
 		if by := known[family(ns, pod)]; by != "" && family(ns, pod) != "" {
