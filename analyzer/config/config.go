@@ -23,8 +23,9 @@ type Config struct {
 	Step Duration `yaml:"step"`
 	// MinCoverage is the fraction of a step's expected samples a GPU must
 	// have for the step to count as known. Below it the step is unknown:
-	// missing data is never idleness. Default 0.5. The expected count is the
-	// best-covered GPU of the same step, so no scrape interval needs setting.
+	// missing data is never idleness. Default 0.5. The expected count is
+	// each GPU's own (its usual count per step, learnt from its samples),
+	// so no scrape interval needs setting and mixed intervals need none.
 	MinCoverage Ratio `yaml:"min_coverage"`
 	Idle        Idle  `yaml:"idle"`
 	// Patterns holds one section per finding pattern.
