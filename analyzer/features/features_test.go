@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,8 +60,8 @@ func TestFetchJoinsSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.n != Queries {
-		t.Errorf("%d queries, want %d", q.n, Queries)
+	if q.n.Load() != Queries {
+		t.Errorf("%d queries, want %d", q.n.Load(), Queries)
 	}
 	s := steps[0]
 	if !s.End.Equal(end) || !s.Start.Equal(end.Add(-5*time.Minute)) || s.ExpectedOf(DeviceID("h1", "GPU-a")) != 10 {
@@ -88,7 +89,7 @@ func TestFetchJoinsSeries(t *testing.T) {
 // answerer looks up "fn|metric" of an expression of the form fn(metric[w]).
 type answerer struct {
 	answers map[string]model.Matrix
-	n       int
+	n       atomic.Int64 // Fetch asks in parallel
 }
 
 func (a *answerer) Query(context.Context, string, time.Time) (model.Value, error) {
@@ -96,7 +97,7 @@ func (a *answerer) Query(context.Context, string, time.Time) (model.Value, error
 }
 
 func (a *answerer) QueryRange(_ context.Context, expr string, _ query.Range) (model.Value, error) {
-	a.n++
+	a.n.Add(1)
 	fn := expr[:strings.Index(expr, "(")]
 	metric := expr[strings.Index(expr, "(")+1 : strings.Index(expr, "[")]
 	return a.answers[fn+"|"+metric], nil
