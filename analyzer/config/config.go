@@ -6,8 +6,6 @@
 package config
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"fmt"
 	"reflect"
 	"strings"
@@ -25,8 +23,9 @@ type Config struct {
 	Step Duration `yaml:"step"`
 	// MinCoverage is the fraction of a step's expected samples a GPU must
 	// have for the step to count as known. Below it the step is unknown:
-	// missing data is never idleness. Default 0.5. The expected count is the
-	// best-covered GPU of the same step, so no scrape interval needs setting.
+	// missing data is never idleness. Default 0.5. The expected count is
+	// each GPU's own (its usual count per step, learnt from its samples),
+	// so no scrape interval needs setting and mixed intervals need none.
 	MinCoverage Ratio `yaml:"min_coverage"`
 	Idle        Idle  `yaml:"idle"`
 	// Patterns holds one section per finding pattern.
@@ -84,7 +83,9 @@ type Switch struct {
 	Disabled bool `yaml:"disabled"`
 }
 
-// CPUOnly: a non-interactive job whose GPUs have been idle since it started.
+// CPUOnly: a job of any kind whose GPUs have been idle since it started;
+// the kind decides the recommended action (a service is advised, not
+// reclaimed), not whether it is found.
 type CPUOnly struct {
 	Switch `yaml:",inline"`
 	// MinDuration of idleness since the start. Default 2h: Princeton's Job
@@ -207,9 +208,11 @@ type LowUtilization struct {
 type Overlong struct {
 	Switch `yaml:",inline"`
 	// MaxRuntime per kind (batch, interactive, service), for jobs whose
-	// scheduler reports no limit. Defaults: batch 48h (the usual
-	// training-partition limit), interactive 24h (Open OnDemand and
-	// JupyterHub culling defaults are a day or less); services have none.
+	// scheduler reports no limit. None by default: a limit is its owner's
+	// (the scheduler's, or the site's tiers), and a site without one has
+	// notebooks and StatefulSets that rightly run for days; a built-in
+	// limit would call them overlong. A site whose tiers have limits sets
+	// them here, e.g. batch 48h for a training partition's.
 	MaxRuntime map[string]Duration `yaml:"max_runtime"`
 }
 
@@ -242,10 +245,7 @@ func Default() Config {
 			IdleSession:     IdleSession{MinDuration: Duration(time.Hour)},
 			LowUtilization: LowUtilization{MinDuration: Duration(2 * time.Hour), MaxMeanUtilPercent: 20,
 				MaxMeanSMActive: 0.15, MaxPeakRatio: 0.4, MaxMemoryRatio: 0.5},
-			Overlong: Overlong{MaxRuntime: map[string]Duration{
-				schema.KindBatch:       Duration(48 * time.Hour),
-				schema.KindInteractive: Duration(24 * time.Hour),
-			}},
+			Overlong:      Overlong{MaxRuntime: map[string]Duration{}},
 			OrphanProcess: OrphanProcess{MinDuration: Duration(10 * time.Minute)},
 		},
 	}

@@ -30,10 +30,10 @@ func TestParse(t *testing.T) {
 					t.Errorf("untouched stuck lost its default")
 				}
 			}},
-		{name: "max_runtime merges per kind", yaml: "patterns:\n  overlong:\n    max_runtime:\n      service: 30d\n",
+		{name: "max_runtime has no built-in limit", yaml: "patterns:\n  overlong:\n    max_runtime:\n      service: 30d\n",
 			check: func(t *testing.T, c Config) {
 				m := c.Patterns.Overlong.MaxRuntime
-				if m["service"].D() != 30*24*time.Hour || m["batch"].D() != 48*time.Hour {
+				if m["service"].D() != 30*24*time.Hour || len(m) != 1 {
 					t.Errorf("max_runtime = %v", m)
 				}
 			}},

@@ -155,7 +155,8 @@ func TestAccountingIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	e, err := engine.New(engine.Options{Querier: db})
+	// gpuwatch analyze given the site's configuration (its run-time limits).
+	e, err := engine.New(engine.Options{Querier: db, Config: SiteConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // DefaultPolicy is the built-in demo policy: every pattern escalates, in
@@ -59,7 +60,7 @@ type Options struct {
 	// Policy to escalate under (default DefaultPolicy). It is always run
 	// in dry-run, whatever it says.
 	Policy *policy.Policy
-	// Config holds the analyzer's thresholds (default config.Default()).
+	// Config holds the analyzer's thresholds (default SiteConfig()).
 	Config config.Config
 	// CycleEvery is how often the analyzer cycle runs, a multiple of the
 	// analyzer's step (default: every step, as the daemon does).
@@ -130,7 +131,7 @@ func New(o Options) (*Demo, error) {
 		o.Step = 30 * time.Second
 	}
 	if o.Config.Step == 0 {
-		o.Config = config.Default()
+		o.Config = SiteConfig()
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -282,4 +283,15 @@ func (d *Demo) Close() error {
 		return nil
 	}
 	return d.st.Close()
+}
+
+// SiteConfig is the demo site's analyzer configuration: the defaults, plus
+// the run-time limits its operators set per kind (its training
+// partition's 48 hours for batch jobs, a day for sessions), since gpuwatch
+// builds in none and the simulated site has no scheduler to report one.
+func SiteConfig() config.Config {
+	c := config.Default()
+	c.Patterns.Overlong.MaxRuntime[schema.KindBatch] = config.Duration(48 * time.Hour)
+	c.Patterns.Overlong.MaxRuntime[schema.KindInteractive] = config.Duration(24 * time.Hour)
+	return c
 }

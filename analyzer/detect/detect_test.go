@@ -131,7 +131,13 @@ func feed(t *testing.T, cfg config.Config, n int, jobs ...job) ([]finding.Findin
 			s.DeviceSamples[features.DeviceID(g.Host, g.Device)] += g.Samples
 		}
 		for _, c := range s.DeviceSamples {
-			s.Expected = max(s.Expected, c)
+			s.MaxExpected = max(s.MaxExpected, c)
+		}
+		// Every device here is scraped at one interval: a full step is
+		// the reference GPU's count.
+		s.Expected = map[string]float64{}
+		for d := range s.DeviceSamples {
+			s.Expected[d] = s.MaxExpected
 		}
 		results = append(results, d.Step(st, s))
 	}
@@ -149,40 +155,53 @@ func patterns(fs []finding.Finding) map[string][]schema.Pattern {
 func TestDetectors(t *testing.T) {
 	h := 12 // steps per hour
 	def := config.Default()
+	tier := config.Default()
+	tier.Patterns.Overlong.MaxRuntime = map[string]config.Duration{schema.KindBatch: config.Duration(48 * time.Hour)}
 	cases := []struct {
 		name  string
 		steps int
 		job   job
 		want  []schema.Pattern // nil: no finding
+		cfg   *config.Config   // nil: the defaults
 	}{
-		{"steady training", 10 * h, job{id: "1", start: 2, end: 9 * h, gpus: []gpuFn{busy, busy}}, nil},
-		{"short job", 2 * h, job{id: "1", start: 2, end: 4, gpus: []gpuFn{busy}}, nil},
-		{"cpu only", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{idle(0), idle(0)}}, []schema.Pattern{schema.CPUOnly}},
-		{"cpu only under threshold", 5 * h, job{id: "1", start: 2, end: 2 + 2*h - 2, gpus: []gpuFn{idle(0)}}, nil},
-		{"over requested", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{busy, idle(0)}}, []schema.Pattern{schema.OverRequested}},
-		{"stuck idle after work", 6 * h, job{id: "1", start: 2, end: 5 * h, gpus: []gpuFn{phases(busy, h, idle(40000))}}, []schema.Pattern{schema.Stuck}},
-		{"stall of 50 minutes is not stuck", 6 * h, job{id: "1", start: 2, end: 5 * h, gpus: []gpuFn{phases(busy, h, phases(idle(40000), h+10, busy))}}, nil},
-		{"hung collective", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, h, spin), phases(busy, h, spin)}}, []schema.Pattern{schema.Stuck}},
+		{"steady training", 10 * h, job{id: "1", start: 2, end: 9 * h, gpus: []gpuFn{busy, busy}}, nil, nil},
+		{"short job", 2 * h, job{id: "1", start: 2, end: 4, gpus: []gpuFn{busy}}, nil, nil},
+		{"cpu only", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{idle(0), idle(0)}}, []schema.Pattern{schema.CPUOnly}, nil},
+		{"cpu only under threshold", 5 * h, job{id: "1", start: 2, end: 2 + 2*h - 2, gpus: []gpuFn{idle(0)}}, nil, nil},
+		{"over requested", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{busy, idle(0)}}, []schema.Pattern{schema.OverRequested}, nil},
+		{"stuck idle after work", 6 * h, job{id: "1", start: 2, end: 5 * h, gpus: []gpuFn{phases(busy, h, idle(40000))}}, []schema.Pattern{schema.Stuck}, nil},
+		{"stall of 50 minutes is not stuck", 6 * h, job{id: "1", start: 2, end: 5 * h, gpus: []gpuFn{phases(busy, h, phases(idle(40000), h+10, busy))}}, nil, nil},
+		{"hung collective", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, h, spin), phases(busy, h, spin)}}, []schema.Pattern{schema.Stuck}, nil},
 		{"hung collective without profiling (power decides)", 5 * h, job{id: "1", start: 2, end: 4 * h,
-			gpus: []gpuFn{strip(phases(busy, h, spin), false, true)}}, []schema.Pattern{schema.Stuck}},
+			gpus: []gpuFn{strip(phases(busy, h, spin), false, true)}}, []schema.Pattern{schema.Stuck}, nil},
 		{"hung collective without power (SM/DRAM decide)", 5 * h, job{id: "1", start: 2, end: 4 * h,
-			gpus: []gpuFn{strip(phases(busy, h, spin), true, false)}}, []schema.Pattern{schema.Stuck}},
+			gpus: []gpuFn{strip(phases(busy, h, spin), true, false)}}, []schema.Pattern{schema.Stuck}, nil},
 		{"spin without power or profiling is not judged", 5 * h, job{id: "1", start: 2, end: 4 * h,
-			gpus: []gpuFn{strip(phases(busy, h, spin), true, true)}}, nil},
-		{"MIG instance at work (SM activity, no util)", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{mig(busy)}}, nil},
-		{"MIG instance idle (SM activity, no util)", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{mig(idle(0))}}, []schema.Pattern{schema.CPUOnly}},
-		{"startup overhead", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(idle(0), 6, busy)}}, []schema.Pattern{schema.StartupOverhead}},
-		{"idle notebook", 5 * h, job{pod: "jupyter-ann", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, 3, idle(3000))}}, []schema.Pattern{schema.IdleSession}},
-		{"interactive by allocation_info", 5 * h, job{id: "7", kind: "interactive", start: 2, end: 4 * h, gpus: []gpuFn{idle(3000)}}, []schema.Pattern{schema.IdleSession}},
-		{"overlong", 52 * h, job{id: "1", start: 2, end: 51 * h, gpus: []gpuFn{busy}}, []schema.Pattern{schema.Overlong}},
-		{"service is never overlong", 52 * h, job{id: "1", kind: "service", start: 2, end: 51 * h, gpus: []gpuFn{busy}}, nil},
+			gpus: []gpuFn{strip(phases(busy, h, spin), true, true)}}, nil, nil},
+		{"MIG instance at work (SM activity, no util)", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{mig(busy)}}, nil, nil},
+		{"MIG instance idle (SM activity, no util)", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{mig(idle(0))}}, []schema.Pattern{schema.CPUOnly}, nil},
+		{"startup overhead", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(idle(0), 6, busy)}}, []schema.Pattern{schema.StartupOverhead}, nil},
+		{"idle notebook", 5 * h, job{pod: "jupyter-ann", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, 3, idle(3000))}}, []schema.Pattern{schema.IdleSession}, nil},
+		{"interactive by allocation_info", 5 * h, job{id: "7", kind: "interactive", start: 2, end: 4 * h, gpus: []gpuFn{idle(3000)}}, []schema.Pattern{schema.IdleSession}, nil},
+		{"overlong past the site's configured limit", 52 * h, job{id: "1", start: 2, end: 51 * h, gpus: []gpuFn{busy}}, []schema.Pattern{schema.Overlong}, &tier},
+		{"no limit known, never overlong", 52 * h, job{id: "1", start: 2, end: 51 * h, gpus: []gpuFn{busy}}, nil, nil},
+		{"service is never overlong", 52 * h, job{id: "1", kind: "service", start: 2, end: 51 * h, gpus: []gpuFn{busy}}, nil, &tier},
+		{"notebook past a day without a configured limit", 30 * h, job{id: "1", kind: "interactive", start: 2, end: 29 * h, gpus: []gpuFn{busy}}, nil, nil},
+		// A CUDA image that fell back to the CPU: a bare context (0.4 GiB)
+		// and util 0 for days.
+		{"service that never touches its GPU", 3 * 24 * h, job{pod: "embed-api-7d4b9c8f6d-x2k9q", start: 2, end: 3*24*h - 2, gpus: []gpuFn{idle(410)}}, []schema.Pattern{schema.CPUOnly}, nil},
+		{"notebook that never touches its GPU", 5 * h, job{id: "8", kind: "interactive", start: 2, end: 4 * h, gpus: []gpuFn{idle(0)}}, []schema.Pattern{schema.CPUOnly, schema.IdleSession}, nil},
 		// 40 idle minutes, 5 without data, 40 idle minutes: never an hour of known idleness.
-		{"missing data is not idleness", 6 * h, job{id: "1", start: 2, end: 2 + h + 17, gpus: []gpuFn{gap(phases(busy, h, idle(40000)), h+8, h+9)}}, nil},
-		{"cpu only broken by missing data", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{gap(idle(0), h, h+1)}}, nil},
+		{"missing data is not idleness", 6 * h, job{id: "1", start: 2, end: 2 + h + 17, gpus: []gpuFn{gap(phases(busy, h, idle(40000)), h+8, h+9)}}, nil, nil},
+		{"cpu only broken by missing data", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{gap(idle(0), h, h+1)}}, nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fs, _ := feed(t, def, c.steps, c.job)
+			cfg := def
+			if c.cfg != nil {
+				cfg = *c.cfg
+			}
+			fs, _ := feed(t, cfg, c.steps, c.job)
 			got := patterns(fs)
 			jobID := c.job.id
 			if c.job.pod != "" {
@@ -307,6 +326,37 @@ func TestGuessKind(t *testing.T) {
 		k, u := GuessKind(c.pod, c.name)
 		if k != c.kind || u != c.user {
 			t.Errorf("GuessKind(%q, %q) = %q, %q; want %q, %q", c.pod, c.name, k, u, c.kind, c.user)
+		}
+	}
+}
+
+// The kind decides the treatment of a GPU never used, not whether it is
+// found: a service (here a Deployment's pod on a stock dcgm-exporter,
+// holding a bare 0.4 GiB context at util 0 for three days) is advised, a
+// batch job's GPUs are reclaimed.
+func TestCPUOnlyTreatmentByKind(t *testing.T) {
+	h := 12
+	for _, c := range []struct {
+		name   string
+		j      job
+		kind   string
+		action schema.Action
+	}{
+		{"service", job{pod: "embed-api-7d4b9c8f6d-x2k9q", start: 2, end: 72*h - 2, gpus: []gpuFn{idle(410)}}, schema.KindService, schema.ActionNotify},
+		{"batch", job{id: "5", start: 2, end: 72*h - 2, gpus: []gpuFn{idle(410)}}, schema.KindBatch, schema.ActionReclaim},
+	} {
+		fs, _ := feed(t, config.Default(), 72*h, c.j)
+		var got *finding.Finding
+		for i := range fs {
+			if fs[i].Pattern == schema.CPUOnly {
+				got = &fs[i]
+			}
+		}
+		if got == nil {
+			t.Fatalf("%s: no cpu_only finding in %+v", c.name, fs)
+		}
+		if got.Kind != c.kind || got.Action != c.action || got.WastedGPUHours < 70 {
+			t.Errorf("%s: kind %s action %s wasted %.1f GPU-hours, want %s, %s, about 72", c.name, got.Kind, got.Action, got.WastedGPUHours, c.kind, c.action)
 		}
 	}
 }

@@ -117,6 +117,12 @@ func (d *Detector) evaluate(a *Alloc, t time.Time, withdrawn *[]Withdrawal) []fi
 		}
 		f := d.base(a, s.Pattern)
 		f.Start, f.End, f.WastedGPUHours, f.Advice = v.from, t, round(v.wasted), v.advice
+		if v.action != "" {
+			f.Action = v.action
+		}
+		if v.severity != "" {
+			f.Severity = v.severity
+		}
 		if !v.to.IsZero() {
 			f.End = v.to
 		}

@@ -34,8 +34,8 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 		// The share of the step's scrapes that saw it: a process killed on
 		// this evidence must have earned it, not a step's rounding.
 		part := step
-		if s.Expected > 0 {
-			part = time.Duration(math.Min(1, o.Samples/s.Expected) * float64(step))
+		if s.ExpectedOf(features.DeviceID(o.Host, o.Device)) > 0 {
+			part = time.Duration(s.Share(features.DeviceID(o.Host, o.Device), o.Samples) * float64(step))
 		}
 		if cur, ok := st.Orphans[k]; ok {
 			cur.LastSeen = s.End

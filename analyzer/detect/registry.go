@@ -39,6 +39,10 @@ type verdict struct {
 	to time.Time
 	// quiet: judged once and found nothing; a one-off is then done.
 	quiet bool
+	// action and severity, when set, replace the pattern's defaults: the
+	// treatment the allocation's kind calls for.
+	action   schema.Action
+	severity schema.Severity
 }
 
 var registry = map[schema.Pattern]*Spec{}

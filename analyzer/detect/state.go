@@ -92,11 +92,14 @@ type State struct {
 	// as its scheduler reported it for the steps being read; the allocation
 	// keeps the last one it was told.
 	TimeLimits map[string]time.Duration `json:"-"`
+	// Memory is what the feature fetches learnt from the data (exporters'
+	// pods, each device's cadence), kept with the state between cycles.
+	Memory *features.Memory `json:"-"`
 }
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{Allocs: map[string]*Alloc{}, Orphans: map[string]*OrphanState{}, Power: PowerBook{}}
+	return &State{Allocs: map[string]*Alloc{}, Orphans: map[string]*OrphanState{}, Power: PowerBook{}, Memory: features.NewMemory()}
 }
 
 // Result is what one step produced.
@@ -138,9 +141,7 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		st.Origin = s.Start
 	}
 	stepH := s.End.Sub(s.Start).Hours()
-	known := func(dev string) bool {
-		return s.Expected > 0 && s.DeviceSamples[dev] >= float64(d.cfg.MinCoverage)*s.Expected
-	}
+	known := func(dev string) bool { return s.Known(dev, float64(d.cfg.MinCoverage)) }
 	if st.Power == nil {
 		st.Power = PowerBook{}
 	}
@@ -212,7 +213,7 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		}
 		allIdle, anyActive, held, allSpin := true, false, false, true
 		for _, g := range gs {
-			frac := math.Min(1, g.Samples/math.Max(s.Expected, 1))
+			frac := s.Share(features.DeviceID(g.Host, g.Device), g.Samples)
 			act, spinning := d.active(st, g), d.spin(st, g)
 			u.GPUs++
 			u.AllocatedGPUHours += frac * stepH
@@ -351,7 +352,7 @@ func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU, known
 		GPUs: map[string]*GPUState{}, Open: map[schema.Pattern]*finding.Finding{}}
 	frac := 0.0
 	for _, x := range gs {
-		frac = math.Max(frac, x.Samples/math.Max(s.Expected, 1))
+		frac = math.Max(frac, s.Share(features.DeviceID(x.Host, x.Device), x.Samples))
 		if _, ok := a.GPUs[x.Device]; !ok {
 			a.GPUs[x.Device] = &GPUState{UUID: x.UUID, Model: x.Model}
 		}

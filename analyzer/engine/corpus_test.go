@@ -34,6 +34,17 @@ var corpusOrigin = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
 const corpusSeed = 42
 
+// corpusConfig is the corpus site's analyzer configuration: the defaults,
+// plus the run-time limits its operators set per kind (a training
+// partition's 48 hours for batch jobs, a day for sessions). gpuwatch
+// builds in none; the corpus' overlong jobs are labelled against these.
+func corpusConfig() config.Config {
+	c := config.Default()
+	c.Patterns.Overlong.MaxRuntime[schema.KindBatch] = config.Duration(48 * time.Hour)
+	c.Patterns.Overlong.MaxRuntime[schema.KindInteractive] = config.Duration(24 * time.Hour)
+	return c
+}
+
 type corpus struct {
 	sc     *sim.Scenario
 	origin time.Time
@@ -311,7 +322,7 @@ func check(t *testing.T, sc map[schema.Pattern]*score) {
 
 func analyze(t testing.TB, q query.Querier, c corpus) []finding.Finding {
 	t.Helper()
-	e, err := New(Options{Querier: q, Config: config.Default()})
+	e, err := New(Options{Querier: q, Config: corpusConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +423,7 @@ func podOf(e sim.Expectation) string {
 func TestCorpusCyclesMatchOneShot(t *testing.T) {
 	f := getFixture(t)
 	span := 48 * time.Hour
-	e, err := New(Options{Querier: f.native, Store: openStore(t), Config: config.Default(), WarmUp: 5 * time.Minute})
+	e, err := New(Options{Querier: f.native, Store: openStore(t), Config: corpusConfig(), WarmUp: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

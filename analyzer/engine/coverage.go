@@ -27,6 +27,9 @@ type Coverage struct {
 	LastData  time.Time `json:"last_data,omitzero"`
 	// Reason explains an empty result; empty when there are findings.
 	Reason string `json:"reason,omitempty"`
+	// Exporters lists the pods taken for GPU exporters' own (scrape
+	// targets), with the evidence: never jobs, never findings.
+	Exporters []features.Exporter `json:"exporters"`
 }
 
 // coverageCounter accumulates Coverage over steps.
@@ -56,8 +59,8 @@ func (c *coverageCounter) add(s features.Step) {
 			c.allocs[g.Host+"|"+g.Job] = true
 		}
 	}
-	for _, n := range s.DeviceSamples {
-		if s.Expected > 0 && n >= float64(c.cfg.MinCoverage)*s.Expected {
+	for d := range s.DeviceSamples {
+		if s.Known(d, float64(c.cfg.MinCoverage)) {
 			c.knownSteps++
 		}
 	}

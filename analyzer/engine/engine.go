@@ -138,9 +138,12 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 	// Orphans are tracked per process, not per allocation: keep the newest
 	// finding of each key, which spans its whole episode.
 	orphans := map[string]finding.Finding{}
+	// What one chunk learns (exporters' pods, each device's cadence) the
+	// next starts from, as a daemon's next cycle does.
+	mem := features.NewMemory()
 	for done, total := 0, lead+n; done < total; {
 		k := min(e.o.ChunkSteps, total-done)
-		steps, err := features.Fetch(ctx, e.o.Querier, start.Add(time.Duration(done+k)*step), k, step)
+		steps, err := features.FetchWith(ctx, e.o.Querier, start.Add(time.Duration(done+k)*step), k, step, mem)
 		if err != nil {
 			return Analysis{}, fmt.Errorf("analyze: %w", err)
 		}
@@ -174,7 +177,9 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 		fs = append(fs, all[i])
 		ledger.AddFinding(&fs[len(fs)-1])
 	}
-	return Analysis{Findings: fs, Coverage: cov.result(from, end, len(fs)), Book: ledger.Close()}, nil
+	c := cov.result(from, end, len(fs))
+	c.Exporters = mem.Exporters.List()
+	return Analysis{Findings: fs, Coverage: c, Book: ledger.Close()}, nil
 }
 
 // CycleResult is what one cycle did.
@@ -228,7 +233,7 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 		e.o.Logger.Warn("analyzer fell behind; skipping steps", "missed_steps", n-e.o.MaxCatchUp, "since", cursor)
 		n = e.o.MaxCatchUp
 	}
-	steps, err := features.Fetch(ctx, e.o.Querier, end, n, step)
+	steps, err := features.FetchWith(ctx, e.o.Querier, end, n, step, st.Memory)
 	res.Queries = features.Queries
 	if err != nil {
 		return res, fmt.Errorf("cycle: %w", err)
@@ -260,7 +265,9 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	res.Findings = append(oneOffs, open...)
 	detect.Sort(res.Findings)
 	res.Coverage = cov.result(res.From, res.To, len(res.Findings))
+	res.Coverage.Exporters = st.Memory.Exporters.List()
 	st.Prune(end.Add(-e.o.Retain))
+	st.Memory.Prune(end.Add(-e.o.Retain))
 	for _, a := range st.Allocs {
 		// Closed episodes were returned and saved by the cycle that closed
 		// them; the daemon's state need not grow with history.
@@ -326,6 +333,8 @@ type meta struct {
 	Origin  time.Time                      `json:"origin"`
 	Orphans map[string]*detect.OrphanState `json:"orphans"`
 	Power   detect.PowerBook               `json:"power,omitempty"`
+	// Memory is what the fetches learnt: exporters' pods, device cadences.
+	Memory *features.Memory `json:"memory,omitempty"`
 }
 
 func (e *Engine) load(ctx context.Context) (*detect.State, time.Time, error) {
@@ -349,6 +358,9 @@ func (e *Engine) load(ctx context.Context) (*detect.State, time.Time, error) {
 	}
 	if m.Power != nil {
 		st.Power = m.Power
+	}
+	if m.Memory != nil {
+		st.Memory = m.Memory
 	}
 	rows, err := db.QueryContext(ctx, `SELECT akey, body FROM analyzer_allocations`)
 	if err != nil {
@@ -393,7 +405,7 @@ func (e *Engine) save(ctx context.Context, st *detect.State, cursor time.Time) e
 			return fmt.Errorf("save allocation %s: %w", k, err)
 		}
 	}
-	m, err := json.Marshal(meta{Cursor: cursor, Origin: st.Origin, Orphans: st.Orphans, Power: st.Power})
+	m, err := json.Marshal(meta{Cursor: cursor, Origin: st.Origin, Orphans: st.Orphans, Power: st.Power, Memory: st.Memory})
 	if err != nil {
 		return fmt.Errorf("encode analyzer state: %w", err)
 	}

@@ -121,17 +121,17 @@ type sensitivityRow struct {
 func TestCorpusSensitivity(t *testing.T) {
 	f := getFixture(t)
 	exps := f.c.sc.ExpectationsAt(f.c.origin)
-	base := config.Default()
+	base := corpusConfig()
 	type job struct {
 		key   string
 		value string
 		cfg   config.Config
 	}
 	var jobs []job
-	jobs = append(jobs, job{key: "defaults", value: "", cfg: config.Default()})
+	jobs = append(jobs, job{key: "defaults", value: "", cfg: corpusConfig()})
 	for _, k := range knobs(&base) {
 		for _, m := range []float64{0.75, 1.25} {
-			c := config.Default() // a fresh copy, maps included
+			c := corpusConfig() // a fresh copy, maps included
 			var target knob
 			for _, x := range knobs(&c) {
 				if x.key == k.key {
@@ -196,7 +196,8 @@ func sensitivityDoc(rows []sensitivityRow) string {
 
 Precision and recall per pattern on the labelled corpus week
 (` + "`exporter/sim/scenarios/corpus.yaml`" + `, gpuwatch's own counters, idle noise on) when one
-detector threshold moves 25 % down or up and every other keeps its default. Percentages and
+detector threshold moves 25 % down or up and every other keeps its default (the run-time
+limits, which gpuwatch builds in none of, are the corpus site's: batch 48h, interactive 24h). Percentages and
 ratios are capped at their range. Each cell is precision / recall; "–" is a pattern with no
 labelled case and no finding. Rows where a cell differs from the defaults show which
 thresholds the corpus' borderline cases (within 20 % of a threshold, on both sides) pin down.

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -85,10 +84,14 @@ type Orphan struct {
 // Step is the features of every device over (End-Step, End].
 type Step struct {
 	Start, End time.Time
-	// Expected is the sample count of the best-covered device over the
-	// fetched steps: the scrape interval need not be configured, and a
-	// device far below it is missing data (unknown), not idle.
-	Expected float64
+	// Expected is the sample count of a full step per device (host|device):
+	// each device's own cadence, learnt from its samples (see Cadence), so
+	// that targets scraped at different intervals are each judged by their
+	// own; a device far below it is missing data (unknown), not idle. One
+	// map is shared by the steps of a fetch.
+	Expected map[string]float64
+	// MaxExpected is the largest of Expected.
+	MaxExpected float64
 	// DeviceSamples counts samples per host|device over all holders: a job
 	// that ends mid-step shares its device's samples with the next holder.
 	DeviceSamples map[string]float64
@@ -155,8 +158,19 @@ func Exprs(step time.Duration) []string {
 	}
 }
 
-// Fetch reads n steps ending at end (the last step is (end-step, end]).
+// Fetch reads n steps ending at end (the last step is (end-step, end]),
+// learning from them alone.
 func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time.Duration) ([]Step, error) {
+	return FetchWith(ctx, q, end, n, step, nil)
+}
+
+// FetchWith is Fetch that learns into mem (exporters' pods, each device's
+// cadence) and judges by what mem already knew; mem may be nil.
+func FetchWith(ctx context.Context, q query.Querier, end time.Time, n int, step time.Duration, mem *Memory) ([]Step, error) {
+	if mem == nil {
+		mem = NewMemory()
+	}
+	mem.ensure()
 	if n < 1 {
 		return nil, fmt.Errorf("fetch features: %d steps", n)
 	}
@@ -216,9 +230,14 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 	if first != nil {
 		return nil, fmt.Errorf("fetch features: %w", first)
 	}
+	ends := make([]time.Time, n)
+	for i := range steps {
+		ends[i] = steps[i].End
+	}
+	mem.Exporters.classify(results, results[fCount], ends)
 	for f, m := range results {
 		for _, ss := range m {
-			id, ok := identify(ss.Metric)
+			id, ok := identify(ss.Metric, mem.Exporters)
 			if !ok {
 				continue // not a GPU series (no UUID): nothing to attribute
 			}
@@ -256,7 +275,6 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 			}
 		}
 	}
-	var expected float64
 	for i := range steps {
 		s := &steps[i]
 		for _, g := range rows[i] {
@@ -270,10 +288,6 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 			d := DeviceID(g.Host, g.Device)
 			s.DeviceSamples[d] += g.Samples
 		}
-		for _, c := range s.DeviceSamples {
-			s.Expected = max(s.Expected, c)
-		}
-		expected = max(expected, s.Expected)
 		sort.Slice(s.GPUs, func(a, b int) bool {
 			x, y := &s.GPUs[a], &s.GPUs[b]
 			if x.Host != y.Host {
@@ -289,10 +303,16 @@ func Fetch(ctx context.Context, q query.Querier, end time.Time, n int, step time
 			return x.Host+x.Device+x.PID < y.Host+y.Device+y.PID
 		})
 	}
-	// A fetch's steps share one expectation: when the whole fleet's data
-	// starts (or thins out) inside a step, that step is partial, not full.
+	// Each device is judged by its own cadence, shared by the fetch's
+	// steps: a step in which a device's data starts (or thins out) is
+	// partial, not full.
+	expected := mem.learn(steps)
+	var most float64
+	for _, e := range expected {
+		most = max(most, e)
+	}
 	for i := range steps {
-		steps[i].Expected = expected
+		steps[i].Expected, steps[i].MaxExpected = expected, most
 	}
 	return steps, nil
 }
@@ -355,29 +375,20 @@ func Host(m model.Metric) string {
 // the scrape sets it too and honor_labels is false.
 const ExportedPrefix = "exported_"
 
-// exporterPod matches the pods and containers of GPU exporters themselves
-// (GPU Operator's nvidia-dcgm-exporter DaemonSet, the dcgm-exporter Helm
-// chart, gpuwatch's own DaemonSets): with honor_labels: false their names
-// label every series they serve, and they hold no GPU.
-var exporterPod = regexp.MustCompile(`^(nvidia-)?dcgm-exporter(-|$)|^gpuwatch(-exporter|-agent)?(-|$)`)
-
-// Holder returns the pod and namespace holding a GPU. With honor_labels:
-// false the exporter's labels are exported_pod and exported_namespace, and
-// pod/namespace name the scrape target, the exporter itself; a series
-// carrying only the exporter's own pod is held by no one.
+// Holder returns the pod and namespace a series names as its GPU's holder:
+// exported_pod and exported_namespace when Prometheus renamed the
+// exporter's labels (honor_labels: false), else pod and namespace. Whether
+// that pod is the scrape target's own is for Exporters to say.
 func Holder(m model.Metric) (pod, namespace string) {
 	if p := lv(m, ExportedPrefix+schema.LabelPod); p != "" {
 		return p, lv(m, ExportedPrefix+schema.LabelNamespace)
 	}
-	pod, namespace = lv(m, schema.LabelPod), lv(m, schema.LabelNamespace)
-	if exporterPod.MatchString(pod) || exporterPod.MatchString(lv(m, schema.LabelContainer)) {
-		return "", ""
-	}
-	return pod, namespace
+	return lv(m, schema.LabelPod), lv(m, schema.LabelNamespace)
 }
 
-// identify extracts host, device and holder from a GPU series.
-func identify(m model.Metric) (GPU, bool) {
+// identifyRaw extracts host, device and holder from a GPU series, taking
+// any pod it names for the holder.
+func identifyRaw(m model.Metric) (GPU, bool) {
 	uuid := lv(m, schema.LabelUUID)
 	if uuid == "" {
 		return GPU{}, false
@@ -389,11 +400,33 @@ func identify(m model.Metric) (GPU, bool) {
 	g := GPU{Host: Host(m), Device: dev, UUID: uuid, Model: lv(m, schema.LabelModelName),
 		HPCJob: lv(m, schema.LabelHPCJob)}
 	g.Pod, g.NS = Holder(m)
+	g.setJob()
+	return g, true
+}
+
+func (g *GPU) setJob() {
 	switch {
 	case g.HPCJob != "":
 		g.Job = g.HPCJob
 	case g.Pod != "":
 		g.Job = g.NS + "/" + g.Pod
+	default:
+		g.Job = ""
+	}
+}
+
+// identify is identifyRaw with the exporters' own pods (x, or named so
+// when x is nil) holding nothing: their GPUs are free.
+func identify(m model.Metric, x Exporters) (GPU, bool) {
+	g, ok := identifyRaw(m)
+	if !ok {
+		return g, false
+	}
+	if ns, pod, plain := plainPod(m); plain {
+		if x.has(ns, pod) || (x == nil && NamedExporter(pod, lv(m, schema.LabelContainer))) {
+			g.Pod, g.NS = "", ""
+			g.setJob()
+		}
 	}
 	return g, true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,11 +60,11 @@ func TestFetchJoinsSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.n != Queries {
-		t.Errorf("%d queries, want %d", q.n, Queries)
+	if q.n.Load() != Queries {
+		t.Errorf("%d queries, want %d", q.n.Load(), Queries)
 	}
 	s := steps[0]
-	if !s.End.Equal(end) || !s.Start.Equal(end.Add(-5*time.Minute)) || s.Expected != 10 {
+	if !s.End.Equal(end) || !s.Start.Equal(end.Add(-5*time.Minute)) || s.ExpectedOf(DeviceID("h1", "GPU-a")) != 10 {
 		t.Fatalf("step %v..%v expected %v", s.Start, s.End, s.Expected)
 	}
 	if len(s.GPUs) != 2 {
@@ -88,7 +89,7 @@ func TestFetchJoinsSeries(t *testing.T) {
 // answerer looks up "fn|metric" of an expression of the form fn(metric[w]).
 type answerer struct {
 	answers map[string]model.Matrix
-	n       int
+	n       atomic.Int64 // Fetch asks in parallel
 }
 
 func (a *answerer) Query(context.Context, string, time.Time) (model.Value, error) {
@@ -96,7 +97,7 @@ func (a *answerer) Query(context.Context, string, time.Time) (model.Value, error
 }
 
 func (a *answerer) QueryRange(_ context.Context, expr string, _ query.Range) (model.Value, error) {
-	a.n++
+	a.n.Add(1)
 	fn := expr[:strings.Index(expr, "(")]
 	metric := expr[strings.Index(expr, "(")+1 : strings.Index(expr, "[")]
 	return a.answers[fn+"|"+metric], nil
@@ -150,7 +151,7 @@ func TestHolderConventions(t *testing.T) {
 		{"exporter known by its container", m("UUID", "G", "hostname", "n1", "pod", "metrics-7f9c", "container", "dcgm-exporter"), "n1", "", "", ""},
 		{"a job named like a tool", m("UUID", "G", "hostname", "n1", "pod", "gpuwatcher-eval", "namespace", "ml"), "n1", "ml/gpuwatcher-eval", "gpuwatcher-eval", "ml"},
 	} {
-		g, ok := identify(tc.m)
+		g, ok := identify(tc.m, nil)
 		if !ok || g.Host != tc.host || g.Job != tc.job || g.Pod != tc.pod || g.NS != tc.ns {
 			t.Errorf("%s: got host %q job %q pod %q ns %q", tc.name, g.Host, g.Job, g.Pod, g.NS)
 		}

@@ -134,8 +134,9 @@ type Report struct {
 	Models        []string `json:"models"`
 	GPUs          []GPU    `json:"gpus"`
 	CPU           *CPU     `json:"cpu,omitempty"`
-	// Coverage is the share of the sparkline intervals with samples, for
-	// the least covered GPU (1 = no gaps longer than an interval).
+	// Coverage is the share of the job's span its samples cover, each GPU
+	// judged against its own scrape interval, for the least covered GPU
+	// (1 = no gap).
 	Coverage float64 `json:"coverage"`
 	// NotEnoughData says why the figures cannot be trusted, when they cannot.
 	NotEnoughData string    `json:"not_enough_data,omitempty"`
@@ -302,7 +303,10 @@ func locate(ctx context.Context, o Options, sel string) (time.Time, time.Time, [
 	bucket = max(bucket, time.Second)
 	from := o.Now.Add(-o.Lookback).Add(bucket)
 	fb := schema.FBUsed.Name + sel
-	v, err := o.Querier.QueryRange(ctx, fmt.Sprintf("count_over_time(%s[%s])", fb, rangeOf(bucket)),
+	// Every bucket is (t-bucket, t]: its range is a millisecond short, so
+	// that Prometheus 2.x (closed on the left) and 3.x (open) agree on a
+	// sample sitting on an edge, as a 60 s scrape aligned to the minute does.
+	v, err := o.Querier.QueryRange(ctx, fmt.Sprintf("count_over_time(%s[%s])", fb, rangeOf(bucket-time.Millisecond)),
 		query.Range{Start: from, End: o.Now, Step: bucket})
 	if err != nil {
 		return time.Time{}, time.Time{}, nil, err
@@ -369,7 +373,7 @@ func narrow(ctx context.Context, q query.Querier, expr string, t time.Time, b ti
 	for b > narrowBy*time.Second {
 		s := ((b + narrowBy - 1) / narrowBy).Round(time.Second)
 		k := int((b + s - 1) / s)
-		v, err := q.QueryRange(ctx, fmt.Sprintf("sum(count_over_time(%s[%s]))", expr, rangeOf(s)),
+		v, err := q.QueryRange(ctx, fmt.Sprintf("sum(count_over_time(%s[%s]))", expr, rangeOf(s-time.Millisecond)),
 			query.Range{Start: t.Add(-time.Duration(k-1) * s), End: t, Step: s})
 		if err != nil {
 			return time.Time{}, 0, err
@@ -550,8 +554,7 @@ func figures(ctx context.Context, o Options, ref Ref, r *Report, devs []device, 
 	return nil
 }
 
-// sparklines reads per-interval util and memory, and from the per-interval
-// sample counts each GPU's coverage.
+// sparklines reads per-interval util and memory, then each GPU's coverage.
 func sparklines(ctx context.Context, o Options, sel string, r *Report) error {
 	span := r.End.Sub(r.Start)
 	step := max((span / time.Duration(o.Points)).Truncate(time.Second), time.Second)
@@ -565,7 +568,6 @@ func sparklines(ctx context.Context, o Options, sel string, r *Report) error {
 	exprs := []string{
 		"avg" + by + "(avg_over_time(" + schema.GPUUtil.Name + sel + win + "))",
 		"max" + by + "(max_over_time(" + schema.FBUsed.Name + sel + win + "))",
-		"sum" + by + "(count_over_time(" + schema.FBUsed.Name + sel + win + "))",
 	}
 	ms := make([]map[string][]*float64, len(exprs))
 	errs := make([]error, len(exprs))
@@ -587,15 +589,69 @@ func sparklines(ctx context.Context, o Options, sel string, r *Report) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	// A GPU's coverage is the share of intervals with at least one sample:
-	// gaps longer than an interval show, shorter ones do not matter here.
 	for i := range r.GPUs {
 		g := &r.GPUs[i]
 		g.SparkUtil, g.SparkMem, g.SparkStep = ms[0][g.Device], ms[1][g.Device], model.Duration(step).String()
-		var got float64
-		for _, p := range ms[2][g.Device] {
+	}
+	return coverage(ctx, o, sel, r)
+}
+
+// maxCoveragePoints bounds the buckets coverage is counted in, so that a
+// month-long job stays one cheap range query.
+const maxCoveragePoints = 2000
+
+// coverage sets each GPU's share of the job's span that its samples cover,
+// judged against its own scrape interval, learnt from its samples: the
+// span is cut into buckets of at least four of the GPU's mean sample
+// spacings, a bucket holding the count most buckets hold is full, and one
+// holding fewer is that much short. A job scraped every 15 s without a gap
+// is fully covered however short its span, and one whose exporter was down
+// for half of it is half covered; a target scraped every 60 s is judged by
+// its own cadence, not by the fastest one's.
+func coverage(ctx context.Context, o Options, sel string, r *Report) error {
+	span := r.End.Sub(r.Start)
+	var spacing time.Duration
+	for _, g := range r.GPUs {
+		if g.Samples > 1 {
+			spacing = max(spacing, span/time.Duration(g.Samples-1))
+		}
+	}
+	b := max(4*spacing, span/maxCoveragePoints, time.Second).Truncate(time.Millisecond)
+	n := int(span / b)
+	if spacing == 0 || n < 2 {
+		// Too few samples or too short a span to show a gap: nothing is
+		// known to be missing (finish says when it is too little to judge).
+		for i := range r.GPUs {
+			if r.GPUs[i].Samples > 0 {
+				r.GPUs[i].Coverage = 1
+			}
+		}
+		return nil
+	}
+	rg := query.Range{Start: r.End.Add(-time.Duration(n-1) * b), End: r.End, Step: b}
+	by := " by (" + schema.LabelUUID + ", " + schema.LabelGIID + ") "
+	v, err := o.Querier.QueryRange(ctx, "sum"+by+"(count_over_time("+schema.FBUsed.Name+sel+"["+rangeOf(b-time.Millisecond)+"]))", rg)
+	if err != nil {
+		return err
+	}
+	m, _ := v.(model.Matrix)
+	counts := series(m, rg, n)
+	for i := range r.GPUs {
+		g := &r.GPUs[i]
+		var seen []float64
+		for _, p := range counts[g.Device] {
 			if p != nil && *p > 0 {
-				got++
+				seen = append(seen, *p)
+			}
+		}
+		full := features.ModeCount(seen)
+		if full <= 0 {
+			continue
+		}
+		var got float64
+		for _, p := range counts[g.Device] {
+			if p != nil {
+				got += math.Min(1, *p/full)
 			}
 		}
 		g.Coverage = got / float64(n)

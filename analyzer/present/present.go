@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
+	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 )
@@ -131,6 +132,7 @@ func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage, book *accoun
 	}
 	if cov != nil {
 		tail = append(tail, CoverageLine(*cov))
+		tail = append(tail, ExporterLines(cov.Exporters)...)
 	}
 	for _, l := range tail {
 		if _, err := io.WriteString(w, l+"\n"); err != nil {
@@ -149,6 +151,27 @@ func CoverageLine(c engine.Coverage) string {
 		s += " No findings: " + c.Reason + "."
 	}
 	return s
+}
+
+// maxExporterLines bounds the exporter pods a table names one by one: a
+// fleet has one per node, and the JSON form lists them all.
+const maxExporterLines = 20
+
+// ExporterLines says which pods were taken for GPU exporters' own, and why:
+// a pod that only scrapes the GPUs is never a job with a finding.
+func ExporterLines(xs []features.Exporter) []string {
+	if len(xs) == 0 {
+		return nil
+	}
+	out := []string{fmt.Sprintf("Taken as GPU exporters (scrape targets), not jobs: %d pods.", len(xs))}
+	for i, x := range xs {
+		if i == maxExporterLines {
+			out = append(out, fmt.Sprintf("  ... and %d more (the JSON output lists them all)", len(xs)-i))
+			break
+		}
+		out = append(out, termsafe.String(fmt.Sprintf("  %s/%s: %s", x.Namespace, x.Pod, x.Reason)))
+	}
+	return out
 }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }

@@ -177,3 +177,70 @@ func TestAnalyzeCoverage(t *testing.T) {
 		t.Errorf("json coverage %+v (%v):\n%s", res.Coverage, err, out)
 	}
 }
+
+// TestAnalyzeNamesExporters: data scraped with honor_labels: false from
+// NVIDIA's Helm chart (pod <release>-dcgm-exporter-<hash>, container
+// exporter): the exporter's pod on a free GPU is no job, and analyze says
+// in its table and its JSON which pod it took for the exporter and why.
+func TestAnalyzeNamesExporters(t *testing.T) {
+	from := time.Date(2026, 2, 3, 0, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	db, err := embedded.Open(filepath.Join(dir, "tsdb"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const exporter = "obs-dcgm-exporter-x7k2p"
+	var ss []embedded.Sample
+	for off := time.Duration(0); off < 3*time.Hour; off += 30 * time.Second {
+		for gpu, held := range []bool{true, false} {
+			for _, m := range []struct {
+				metric *schema.Metric
+				v      float64
+			}{{schema.GPUUtil, 0}, {schema.FBUsed, 0}, {schema.FBFree, 81000}} {
+				l := map[string]string{"__name__": m.metric.Name, schema.LabelUUID: "GPU-" + string(rune('a'+gpu)), schema.LabelGPU: "0",
+					schema.LabelHostname: "node-7", schema.LabelModelName: "A100", schema.LabelPod: exporter,
+					schema.LabelNamespace: "monitoring", schema.LabelContainer: "exporter"}
+				if held {
+					l["exported_pod"], l["exported_namespace"], l["exported_container"] = "etl-0", "data", "main"
+				}
+				ss = append(ss, embedded.Sample{Labels: l, T: from.Add(off), V: m.v})
+			}
+		}
+	}
+	if err := db.Appender().AppendSamples(context.Background(), ss); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"analyze", "--storage.path=" + dir, "--from=" + from.Format(time.RFC3339), "--to=" + from.Add(3*time.Hour).Format(time.RFC3339)}
+	var stderr bytes.Buffer
+	out := captureStdout(t, func() {
+		if code := run(append(args, "--format=json"), &stderr); code != 0 {
+			t.Errorf("exit %d: %s", code, stderr.String())
+		}
+	})
+	var res struct {
+		Findings []struct{ Job string } `json:"findings"`
+		Coverage struct {
+			Exporters []struct{ Namespace, Pod, Reason string } `json:"exporters"`
+		} `json:"coverage"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if len(res.Findings) != 1 || res.Findings[0].Job != "data/etl-0" {
+		t.Errorf("findings %+v, want one, on data/etl-0 only", res.Findings)
+	}
+	if x := res.Coverage.Exporters; len(x) != 1 || x[0].Namespace != "monitoring" || x[0].Pod != exporter || !strings.Contains(x[0].Reason, "honor_labels") {
+		t.Errorf("exporters %+v, want monitoring/%s with its evidence", x, exporter)
+	}
+	out = captureStdout(t, func() {
+		if code := run(args, &stderr); code != 0 {
+			t.Errorf("exit %d: %s", code, stderr.String())
+		}
+	})
+	if !strings.Contains(out, "Taken as GPU exporters") || !strings.Contains(out, "monitoring/"+exporter+": scrape target") {
+		t.Errorf("table does not name the exporter:\n%s", out)
+	}
+}

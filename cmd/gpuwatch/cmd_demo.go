@@ -37,7 +37,7 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 	cmd.Flag("cycle-interval", "How often the analyzer cycle runs in simulated time (a multiple of the analyzer step); default: every step.").DurationVar(&o.CycleEvery)
 	cmd.Flag("out", "Output folder: reports/, dashboards/, findings.json, audit.json, gpuwatch.db, tsdb/ (previous demo files there are replaced); default: gpuwatch/demo under $XDG_STATE_HOME (~/.local/state), else a new temporary folder.").StringVar(&o.Out)
 	cmd.Flag("policy.file", "Reclamation policy (YAML) to escalate under, always in dry-run; a built-in policy covering every pattern when empty.").StringVar(&policyFile)
-	cmd.Flag("analyzer.config", "Detection thresholds (YAML); built-in defaults when empty.").StringVar(&cfgAt)
+	cmd.Flag("analyzer.config", "Detection thresholds (YAML); when empty, the built-in defaults plus the demo site's run-time limits (batch 48h, interactive 24h).").StringVar(&cfgAt)
 	cmd.Flag("exit", "Exit after the summary instead of serving.").BoolVar(&o.Exit)
 	cmd.Flag("verbose", "Also print collection and cycle counts, elapsed time and peak memory.").BoolVar(&o.Verbose)
 	return cmd.FullCommand(), func(ctx context.Context) error {
@@ -80,7 +80,7 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 			}
 			o.Policy = p
 		}
-		o.Config = config.Default()
+		o.Config = demo.SiteConfig()
 		if cfgAt != "" {
 			c, err := config.Load(cfgAt)
 			if err != nil {

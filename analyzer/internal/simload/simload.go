@@ -58,8 +58,19 @@ type Format struct {
 	// ExporterRestart (a DaemonSet pod replaced on upgrade or crash).
 	HonorLabelsFalse bool
 	ExporterRestart  time.Duration
+	// ExporterPod names the exporter's own pod on a node in one restart
+	// epoch, as the scrape target's labels carry it; nil is the GPU
+	// Operator's nvidia-dcgm-exporter. TargetLabelsOnFreeGPUs puts those
+	// labels on the series of unallocated GPUs also when honor_labels is
+	// true (dcgm-exporter writes no holder there, so Prometheus keeps the
+	// target's), leaving allocated GPUs with the workload's.
+	ExporterPod            func(host string, epoch int64) (pod, namespace, container string)
+	TargetLabelsOnFreeGPUs bool
 	// Interval thins the scrapes to one per Interval (e.g. 60s).
 	Interval time.Duration
+	// HostIntervals thins each listed node's scrapes to its own interval:
+	// targets scraped at different intervals in one store.
+	HostIntervals map[string]time.Duration
 	// Outages are windows with no scrape at all (an exporter down).
 	Outages []Window
 }
@@ -205,7 +216,7 @@ func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 	case f.NoPower && (name == schema.PowerUsage.Name || name == schema.PowerLimit.Name):
 		return nil
 	}
-	if !f.Stock && f.Host == "" && !f.HonorLabelsFalse {
+	if !f.Stock && f.Host == "" && !f.HonorLabelsFalse && f.HostIntervals == nil && !f.TargetLabelsOnFreeGPUs {
 		return mf
 	}
 	hostLabel := f.Host
@@ -213,13 +224,25 @@ func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 		hostLabel = schema.LabelOldHost
 	}
 	out := proto.Clone(mf).(*dto.MetricFamily)
+	metrics := out.Metric[:0]
 	for _, m := range out.Metric {
-		host := ""
-		kept := m.Label[:0]
+		host, held := "", false
 		for _, l := range m.Label {
 			switch l.GetName() {
 			case schema.LabelHostname:
 				host = l.GetValue()
+			case schema.LabelPod, schema.LabelHPCJob:
+				held = true
+			}
+		}
+		if iv := f.HostIntervals[host]; iv > 0 && t.UnixMilli()%iv.Milliseconds() != 0 {
+			continue
+		}
+		metrics = append(metrics, m)
+		kept := m.Label[:0]
+		for _, l := range m.Label {
+			switch l.GetName() {
+			case schema.LabelHostname:
 				switch hostLabel {
 				case "instance":
 					continue
@@ -238,17 +261,25 @@ func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 		if hostLabel == "instance" || f.HonorLabelsFalse {
 			m.Label = append(m.Label, &dto.LabelPair{Name: proto.String("instance"), Value: proto.String(host + ":9400")})
 		}
-		if f.HonorLabelsFalse {
+		if f.HonorLabelsFalse || (f.TargetLabelsOnFreeGPUs && !held) {
 			epoch := int64(0)
 			if f.ExporterRestart > 0 {
 				epoch = t.UnixMilli() / f.ExporterRestart.Milliseconds()
 			}
+			pod, ns, container := fmt.Sprintf("nvidia-dcgm-exporter-%s-%x", host, epoch%4096), "gpu-operator", "nvidia-dcgm-exporter"
+			if f.ExporterPod != nil {
+				pod, ns, container = f.ExporterPod(host, epoch)
+			}
 			m.Label = append(m.Label,
-				&dto.LabelPair{Name: proto.String(schema.LabelPod), Value: proto.String(fmt.Sprintf("nvidia-dcgm-exporter-%s-%x", host, epoch%4096))},
-				&dto.LabelPair{Name: proto.String(schema.LabelNamespace), Value: proto.String("gpu-operator")},
-				&dto.LabelPair{Name: proto.String(schema.LabelContainer), Value: proto.String("nvidia-dcgm-exporter")})
+				&dto.LabelPair{Name: proto.String(schema.LabelPod), Value: proto.String(pod)},
+				&dto.LabelPair{Name: proto.String(schema.LabelNamespace), Value: proto.String(ns)},
+				&dto.LabelPair{Name: proto.String(schema.LabelContainer), Value: proto.String(container)})
 		}
 		sort.Slice(m.Label, func(i, j int) bool { return m.Label[i].GetName() < m.Label[j].GetName() })
+	}
+	out.Metric = metrics
+	if len(out.Metric) == 0 {
+		return nil
 	}
 	return out
 }
