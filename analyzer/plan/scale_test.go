@@ -143,6 +143,8 @@ func TestScaleEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	cal := calibrate(t, db, nil, from, from.Add(span))
+	runtime.GC()
 	cq := &query.Counting{Q: db}
 	cpu0 := cpuTime()
 	start = time.Now()
@@ -165,11 +167,11 @@ func TestScaleEmbedded(t *testing.T) {
 		t.Errorf("needed %d of %d held (%d unknown): the light quarter should pack", p.Needed, p.Held, p.Unknown)
 	}
 	// The target is 20 s on two cores. Packages test side by side (and
-	// other work shares the machine), so the wall clock is only logged:
-	// the CPU time the plan used is held to two cores × 20 s.
-	if cpu > 2*20*time.Second {
-		t.Errorf("plan used %s of CPU, target 20 s on 2 cores", cpu)
-	}
+	// other work shares the machine), so the wall clock is only logged and
+	// the CPU time is held, as a ratio to the calibration measured just
+	// before on the same store: see embeddedScaleCPU.
+	t.Logf("SCALE target 20 s: %s wall, %s CPU here (informational; the ratio below is held)", wall.Round(time.Millisecond), cpu.Round(time.Millisecond))
+	within(t, "plan CPU (embedded)", cpu, cal.cpu, embeddedScaleCPU)
 	if rss > 2<<30 {
 		t.Errorf("peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}
