@@ -21,6 +21,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/pack"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/pools"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 )
 
@@ -41,8 +42,15 @@ type Options struct {
 	IdleCompute float64
 	// Location of the hour-of-week figures (UTC).
 	Location *time.Location
-	// PoolLabel: see demand.Options.
+	// PoolLabel, HostMap and Hosts say where pools come from (package
+	// pools): a series label, a host map, facts. Without any, a pool is
+	// the GPU model and the node group read from the host name.
 	PoolLabel string
+	HostMap   pools.Map
+	Hosts     pools.Hosts
+	// Rules: whether to read the planner's recording rules (see
+	// demand.Rules; default auto).
+	Rules demand.Rules
 }
 
 func (o *Options) defaults() {
@@ -166,22 +174,31 @@ type Plan struct {
 	Teams               []Team       `json:"teams"`
 	Allocations         []Allocation `json:"allocations"`
 	Queries             int          `json:"queries"`
+	// Read is where the hourly figures came from ("recording rules" or
+	// "raw series"), ReadReason why.
+	Read       string `json:"read"`
+	ReadReason string `json:"read_reason,omitempty"`
+	// PoolsBy says how the pools were named.
+	PoolsBy []string `json:"pools_by"`
 }
 
-// Queries is the number of queries Build issues, whatever the fleet size
-// and the window.
-const Queries = demand.Queries
+// The number of queries Build issues, whatever the fleet size and the
+// window: from raw series, from the recording rules, and the probes of the
+// recording rules before either (unless they are not asked for).
+const (
+	QueriesRaw      = demand.QueriesRaw
+	QueriesRecorded = demand.QueriesRecorded
+	Probes          = demand.Probes
+)
 
 // Build reads the demand over [from, to) and plans it.
 func Build(ctx context.Context, q query.Querier, from, to time.Time, o Options) (*Plan, error) {
 	o.defaults()
-	res, err := demand.Fetch(ctx, q, from, to, demand.Options{PoolLabel: o.PoolLabel})
+	res, err := demand.Fetch(ctx, q, from, to, demand.Options{Pools: pools.Options{Label: o.PoolLabel, Map: o.HostMap, Hosts: o.Hosts}, Rules: o.Rules})
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	p := FromDemand(res, o)
-	p.Queries = Queries
-	return p, nil
+	return FromDemand(res, o), nil
 }
 
 // known reports whether an allocated item's demand can be planned on.
@@ -192,7 +209,8 @@ func (o *Options) known(it *demand.Item) bool {
 // FromDemand plans what Fetch read.
 func FromDemand(res *demand.Result, o Options) *Plan {
 	o.defaults()
-	p := &Plan{From: res.From, To: res.To, Hours: res.Hours, Coverage: res.Coverage()}
+	p := &Plan{From: res.From, To: res.To, Hours: res.Hours, Coverage: res.Coverage(),
+		Read: string(res.Read), ReadReason: res.Reason, Queries: res.Queries, PoolsBy: res.PoolsBy}
 	byPool := map[string][]*demand.Item{}
 	for i := range res.Items {
 		it := &res.Items[i]

@@ -9,6 +9,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
 	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 )
@@ -28,6 +30,10 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 	cmd.Flag("plan.target-load", "Share of a shared GPU's compute and memory the summed demand may fill per hour (0-1): p95 of SM activity, or mean util where only util is published.").Default("0.9").Float64Var(&o.TargetLoad)
 	cmd.Flag("plan.compute-headroom", "Factor on p95 compute when sizing a MIG slice.").Default("1.2").Float64Var(&o.ComputeHeadroom)
 	cmd.Flag("plan.memory-headroom", "Factor on peak memory when sizing a slice or a share.").Default("1.1").Float64Var(&o.MemoryHeadroom)
+	o.Rules = demand.RulesAuto
+	cmd.Flag("plan.recording-rules", "Read the hourly figures from gpuwatch's planner recording rules (rules/gpuwatch-recording.yml, group "+hourly.Group+"): "+
+		"auto (when they cover the window, else raw series, saying why), off (raw series) or only (fail when they do not cover the window).").
+		Default(string(demand.RulesAuto)).SetValue(&o.Rules)
 	cmd.Flag("plan.min-samples", "Samples below which an allocation's demand is unknown (and its GPUs kept).").Default("10").Float64Var(&o.MinSamples)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		logger := loggerFrom(ctx)
