@@ -22,10 +22,14 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		"(needs a window of at least two weeks) and the per-team pooling view. Allocations whose demand is unknown "+
 		"keep their GPUs: they are never counted as freeable.")
 	tf := analyzercmd.RegisterTelemetryFlags(cmd, openEmbedded)
-	var format, poolLabel, tz string
+	var format, tz string
 	var o plan.Options
 	cmd.Flag("format", "Output: table (for people) or json (the whole plan).").Default("table").EnumVar(&format, "table", "json")
-	cmd.Flag("pool.label", "Series label (e.g. a node group) that splits a GPU model into node pools; empty: one pool per model.").StringVar(&poolLabel)
+	pf := analyzercmd.RegisterPoolFlags(cmd)
+	var kubeconfig string
+	var inCluster bool
+	cmd.Flag("kubernetes.kubeconfig", "Kubeconfig for reading Node labels (--pool.kubernetes-nodes).").StringVar(&kubeconfig)
+	cmd.Flag("kubernetes.in-cluster", "Use the pod's service account for reading Node labels.").BoolVar(&inCluster)
 	cmd.Flag("time-zone", "IANA time zone of the hour-of-week figures, batch windows and reservations.").Default("UTC").StringVar(&tz)
 	cmd.Flag("plan.target-load", "Share of a shared GPU's compute and memory the summed demand may fill per hour (0-1): p95 of SM activity, or mean util where only util is published.").Default("0.9").Float64Var(&o.TargetLoad)
 	cmd.Flag("plan.compute-headroom", "Factor on p95 compute when sizing a MIG slice.").Default("1.2").Float64Var(&o.ComputeHeadroom)
@@ -53,7 +57,13 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		if o.Location, err = time.LoadLocation(tz); err != nil {
 			return &clikit.UsageError{Err: fmt.Errorf("--time-zone: %w", err)}
 		}
-		o.PoolLabel = poolLabel
+		kube, err := analyzercmd.KubeClient(kubeconfig, inCluster)
+		if err != nil {
+			return err
+		}
+		if err := pf.Apply(&o, kube); err != nil {
+			return err
+		}
 		q, closeQ, err := tf.Open(logger)
 		if err != nil {
 			return err
