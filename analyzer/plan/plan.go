@@ -38,8 +38,13 @@ type Options struct {
 	// MinSamples below which an allocation's demand is unknown (10).
 	MinSamples float64
 	// IdleCompute is the hourly p95 compute at or below which an allocated
-	// GPU counts as idle in that hour (0.05).
+	// GPU counts as idle capacity in that hour of the heat map (0.05).
 	IdleCompute float64
+	// NoActivity is the highest compute at or below which an allocation
+	// did no work (0.005, the noise of an idle GPU's readings). An
+	// allocation is idle only when it did no work and its memory never
+	// changed; a light service is sized, not called idle.
+	NoActivity float64
 	// Location of the hour-of-week figures (UTC).
 	Location *time.Location
 	// PoolLabel, HostMap and Hosts say where pools come from (package
@@ -69,6 +74,9 @@ func (o *Options) defaults() {
 	if o.IdleCompute == 0 {
 		o.IdleCompute = 0.05
 	}
+	if o.NoActivity == 0 {
+		o.NoActivity = 0.005
+	}
 	if o.Location == nil {
 		o.Location = time.UTC
 	}
@@ -81,7 +89,7 @@ const (
 	RecShare   = "share"     // shares a GPU by time-slicing
 	RecWhole   = "whole_gpu" // needs the whole GPU
 	RecUnknown = "unknown"   // demand unknown: keeps its GPUs
-	RecIdle    = "idle"      // held but never used
+	RecIdle    = "idle"      // held but never used: no work, memory unchanged
 )
 
 // Allocation is one job's demand and what would do for it.
@@ -443,7 +451,9 @@ func (o *Options) recommend(a *Allocation, g *mig.Model) string {
 	a.Profile, a.SmallerModel = "", ""
 	c, m := a.Compute.P95*o.ComputeHeadroom, a.Memory.Peak*o.MemoryHeadroom
 	switch {
-	case a.Compute.Peak <= o.IdleCompute && a.Compute.P95 <= o.IdleCompute:
+	case a.Compute.Peak <= o.NoActivity && a.Memory.P50 == a.Memory.Peak:
+		// No work, and memory held as it was: unused. (Memory is the
+		// highest per hour; a service that loads or frees any is live.)
 		return RecIdle
 	case g == nil:
 		if c <= o.TargetLoad/2 {

@@ -93,6 +93,7 @@ func TestCorpusKnownOptimum(t *testing.T) {
 		{"planner-notebooks", 2, 14, "mig", RecMIG},
 		{"planner-daynight", 8, 16, "time_slice", RecWhole},
 	}
+	t.Run("prometheus", testCorpusThroughPrometheus)
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
 			span := 24 * time.Hour
