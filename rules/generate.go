@@ -54,7 +54,7 @@ func alertsHeader() string {
 		"XID codes follow NVIDIA's XID catalogue (docs.nvidia.com/deploy/xid-errors)."
 }
 
-const recordingHeader = "gpuwatch recording rules: only those a shipped alert or dashboard reads.\n" + generatedNote +
+const recordingHeader = "gpuwatch recording rules: only those a shipped alert, dashboard or the capacity planner reads.\n" + generatedNote +
 	"Names follow level:metric:operations (https://prometheus.io/docs/practices/rules/)."
 
 // render writes groups as a rule file with header as its leading comment

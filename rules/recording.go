@@ -62,5 +62,6 @@ func recordingGroups() []Group {
 	return []Group{
 		{Name: "gpuwatch-alerts.rules", Interval: "30s", Rules: []Rule{team}},
 		{Name: "gpuwatch-pooling.rules", Interval: model.Duration(PoolingInterval).String(), Rules: []Rule{alloc, used, idle}},
+		plannerGroup(),
 	}
 }

@@ -192,6 +192,12 @@ func startPrometheus(t testing.TB, data string) *prometheusServer {
 	}
 }
 
+// stop ends the server and waits for it.
+func (p *prometheusServer) stop() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
 // cpu is the server's user and system CPU time so far, from /proc.
 func (p *prometheusServer) cpu() time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))

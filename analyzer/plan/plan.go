@@ -21,6 +21,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/pack"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/pools"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 )
 
@@ -37,12 +38,24 @@ type Options struct {
 	// MinSamples below which an allocation's demand is unknown (10).
 	MinSamples float64
 	// IdleCompute is the hourly p95 compute at or below which an allocated
-	// GPU counts as idle in that hour (0.05).
+	// GPU counts as idle capacity in that hour of the heat map (0.05).
 	IdleCompute float64
+	// NoActivity is the highest compute at or below which an allocation
+	// did no work (0.005, the noise of an idle GPU's readings). An
+	// allocation is idle only when it did no work and its memory never
+	// changed; a light service is sized, not called idle.
+	NoActivity float64
 	// Location of the hour-of-week figures (UTC).
 	Location *time.Location
-	// PoolLabel: see demand.Options.
+	// PoolLabel, HostMap and Hosts say where pools come from (package
+	// pools): a series label, a host map, facts. Without any, a pool is
+	// the GPU model and the node group read from the host name.
 	PoolLabel string
+	HostMap   pools.Map
+	Hosts     pools.Hosts
+	// Rules: whether to read the planner's recording rules (see
+	// demand.Rules; default auto).
+	Rules demand.Rules
 }
 
 func (o *Options) defaults() {
@@ -61,6 +74,9 @@ func (o *Options) defaults() {
 	if o.IdleCompute == 0 {
 		o.IdleCompute = 0.05
 	}
+	if o.NoActivity == 0 {
+		o.NoActivity = 0.005
+	}
 	if o.Location == nil {
 		o.Location = time.UTC
 	}
@@ -73,7 +89,7 @@ const (
 	RecShare   = "share"     // shares a GPU by time-slicing
 	RecWhole   = "whole_gpu" // needs the whole GPU
 	RecUnknown = "unknown"   // demand unknown: keeps its GPUs
-	RecIdle    = "idle"      // held but never used
+	RecIdle    = "idle"      // held but never used: no work, memory unchanged
 )
 
 // Allocation is one job's demand and what would do for it.
@@ -166,22 +182,31 @@ type Plan struct {
 	Teams               []Team       `json:"teams"`
 	Allocations         []Allocation `json:"allocations"`
 	Queries             int          `json:"queries"`
+	// Read is where the hourly figures came from ("recording rules" or
+	// "raw series"), ReadReason why.
+	Read       string `json:"read"`
+	ReadReason string `json:"read_reason,omitempty"`
+	// PoolsBy says how the pools were named.
+	PoolsBy []string `json:"pools_by"`
 }
 
-// Queries is the number of queries Build issues, whatever the fleet size
-// and the window.
-const Queries = demand.Queries
+// The number of queries Build issues, whatever the fleet size and the
+// window: from raw series, from the recording rules, and the probes of the
+// recording rules before either (unless they are not asked for).
+const (
+	QueriesRaw      = demand.QueriesRaw
+	QueriesRecorded = demand.QueriesRecorded
+	Probes          = demand.Probes
+)
 
 // Build reads the demand over [from, to) and plans it.
 func Build(ctx context.Context, q query.Querier, from, to time.Time, o Options) (*Plan, error) {
 	o.defaults()
-	res, err := demand.Fetch(ctx, q, from, to, demand.Options{PoolLabel: o.PoolLabel})
+	res, err := demand.Fetch(ctx, q, from, to, demand.Options{Pools: pools.Options{Label: o.PoolLabel, Map: o.HostMap, Hosts: o.Hosts}, Rules: o.Rules})
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	p := FromDemand(res, o)
-	p.Queries = Queries
-	return p, nil
+	return FromDemand(res, o), nil
 }
 
 // known reports whether an allocated item's demand can be planned on.
@@ -192,7 +217,8 @@ func (o *Options) known(it *demand.Item) bool {
 // FromDemand plans what Fetch read.
 func FromDemand(res *demand.Result, o Options) *Plan {
 	o.defaults()
-	p := &Plan{From: res.From, To: res.To, Hours: res.Hours, Coverage: res.Coverage()}
+	p := &Plan{From: res.From, To: res.To, Hours: res.Hours, Coverage: res.Coverage(),
+		Read: string(res.Read), ReadReason: res.Reason, Queries: res.Queries, PoolsBy: res.PoolsBy}
 	byPool := map[string][]*demand.Item{}
 	for i := range res.Items {
 		it := &res.Items[i]
@@ -425,7 +451,9 @@ func (o *Options) recommend(a *Allocation, g *mig.Model) string {
 	a.Profile, a.SmallerModel = "", ""
 	c, m := a.Compute.P95*o.ComputeHeadroom, a.Memory.Peak*o.MemoryHeadroom
 	switch {
-	case a.Compute.Peak <= o.IdleCompute && a.Compute.P95 <= o.IdleCompute:
+	case a.Compute.Peak <= o.NoActivity && a.Memory.P50 == a.Memory.Peak:
+		// No work, and memory held as it was: unused. (Memory is the
+		// highest per hour; a service that loads or frees any is live.)
 		return RecIdle
 	case g == nil:
 		if c <= o.TargetLoad/2 {

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,7 @@ func TestCorpusKnownOptimum(t *testing.T) {
 		{"planner-notebooks", 2, 14, "mig", RecMIG},
 		{"planner-daynight", 8, 16, "time_slice", RecWhole},
 	}
+	t.Run("prometheus", testCorpusThroughPrometheus)
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
 			span := 24 * time.Hour
@@ -103,8 +105,13 @@ func TestCorpusKnownOptimum(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if cq.Count() != Queries {
-					t.Errorf("%d queries, want %d", cq.Count(), Queries)
+				// No recording rules in the store: the probes find none and
+				// the plan reads raw series, saying why.
+				if want := Probes + QueriesRaw; cq.Count() != int64(want) || p.Queries != want {
+					t.Errorf("%d queries (plan says %d), want %d", cq.Count(), p.Queries, want)
+				}
+				if p.Read != "raw series" || !strings.Contains(p.ReadReason, "no recorded series") {
+					t.Errorf("read %s (%s), want raw series for want of recorded ones", p.Read, p.ReadReason)
 				}
 				if len(p.Pools) != 1 {
 					t.Fatalf("%d pools, want 1", len(p.Pools))

@@ -2,17 +2,25 @@ package plan
 
 import (
 	"context"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/rules"
 )
 
 // prometheusVersion is the first line of `prometheus --version`.
@@ -40,12 +48,12 @@ func dirSize(dir string) int64 {
 // TestPrometheusScale: a plan over 7 days × 10,000 GPUs at 60 s (the
 // dcgm-exporter default interval; 403 million samples of SM activity,
 // util and framebuffer used and free) from a real Prometheus, with the
-// fixed query count, within 60 s on 2 cores and 2 GiB. The blocks are
-// written with the TSDB library and served by the prometheus binary.
-//
-// Packages test side by side and other work may share the machine, so the
-// wall clock is logged and the CPU time is held: the planner's and the
-// Prometheus server's together at most 2 cores × 60 s.
+// fixed query count, within 2 GiB, and within the target of 60 s on 2
+// cores held as a ratio to a calibration measured in the same run (see
+// calibrate and promScaleCPU): packages test side by side and other work
+// may share the machine, so an absolute bound that one machine meets fails
+// on the next. The blocks are written with the TSDB library and served by
+// the prometheus binary.
 func TestPrometheusScale(t *testing.T) {
 	if testtool.Race {
 		t.Skip("timing targets do not hold under the race detector; scripts/test.sh runs it in its non-race step")
@@ -58,11 +66,13 @@ func TestPrometheusScale(t *testing.T) {
 	samples := writeFleetBlocks(t, data, n, from, span, time.Minute)
 	t.Logf("wrote %d samples (%.2f GiB of blocks) in %s", samples, float64(dirSize(data))/(1<<30), time.Since(start).Round(time.Second))
 	ps := startPrometheus(t, data)
-	c, err := promapi.New(ps.URL, promapi.Options{Timeout: 5 * time.Minute})
+	// The bound is the ratio to the calibration below, not this timeout.
+	c, err := promapi.New(ps.URL, promapi.Options{Timeout: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The peak RSS is the plan's, not the block writing's.
+	cal := calibrate(t, c, ps.cpu, from, from.Add(span))
+	// The peak RSS is the plan's, not the block writing's or calibration's.
 	runtime.GC()
 	debug.FreeOSMemory()
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
@@ -71,7 +81,7 @@ func TestPrometheusScale(t *testing.T) {
 	cq := &query.Counting{Q: c}
 	cpu0, pcpu0 := cpuTime(), ps.cpu()
 	start = time.Now()
-	p, err := Build(context.Background(), cq, from, from.Add(span), Options{})
+	p, err := Build(context.Background(), cq, from, from.Add(span), Options{Rules: demand.RulesOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +91,8 @@ func TestPrometheusScale(t *testing.T) {
 	t.Logf("SCALE plan-prometheus: %d GPUs × 7 days at 60s from %s: %s wall, CPU %s planner + %s Prometheus, %d queries, planner peak RSS %.2f GiB; %s",
 		n, prometheusVersion(t), wall.Round(time.Millisecond), cpu.Round(time.Millisecond), pcpu.Round(time.Millisecond),
 		cq.Count(), float64(rss)/(1<<30), p.Headline())
-	if cq.Count() != Queries {
-		t.Errorf("%d queries, want %d", cq.Count(), Queries)
+	if cq.Count() != QueriesRaw {
+		t.Errorf("%d queries, want %d", cq.Count(), QueriesRaw)
 	}
 	if p.Seen != n || p.Held != n || p.Unknown != 0 {
 		t.Errorf("seen %d, held %d, unknown %d GPUs; want %d, %d, 0", p.Seen, p.Held, p.Unknown, n, n)
@@ -90,15 +100,104 @@ func TestPrometheusScale(t *testing.T) {
 	if p.Needed >= p.Held {
 		t.Errorf("needed %d of %d held: the light quarter should pack", p.Needed, p.Held)
 	}
-	if wall > 60*time.Second {
-		t.Errorf("the plan took %s, target 60 s", wall.Round(time.Millisecond))
-	}
-	if cpu+pcpu > 2*60*time.Second {
-		t.Errorf("the plan took %s of CPU (planner and Prometheus), target 60 s on 2 cores", cpu+pcpu)
-	}
+	// The target is 60 s of wall time on a 2-core machine; a 2-core machine
+	// of the same kind measured both the plan and the calibration, and the
+	// bounds hold the ratios to the calibration, with a margin for noise:
+	// a plan that read the week more times, or with a dearer function,
+	// fails on any machine. See promScaleWall.
+	t.Logf("SCALE target 60 s wall: %s here (informational; the ratio below is held)", wall.Round(time.Millisecond))
+	within(t, "plan wall", wall, cal.wall, promScaleWall)
+	within(t, "plan CPU (planner and Prometheus)", cpu+pcpu, cal.cpu, promScaleCPU)
 	if rss > 2<<30 {
 		t.Errorf("planner peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}
+
+	// The recording rules, evaluated over the same data first as Prometheus
+	// would have evaluated them as it arrived (promtool's backfill runs
+	// each rule as range queries at the group's interval), then served
+	// beside the raw blocks.
+	ps = recordRules(t, ps, data, from.Add(time.Hour), from.Add(span))
+	if c, err = promapi.New(ps.URL, promapi.Options{Timeout: 10 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	cq = &query.Counting{Q: c}
+	cpu0, pcpu0 = cpuTime(), ps.cpu()
+	start = time.Now()
+	pr, err := Build(context.Background(), cq, from, from.Add(span), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall = time.Since(start)
+	cpu, pcpu = cpuTime()-cpu0, ps.cpu()-pcpu0
+	t.Logf("SCALE plan-prometheus-recorded: %d GPUs × 7 days from the recording rules: %s wall, CPU %s planner + %s Prometheus, %d queries; read %s (%s); %s",
+		n, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), pcpu.Round(time.Millisecond), cq.Count(), pr.Read, pr.ReadReason, pr.Headline())
+	if pr.Read != string(demand.ReadRecorded) || cq.Count() != Probes+QueriesRecorded {
+		t.Errorf("read %s (%s) in %d queries, want the recording rules in %d", pr.Read, pr.ReadReason, cq.Count(), Probes+QueriesRecorded)
+	}
+	if pr.Seen != p.Seen || pr.Held != p.Held || pr.Needed != p.Needed || pr.Unknown != p.Unknown {
+		t.Errorf("from the recording rules: %s; from raw series: %s", pr.Headline(), p.Headline())
+	}
+	// The target is 10 s on 2 cores; see promRecordedWall.
+	t.Logf("SCALE target 10 s wall from the recording rules: %s here (informational; the ratio below is held)", wall.Round(time.Millisecond))
+	within(t, "recorded plan wall", wall, cal.wall, promRecordedWall)
+}
+
+// recordRules backfills the planner's recording rules over [start, end]
+// from the Prometheus ps serving data, moves the blocks into data and
+// serves it again; it returns the new server.
+func recordRules(t *testing.T, ps *prometheusServer, data string, start, end time.Time) *prometheusServer {
+	t.Helper()
+	promtool := testtool.Need(t, "promtool")
+	f, err := rules.Load(rules.RecordingFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the planner's group: the backfill evaluates every rule given.
+	var only rules.File
+	for _, g := range f.Groups {
+		if g.Name == hourly.Group {
+			only.Groups = append(only.Groups, g)
+		}
+	}
+	if len(only.Groups) != 1 {
+		t.Fatalf("no group %s in %s", hourly.Group, rules.RecordingFile)
+	}
+	dir := t.TempDir()
+	ruleFile := filepath.Join(dir, "planner.yml")
+	b, err := yaml.Marshal(only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ruleFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "blocks")
+	pcpu0 := ps.cpu()
+	t0 := time.Now()
+	cmd := exec.Command(promtool, "tsdb", "create-blocks-from", "rules", "--quiet", "--url="+ps.URL,
+		// Like Prometheus, promtool evaluates a group at an offset of its
+		// own within the interval: the hour before end is stored within
+		// the hour after it.
+		"--start="+strconv.FormatInt(start.Unix(), 10), "--end="+strconv.FormatInt(end.Add(hourly.Lag).Unix(), 10), "--output-dir="+out, ruleFile)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool backfill: %v\n%s", err, msg)
+	}
+	t.Logf("RULES backfilled %s over %s in %s (Prometheus CPU %s, promtool CPU %s); %.0f MiB of blocks",
+		hourly.Group, end.Sub(start), time.Since(t0).Round(time.Second), (ps.cpu() - pcpu0).Round(time.Second),
+		cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime(), float64(dirSize(out))/(1<<20))
+	ps.stop()
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(out, e.Name()), filepath.Join(data, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return startPrometheus(t, data)
 }
 
 // TestPrometheusFleetIndependent: through a real Prometheus the plan issues
@@ -141,12 +240,95 @@ func TestPrometheusFleetIndependent(t *testing.T) {
 			t.Errorf("%d GPUs held, want %d", p.Held, n)
 		}
 	}
-	if runs[0].queries != runs[1].queries || runs[0].queries != Queries {
-		t.Errorf("queries %d and %d for %d and %d GPUs, want %d both", runs[0].queries, runs[1].queries, runs[0].gpus, runs[1].gpus, Queries)
+	if want := int64(Probes + QueriesRaw); runs[0].queries != runs[1].queries || runs[0].queries != want {
+		t.Errorf("queries %d and %d for %d and %d GPUs, want %d both", runs[0].queries, runs[1].queries, runs[0].gpus, runs[1].gpus, want)
 	}
 	ratio := float64(runs[1].cpu) / float64(runs[0].cpu)
 	t.Logf("PROM ratio: 4× the GPUs took %.2f× the CPU", ratio)
 	if ratio > 6 {
 		t.Errorf("4× the GPUs took %.1f× the CPU: worse than linear", ratio)
+	}
+}
+
+// TestRecordedMatchesRaw: a plan from the recording rules (evaluated over
+// the data first by promtool's backfill, as Prometheus evaluates them as
+// the data arrives) is the plan from raw series; where the rules started
+// later than the window, the plan reads raw series and says why; asked to
+// read only the rules, it fails with that reason.
+func TestRecordedMatchesRaw(t *testing.T) {
+	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
+	span := 48 * time.Hour
+	data := filepath.Join(t.TempDir(), "data")
+	writeFleetBlocks(t, data, 32, from, span, time.Minute)
+	ps := startPrometheus(t, data)
+	c, err := promapi.New(ps.URL, promapi.Options{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	raw, err := Build(ctx, c, from, from.Add(span), Options{Rules: demand.RulesOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rules from the second day on only.
+	ps = recordRules(t, ps, data, from.Add(25*time.Hour), from.Add(span))
+	if c, err = promapi.New(ps.URL, promapi.Options{Timeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	part, err := Build(ctx, c, from, from.Add(span), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part.Read != string(demand.ReadRaw) || !strings.Contains(part.ReadReason, "started later") {
+		t.Errorf("rules over the second day only: read %s (%s), want raw series because they started later", part.Read, part.ReadReason)
+	}
+	if _, err := Build(ctx, c, from, from.Add(span), Options{Rules: demand.RulesOnly}); err == nil || !strings.Contains(err.Error(), "started later") {
+		t.Errorf("rules only, over a window they do not cover: error %v", err)
+	}
+	// The second day alone is covered.
+	day2 := from.Add(24 * time.Hour)
+	rawDay, err := Build(ctx, c, day2, from.Add(span), Options{Rules: demand.RulesOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Build(ctx, c, day2, from.Add(span), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("raw: %s; recorded: %s (%s)", rawDay.Headline(), rec.Headline(), rec.ReadReason)
+	if rec.Read != string(demand.ReadRecorded) {
+		t.Fatalf("read %s (%s), want the recording rules", rec.Read, rec.ReadReason)
+	}
+	samePlan(t, rawDay, rec)
+	if raw.Held != 32 {
+		t.Errorf("raw plan of two days holds %d GPUs, want 32", raw.Held)
+	}
+}
+
+// samePlan fails when two plans of one window differ in what they propose.
+func samePlan(t *testing.T, a, b *Plan) {
+	t.Helper()
+	if a.Headline() != b.Headline() {
+		t.Errorf("headlines differ:\n%s\n%s", a.Headline(), b.Headline())
+	}
+	if len(a.Allocations) != len(b.Allocations) {
+		t.Fatalf("%d and %d allocations", len(a.Allocations), len(b.Allocations))
+	}
+	bad := 0
+	for i := range a.Allocations {
+		x, y := a.Allocations[i], b.Allocations[i]
+		if x.Job != y.Job || x.Recommendation != y.Recommendation || x.Profile != y.Profile || x.Samples != y.Samples ||
+			math.Abs(x.Compute.P95-y.Compute.P95) > 1e-6 || x.Memory.Peak != y.Memory.Peak {
+			if bad++; bad <= 3 {
+				t.Errorf("allocation %s: %s %s, %.0f samples, compute %+v, memory peak %.0f; and %s %s, %.0f samples, compute %+v, memory peak %.0f",
+					x.Job, x.Recommendation, x.Profile, x.Samples, x.Compute, x.Memory.Peak, y.Recommendation, y.Profile, y.Samples, y.Compute, y.Memory.Peak)
+			}
+		}
+	}
+	for i := range a.Pools {
+		if i < len(b.Pools) && (a.Pools[i].Strategy != b.Pools[i].Strategy || len(a.Pools[i].Layout) != len(b.Pools[i].Layout)) {
+			t.Errorf("pool %s: %s on %d GPUs and %s on %d", a.Pools[i].Name, a.Pools[i].Strategy, len(a.Pools[i].Layout),
+				b.Pools[i].Strategy, len(b.Pools[i].Layout))
+		}
 	}
 }

@@ -31,7 +31,9 @@ func (p *Plan) Headline() string {
 // Table writes the plan for people: the headline, pools, per-GPU layouts,
 // batch windows and reservations, teams and allocations.
 func Table(w io.Writer, p *Plan) error {
-	fmt.Fprintf(w, "Capacity plan %s\n\n", p.Headline())
+	fmt.Fprintf(w, "Capacity plan %s\n", p.Headline())
+	fmt.Fprintf(w, "Read from %s: %s\n", p.Read, p.ReadReason)
+	fmt.Fprintf(w, "Pools by %s\n\n", strings.Join(p.PoolsBy, "; "))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t") }
 	row("POOL", "SEEN", "HELD", "NEEDED", "FREEABLE", "UNKNOWN", "STRATEGY", "TIME_SLICE", "MIG", "P95_LOAD", "COVERAGE")

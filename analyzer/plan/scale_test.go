@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
@@ -143,10 +144,12 @@ func TestScaleEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	cal := calibrate(t, db, nil, from, from.Add(span))
+	runtime.GC()
 	cq := &query.Counting{Q: db}
 	cpu0 := cpuTime()
 	start = time.Now()
-	p, err := Build(context.Background(), cq, from, from.Add(span), Options{})
+	p, err := Build(context.Background(), cq, from, from.Add(span), Options{Rules: demand.RulesOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +158,8 @@ func TestScaleEmbedded(t *testing.T) {
 	rss := testtool.PeakRSS()
 	t.Logf("SCALE plan-embedded: %d GPUs × 7 days at 60s: %s wall, %s CPU, %d queries, peak RSS %.2f GiB; %s",
 		n, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), cq.Count(), float64(rss)/(1<<30), p.Headline())
-	if cq.Count() != Queries {
-		t.Errorf("%d queries, want %d", cq.Count(), Queries)
+	if cq.Count() != QueriesRaw {
+		t.Errorf("%d queries, want %d", cq.Count(), QueriesRaw)
 	}
 	if p.Seen != n || p.Held != n {
 		t.Errorf("seen %d, held %d GPUs, want %d", p.Seen, p.Held, n)
@@ -165,11 +168,11 @@ func TestScaleEmbedded(t *testing.T) {
 		t.Errorf("needed %d of %d held (%d unknown): the light quarter should pack", p.Needed, p.Held, p.Unknown)
 	}
 	// The target is 20 s on two cores. Packages test side by side (and
-	// other work shares the machine), so the wall clock is only logged:
-	// the CPU time the plan used is held to two cores × 20 s.
-	if cpu > 2*20*time.Second {
-		t.Errorf("plan used %s of CPU, target 20 s on 2 cores", cpu)
-	}
+	// other work shares the machine), so the wall clock is only logged and
+	// the CPU time is held, as a ratio to the calibration measured just
+	// before on the same store: see embeddedScaleCPU.
+	t.Logf("SCALE target 20 s: %s wall, %s CPU here (informational; the ratio below is held)", wall.Round(time.Millisecond), cpu.Round(time.Millisecond))
+	within(t, "plan CPU (embedded)", cpu, cal.cpu, embeddedScaleCPU)
 	if rss > 2<<30 {
 		t.Errorf("peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
 	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 )
@@ -20,14 +22,22 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		"(needs a window of at least two weeks) and the per-team pooling view. Allocations whose demand is unknown "+
 		"keep their GPUs: they are never counted as freeable.")
 	tf := analyzercmd.RegisterTelemetryFlags(cmd, openEmbedded)
-	var format, poolLabel, tz string
+	var format, tz string
 	var o plan.Options
 	cmd.Flag("format", "Output: table (for people) or json (the whole plan).").Default("table").EnumVar(&format, "table", "json")
-	cmd.Flag("pool.label", "Series label (e.g. a node group) that splits a GPU model into node pools; empty: one pool per model.").StringVar(&poolLabel)
+	pf := analyzercmd.RegisterPoolFlags(cmd)
+	var kubeconfig string
+	var inCluster bool
+	cmd.Flag("kubernetes.kubeconfig", "Kubeconfig for reading Node labels (--pool.kubernetes-nodes).").StringVar(&kubeconfig)
+	cmd.Flag("kubernetes.in-cluster", "Use the pod's service account for reading Node labels.").BoolVar(&inCluster)
 	cmd.Flag("time-zone", "IANA time zone of the hour-of-week figures, batch windows and reservations.").Default("UTC").StringVar(&tz)
 	cmd.Flag("plan.target-load", "Share of a shared GPU's compute and memory the summed demand may fill per hour (0-1): p95 of SM activity, or mean util where only util is published.").Default("0.9").Float64Var(&o.TargetLoad)
 	cmd.Flag("plan.compute-headroom", "Factor on p95 compute when sizing a MIG slice.").Default("1.2").Float64Var(&o.ComputeHeadroom)
 	cmd.Flag("plan.memory-headroom", "Factor on peak memory when sizing a slice or a share.").Default("1.1").Float64Var(&o.MemoryHeadroom)
+	o.Rules = demand.RulesAuto
+	cmd.Flag("plan.recording-rules", "Read the hourly figures from gpuwatch's planner recording rules (rules/gpuwatch-recording.yml, group "+hourly.Group+"): "+
+		"auto (when they cover the window, else raw series, saying why), off (raw series) or only (fail when they do not cover the window).").
+		Default(string(demand.RulesAuto)).SetValue(&o.Rules)
 	cmd.Flag("plan.min-samples", "Samples below which an allocation's demand is unknown (and its GPUs kept).").Default("10").Float64Var(&o.MinSamples)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		logger := loggerFrom(ctx)
@@ -47,7 +57,13 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		if o.Location, err = time.LoadLocation(tz); err != nil {
 			return &clikit.UsageError{Err: fmt.Errorf("--time-zone: %w", err)}
 		}
-		o.PoolLabel = poolLabel
+		kube, err := analyzercmd.KubeClient(kubeconfig, inCluster)
+		if err != nil {
+			return err
+		}
+		if err := pf.Apply(&o, kube); err != nil {
+			return err
+		}
 		q, closeQ, err := tf.Open(logger)
 		if err != nil {
 			return err

@@ -39,6 +39,7 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 	cmd.Flag("teams.file", "Teams file (the exporter's --attribution.teams-file format): gives each allocation its team and kind from the facts its scheduler reports, for policy tiers and exemptions by team; without it those cannot be decided and only notify.").StringVar(&o.TeamsFile)
 	cmd.Flag("process.local", "Kill orphaned GPU processes on this host (the analyzer runs on the node). Each kill is confirmed right before through this node's NVML (the PID holds memory on the finding's GPU now), /proc (same command, started before the orphan was seen) and the scheduler (no live job owns it); without NVML every kill is refused and audited.").BoolVar(&o.ProcessLocal)
 	cmd.Flag("hostname", "This host's name for --process.local; defaults to $NODE_NAME, then the machine's host name.").Envar("NODE_NAME").StringVar(&o.Hostname)
+	o.Pools = RegisterPoolFlags(cmd)
 	cmd.Flag("report.config", "Report configuration (YAML): adds the weekly report and daily digest jobs; its smtp section also sends email warnings.").StringVar(&o.ReportConfig)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if (o.JupyterHubURL == "") != (o.JupyterHubTokenFile == "") {

@@ -76,6 +76,8 @@ type analyzerOptions struct {
 	// ProcessLocal kills orphaned processes on this host (Hostname).
 	ProcessLocal bool
 	Hostname     string
+	// Pools say where the capacity planner's node pools come from.
+	Pools *PoolFlags
 	// ReportConfig adds the weekly report (and daily digest) jobs; its
 	// smtp section also sends the email channel's warnings.
 	ReportConfig string
@@ -192,9 +194,15 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		if err != nil {
 			return &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}
-		planner = &plan.Refresher{Querier: pq, Metrics: plan.NewMetrics(), Logger: logger}
+		var po plan.Options
+		if o.Pools != nil {
+			if err := o.Pools.Apply(&po, kube); err != nil {
+				return err
+			}
+		}
+		planner = &plan.Refresher{Querier: pq, Options: po, Metrics: plan.NewMetrics(), Logger: logger}
 		reg.MustRegister(planner.Metrics)
-		planSrc = &plan.Source{Querier: pq}
+		planSrc = &plan.Source{Querier: pq, Options: po}
 	}
 	if rcfg != nil {
 		deps := report.Deps{Store: st, Config: rcfg, Sender: sender, Logger: logger, Planner: planSrc}

@@ -20,12 +20,15 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/pools"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -70,6 +73,7 @@ type Item struct {
 	HourPeak    []float32 `json:"-"`
 	HourSamples []float32 `json:"-"`
 	hourMemPeak []float32
+	poolLabel   string
 }
 
 // Key identifies the item: host|device|job.
@@ -88,6 +92,13 @@ type Result struct {
 	Expected float64
 	// DeviceSamples counts the samples per host|device over all holders.
 	DeviceSamples map[string]float64
+	// Read is where the figures came from, Reason why (or, from the
+	// recording rules, what they cover), Queries how many queries it took.
+	Read    Read
+	Reason  string
+	Queries int
+	// PoolsBy says how the pools were named (package pools).
+	PoolsBy []string
 }
 
 // Coverage is the share of expected device samples that arrived, over
@@ -103,10 +114,52 @@ func (r *Result) Coverage() float64 {
 	return got / (r.Expected * float64(len(r.DeviceSamples)))
 }
 
-// Queries is the number of queries Fetch issues: two series listings
-// (index lookups that read no sample) and the figures. A Querier that
-// cannot list series gets the figures alone.
-const Queries = 2 + figures
+// Read says where the figures came from.
+type Read string
+
+// Reads of a fetch.
+const (
+	ReadRaw      Read = "raw series"
+	ReadRecorded Read = "recording rules"
+)
+
+// Rules says whether Fetch reads the recording rules' figures.
+type Rules string
+
+// Modes of reading the recording rules.
+const (
+	// RulesAuto reads them when they cover the window (checked first, with
+	// Probes cheap queries), raw series otherwise.
+	RulesAuto Rules = "auto"
+	// RulesOff always reads raw series.
+	RulesOff Rules = "off"
+	// RulesOnly reads the recording rules and fails when they do not
+	// cover the window.
+	RulesOnly Rules = "only"
+)
+
+// Set parses a mode (a flag's value).
+func (r *Rules) Set(s string) error {
+	switch Rules(s) {
+	case RulesAuto, RulesOff, RulesOnly:
+		*r = Rules(s)
+		return nil
+	}
+	return fmt.Errorf("recording rules %q: want auto, off or only", s)
+}
+
+func (r Rules) String() string { return string(r) }
+
+// The number of queries Fetch issues, whatever the fleet size and the
+// window's length: from raw series, two series listings (index lookups
+// that read no sample; a Querier that cannot list series gets the figures
+// alone) and the figures; from the recording rules, the figures; and in
+// RulesAuto, Probes more before either.
+const (
+	QueriesRaw      = 2 + figures
+	QueriesRecorded = figures
+	Probes          = 5
+)
 
 type figure int
 
@@ -124,90 +177,122 @@ const (
 	figures = iota
 )
 
+// hourly is the hourly figure of each range figure.
+var hourlyOf = map[figure]hourly.Figure{
+	qHourMean: hourly.Mean, qHourP95: hourly.P95, qHourPeak: hourly.Peak,
+	qHourCount: hourly.Count, qHourMem: hourly.MemPeak,
+}
+
 // Source is where compute is read from.
-type Source int
+type Source = hourly.Source
 
 // Sources of compute. Listing the series first (from the index alone)
 // spares Prometheus a pass over every sample of the metric a fleet does
 // not need: a query `a or b` evaluates both sides in full.
 const (
-	// Both: SM activity where a holder has it, util elsewhere.
-	Both Source = iota
-	// SMOnly: every holder with util also has SM activity.
-	SMOnly
-	// UtilOnly: no holder has SM activity (stock dcgm-exporter).
-	UtilOnly
+	Both     = hourly.Both
+	SMOnly   = hourly.SMOnly
+	UtilOnly = hourly.UtilOnly
 )
 
 // SourceLabel marks the series whose compute is GPU util (time share)
 // rather than SM activity, in the compute figures' results.
-const SourceLabel = "gpuwatch_compute_source"
+const SourceLabel = hourly.SourceLabel
 
-// Exprs returns the instant expressions over a window of length w and the
-// hourly range expressions, in figure order, reading compute from src.
-// Ranges are one millisecond short so that Prometheus 2.x and 3.x agree on
-// a sample at the left edge.
-func Exprs(w time.Duration, src Source) []string {
-	win := fmt.Sprintf("[%dms]", w.Milliseconds()-1)
-	hour := fmt.Sprintf("[%dms]", time.Hour.Milliseconds()-1)
-	compute := func(fn string) string {
-		arg := ""
-		if fn == "quantile_over_time" {
-			arg = "0.95, "
+// Exprs returns, in figure order, the instant expressions over a window of
+// length w (evaluated at its end) and the hourly range expressions
+// (evaluated at the end of each hour), from raw series reading compute from
+// src, or from the recording rules (evaluated hourly.Lag later).
+func Exprs(w time.Duration, src Source, recorded bool) []string {
+	out := make([]string, figures)
+	if recorded {
+		// The window's recorded points are stored in [from+1h, to+1h).
+		win := fmt.Sprintf("[%dms] offset 1ms", w.Milliseconds())
+		out[qTotal] = "max_over_time(" + hourly.Record(hourly.Total) + win + ")"
+		for f, h := range hourlyOf {
+			out[f] = hourly.Recorded(h)
 		}
-		sm := fn + "(" + arg + schema.ProfSMActive.Name + hour + ")"
-		// Util is labelled so that the planner knows it reads a time share.
-		util := "label_replace(" + fn + "(" + arg + schema.GPUUtil.Name + hour + ") / 100, \"" + SourceLabel + "\", \"util\", \"\", \"\")"
-		switch src {
-		case SMOnly:
-			return sm
-		case UtilOnly:
-			return util
+	} else {
+		// The total at every hour boundary in (from, to].
+		out[qTotal] = "max_over_time((" + hourly.Raw(hourly.Total, src) + fmt.Sprintf(")[%dms:1h])", w.Milliseconds()-1)
+		for f, h := range hourlyOf {
+			out[f] = hourly.Raw(h, src)
 		}
-		// `or` keeps util only for series that have no SM activity.
-		return sm + " or ignoring(" + SourceLabel + ") " + util
 	}
-	return []string{
-		// The device's memory is used + free at any instant: one reading
-		// an hour is enough.
-		qTotal: "max_over_time((" + schema.FBUsed.Name + " + " + schema.FBFree.Name + ")" +
-			fmt.Sprintf("[%dms:1h]", w.Milliseconds()-1) + ")",
-		qInfo:      "max_over_time(" + schema.AllocationInfo.Name + win + ")",
-		qHourMean:  compute("avg_over_time"),
-		qHourP95:   compute("quantile_over_time"),
-		qHourPeak:  compute("max_over_time"),
-		qHourCount: "count_over_time(" + schema.FBUsed.Name + hour + ")",
-		qHourMem:   "max_over_time(" + schema.FBUsed.Name + hour + ")",
-	}
+	// Allocation info is a series per allocation: cheap to read raw.
+	out[qInfo] = "max_over_time(" + schema.AllocationInfo.Name + fmt.Sprintf("[%dms] offset 1ms)", w.Milliseconds())
+	return out
 }
 
 // Options of a fetch.
 type Options struct {
-	// PoolLabel names a node label (e.g. a node group) that, with the
-	// model, makes a pool; empty means one pool per model.
-	PoolLabel string
+	// Pools say where the pools come from (package pools).
+	Pools pools.Options
 	// Parallel bounds the queries in flight and the answers held (default 3).
 	Parallel int
+	// Rules says whether to read the recording rules (default RulesAuto).
+	Rules Rules
 }
 
-// Fetch reads the demand of every holder of every device in [from, to).
-// The window is cut to whole hours from `from`.
+// Fetch reads the demand of every holder of every device in [from, to),
+// cut to whole clock hours (from rounded up, to down).
 func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) (*Result, error) {
-	from = from.Truncate(time.Millisecond)
+	if t := from.Truncate(time.Hour); t.Before(from) {
+		from = t.Add(time.Hour)
+	}
+	to = to.Truncate(time.Hour)
 	hours := int(to.Sub(from) / time.Hour)
 	if hours < 1 {
-		return nil, fmt.Errorf("fetch demand: window %s shorter than an hour", to.Sub(from))
+		return nil, fmt.Errorf("fetch demand: window %s to %s holds no whole clock hour", from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
-	to = from.Add(time.Duration(hours) * time.Hour)
 	if o.Parallel <= 0 {
 		o.Parallel = 3
 	}
-	src, err := source(ctx, q, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("fetch demand: %w", err)
+	if o.Rules == "" {
+		o.Rules = RulesAuto
 	}
-	exprs := Exprs(to.Sub(from), src)
-	r := &Result{From: from, To: to, Hours: hours, DeviceSamples: map[string]float64{}}
+	r := &Result{From: from, To: to, Hours: hours, DeviceSamples: map[string]float64{}, Read: ReadRaw}
+	recorded := false
+	switch o.Rules {
+	case RulesOff:
+		r.Reason = "recording rules not asked for"
+	default:
+		cov, err := probe(ctx, q, from, to)
+		if err != nil {
+			return nil, fmt.Errorf("fetch demand: %w", err)
+		}
+		switch {
+		case cov.ok:
+			recorded = true
+		case cov.trim && hours > 1:
+			recorded = true
+			to = to.Add(-time.Hour)
+			hours--
+			r.To, r.Hours = to, hours
+		}
+		r.Reason = cov.reason
+		r.Queries += Probes
+		if !recorded && o.Rules == RulesOnly {
+			return nil, fmt.Errorf("fetch demand: %s", cov.reason)
+		}
+	}
+	src := Both
+	if recorded {
+		r.Read = ReadRecorded
+		r.Queries += QueriesRecorded
+	} else {
+		var err error
+		if src, err = source(ctx, q, from, to); err != nil {
+			return nil, fmt.Errorf("fetch demand: %w", err)
+		}
+		r.Queries += QueriesRaw
+	}
+	exprs := Exprs(to.Sub(from), src, recorded)
+	// A range figure's point at `at` is the hour [at-1h-lag, at-lag).
+	lag := time.Duration(0)
+	if recorded {
+		lag = hourly.Lag
+	}
 	items := map[string]*Item{}
 	get := func(m model.Metric) *Item {
 		id, ok := features.Identify(m)
@@ -217,8 +302,10 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 		key := id.Host + "|" + id.Device + "|" + id.Job
 		it := items[key]
 		if it == nil {
-			it = &Item{Host: id.Host, Device: id.Device, UUID: id.UUID, Model: id.Model, Job: id.Job,
-				Pool: pool(m, id.Model, o.PoolLabel)}
+			it = &Item{Host: id.Host, Device: id.Device, UUID: id.UUID, Model: id.Model, Job: id.Job}
+			if o.Pools.Label != "" {
+				it.poolLabel = string(m[model.LabelName(o.Pools.Label)])
+			}
 			it.HourMean, it.HourP95, it.HourPeak = nanSlice(hours), nanSlice(hours), nanSlice(hours)
 			it.HourSamples, it.hourMemPeak = make([]float32, hours), nanSlice(hours)
 			items[key] = it
@@ -270,7 +357,7 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 					it.HasMemory = true
 				}
 				for _, p := range ss.Values {
-					h := int(p.Timestamp.Time().Sub(from)/time.Hour) - 1
+					h := int(p.Timestamp.Time().Sub(from.Add(lag))/time.Hour) - 1
 					x := float64(p.Value)
 					if h < 0 || h >= hours || math.IsNaN(x) || math.IsInf(x, 0) {
 						continue
@@ -320,9 +407,9 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 			go func() {
 				a := answer{f: figure(f), slot: true}
 				if a.f >= qHourMean {
-					a.v, a.err = q.QueryRange(qctx, expr, query.Range{Start: from.Add(time.Hour), End: to, Step: time.Hour})
+					a.v, a.err = q.QueryRange(qctx, expr, query.Range{Start: from.Add(time.Hour + lag), End: to.Add(lag), Step: time.Hour})
 				} else {
-					a.v, a.err = q.Query(qctx, expr, to)
+					a.v, a.err = q.Query(qctx, expr, to.Add(lag))
 				}
 				done <- a
 			}()
@@ -347,10 +434,29 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 	if first != nil {
 		return nil, fmt.Errorf("fetch demand: %w", first)
 	}
+	hostSet := map[string]bool{}
+	for _, it := range items {
+		hostSet[it.Host] = true
+	}
+	hosts := make([]string, 0, len(hostSet))
+	for h := range hostSet {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	namer := pools.New(ctx, o.Pools, hosts)
+	// A GPU's pool is named once, from the first of its holders that
+	// carries the pool label, so that its holders stay together.
+	gpuPool := map[string]string{}
+	for _, it := range items {
+		if it.poolLabel != "" {
+			gpuPool[it.Host+"|"+it.UUID] = it.poolLabel
+		}
+	}
 	for _, it := range items {
 		if it.Samples <= 0 {
 			continue // a holder without memory samples was not there
 		}
+		it.Pool, _ = namer.Pool(it.Model, it.Host, gpuPool[it.Host+"|"+it.UUID])
 		it.summarise()
 		if in, ok := infos[it.Key()]; ok {
 			it.Team, it.User, it.Kind = in.team, in.user, in.kind
@@ -359,11 +465,70 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 		d := it.Host + "|" + it.Device
 		r.DeviceSamples[d] += it.Samples
 	}
+	r.PoolsBy = namer.Notes()
 	for _, n := range r.DeviceSamples {
 		r.Expected = max(r.Expected, n)
 	}
 	sort.Slice(r.Items, func(a, b int) bool { return r.Items[a].Key() < r.Items[b].Key() })
 	return r, nil
+}
+
+// coverage is what the probe found of the recording rules over a window.
+type coverage struct {
+	ok     bool // they cover it
+	trim   bool // they cover all but its last hour, not stored yet
+	reason string
+}
+
+// probe compares, at the window's first and last hours, the holders the
+// recording rules stored with those the raw series have (one hour of raw
+// samples each), and the last but one hour of the rules: a rule stores an
+// hour within the hour after it, so the last hour of a window ending now
+// may not be there yet.
+func probe(ctx context.Context, q query.Querier, from, to time.Time) (coverage, error) {
+	rec := "count(" + hourly.Recorded(hourly.Count) + ")"
+	raw := "count(" + hourly.Raw(hourly.Count, Both) + ")"
+	first, last := from.Add(time.Hour), to
+	type ask struct {
+		expr string
+		at   time.Time
+	}
+	asks := []ask{{rec, first.Add(hourly.Lag)}, {rec, last.Add(hourly.Lag)}, {rec, last.Add(hourly.Lag - time.Hour)}, {raw, first}, {raw, last}}
+	got := make([]float64, len(asks))
+	errs := make([]error, len(asks))
+	var wg sync.WaitGroup
+	for i, a := range asks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := q.Query(ctx, a.expr, a.at)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if vec, ok := v.(model.Vector); ok && len(vec) == 1 {
+				got[i] = float64(vec[0].Value)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return coverage{}, fmt.Errorf("probe recording rules: %w", err)
+	}
+	recFirst, recLast, recPrev, rawFirst, rawLast := got[0], got[1], got[2], got[3], got[4]
+	name := hourly.Record(hourly.Count)
+	hourOf := func(t time.Time) string { return t.Add(-time.Hour).UTC().Format("2006-01-02 15:04") }
+	switch {
+	case recFirst == 0 && recLast == 0 && recPrev == 0:
+		return coverage{reason: fmt.Sprintf("no recorded series %s in the window: the planner's recording rules (group %s) are not loaded, or did not run then", name, hourly.Group)}, nil
+	case recFirst < rawFirst:
+		return coverage{reason: fmt.Sprintf("the recording rules stored %.0f of %.0f holders for the window's first hour (%s UTC): they started later", recFirst, rawFirst, hourOf(first))}, nil
+	case recLast >= rawLast:
+		return coverage{ok: true, reason: "recorded figures cover the window"}, nil
+	case recPrev > 0:
+		return coverage{trim: true, reason: fmt.Sprintf("the recording rules have not stored the window's last hour (%s UTC) yet: the plan ends an hour earlier", hourOf(last))}, nil
+	}
+	return coverage{reason: fmt.Sprintf("the recording rules stored %.0f of %.0f holders for the window's last hour (%s UTC): they stopped earlier", recLast, rawLast, hourOf(last))}, nil
 }
 
 // source lists the holders with SM activity and with util over the window
@@ -519,17 +684,6 @@ func migScale(m model.Metric, modelName string) float64 {
 		return 1
 	}
 	return float64(p.Compute) / float64(g.ComputeSlices)
-}
-
-func pool(m model.Metric, modelName, label string) string {
-	name := strings.TrimPrefix(modelName, "NVIDIA ")
-	if label == "" {
-		return name
-	}
-	if v := string(m[model.LabelName(label)]); v != "" {
-		return name + "/" + v
-	}
-	return name
 }
 
 func nanSlice(n int) []float32 {

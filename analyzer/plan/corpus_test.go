@@ -1,0 +1,205 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/pools"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
+	"github.com/gpuwatch/gpuwatch/schema"
+)
+
+// scenarioGPU is one GPU of a known-answer scenario: at minute m of the
+// window, who holds it (job, "" for nobody), its SM activity and its
+// framebuffer used (MiB).
+type scenarioGPU struct {
+	host string
+	idx  int
+	at   func(m int) (job string, sm, fb float64)
+}
+
+// writeScenario writes the GPUs' series at 60 s into one TSDB block under
+// dir, as dcgm-exporter with the profiling fields reports them, or (stock)
+// as its default counters do: no SM activity, util in whole percent, the
+// older Hostname label.
+func writeScenario(t *testing.T, dir string, from time.Time, span time.Duration, gpus []scenarioGPU, stock bool) {
+	t.Helper()
+	w, err := tsdb.NewBlockWriter(slog.New(slog.NewTextHandler(io.Discard, nil)), dir, span.Milliseconds()+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx := context.Background()
+	app := w.Appender(ctx)
+	refs := map[string]storage.SeriesRef{}
+	hostLabel := schema.LabelHostname
+	if stock {
+		hostLabel = schema.LabelOldHost
+	}
+	add := func(g scenarioGPU, name, job string, ts int64, v float64) {
+		key := name + g.host + strconv.Itoa(g.idx) + "|" + job
+		b := labels.NewScratchBuilder(8)
+		b.Add("__name__", name)
+		b.Add(schema.LabelUUID, fmt.Sprintf("GPU-%s-%d", g.host, g.idx))
+		b.Add(schema.LabelGPU, strconv.Itoa(g.idx))
+		b.Add(hostLabel, g.host)
+		b.Add(schema.LabelModelName, "NVIDIA H100 80GB HBM3")
+		if job != "" {
+			b.Add(schema.LabelHPCJob, job)
+		}
+		b.Sort()
+		ref, err := app.Append(refs[key], b.Labels(), ts, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[key] = ref
+	}
+	for m := 0; m < int(span/time.Minute); m++ {
+		ts := from.Add(time.Duration(m) * time.Minute).UnixMilli()
+		for _, g := range gpus {
+			job, sm, fb := g.at(m)
+			if !stock {
+				add(g, schema.ProfSMActive.Name, job, ts, sm)
+			}
+			add(g, schema.GPUUtil.Name, job, ts, math.Round(100*sm))
+			add(g, schema.FBUsed.Name, job, ts, fb)
+			add(g, schema.FBFree.Name, job, ts, 81559-fb)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeGroupsScenario: two node groups of one model. inf-01 and inf-02 run
+// eight live light services (SM activity about 0.036, memory moving between
+// 8,000 and 8,500 MiB): each fits a 1g.10gb slice, seven to a GPU, so MIG
+// needs 2 GPUs and sharing needs 2 too (memory), and MIG wins the tie.
+// train-01 and train-02 run six whole-GPU jobs (0.8, 60 GB), one pod that
+// starts at 07:00 exactly, and one allocation that holds 3,000 MiB and
+// never works (idle); the idle one shares a GPU with a job, so the group
+// needs 7. Pooled by model alone, the two groups would be packed together.
+func nodeGroupsScenario() []scenarioGPU {
+	var gpus []scenarioGPU
+	for h := 1; h <= 2; h++ {
+		for i := 0; i < 4; i++ {
+			k := (h-1)*4 + i
+			gpus = append(gpus, scenarioGPU{host: fmt.Sprintf("inf-%02d", h), idx: i, at: func(m int) (string, float64, float64) {
+				sm := 0.036 + 0.004*noise(k, m, 1)
+				fb := 8250 + 250*math.Sin(2*math.Pi*float64(m)/240+float64(k))
+				return "svc-" + strconv.Itoa(k), sm, math.Round(fb)
+			}})
+		}
+	}
+	for h := 1; h <= 2; h++ {
+		for i := 0; i < 4; i++ {
+			k := (h-1)*4 + i
+			at := func(m int) (string, float64, float64) {
+				return "train-" + strconv.Itoa(k), 0.8 + 0.01*noise(k, m, 2), 60000
+			}
+			switch k {
+			case 0:
+				at = func(m int) (string, float64, float64) {
+					if m < 7*60 {
+						return "", 0, 0
+					}
+					return "pod-7am", 0.8 + 0.01*noise(k, m, 2), 60000
+				}
+			case 7:
+				at = func(int) (string, float64, float64) { return "idle-1", 0, 3000 }
+			}
+			gpus = append(gpus, scenarioGPU{host: fmt.Sprintf("train-%02d", h), idx: i, at: at})
+		}
+	}
+	return gpus
+}
+
+// testCorpusThroughPrometheus holds the known answers of the scenarios
+// built here, through a real Prometheus, on SM activity and on util-only
+// (stock dcgm-exporter) data: pools by node group when no pool is given, a
+// pod that starts on the hour absent from the hour before, live light
+// services sized and not called idle, an unused allocation called idle.
+func testCorpusThroughPrometheus(t *testing.T) {
+	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC) // a Monday
+	span := 24 * time.Hour
+	for _, stock := range []bool{false, true} {
+		t.Run(fmt.Sprintf("node-groups/stock=%v", stock), func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "data")
+			writeScenario(t, data, from, span, nodeGroupsScenario(), stock)
+			ps := startPrometheus(t, data)
+			c, err := promapi.New(ps.URL, promapi.Options{Timeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Build(context.Background(), c, from, from.Add(span), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s; pools by %v", p.Headline(), p.PoolsBy)
+			if len(p.PoolsBy) != 1 || p.PoolsBy[0] != pools.ByNodeGroup {
+				t.Errorf("pools by %v, want %s alone", p.PoolsBy, pools.ByNodeGroup)
+			}
+			want := map[string]struct {
+				held, needed int
+				strategy     string
+			}{
+				"H100 80GB HBM3/inf":   {8, 2, "mig"},
+				"H100 80GB HBM3/train": {8, 7, "time_slice"},
+			}
+			if len(p.Pools) != len(want) {
+				t.Fatalf("%d pools, want %d", len(p.Pools), len(want))
+			}
+			for _, pl := range p.Pools {
+				w, ok := want[pl.Name]
+				if !ok || pl.Held != w.held || pl.Needed != w.needed || pl.Strategy != w.strategy {
+					t.Errorf("pool %s: held %d, needed %d, %s (time-slice %d, MIG %d); want %+v", pl.Name, pl.Held, pl.Needed,
+						pl.Strategy, pl.TimeSliceGPUs, pl.MIGGPUs, w)
+				}
+				if pl.Name == "H100 80GB HBM3/train" && pl.Heat != nil {
+					// Monday 06:00-07:00: six jobs and the idle one; the pod
+					// that starts at 07:00 is not there yet.
+					if got := pl.Heat.Allocated[6]; got != 7 {
+						t.Errorf("allocated GPUs at Monday 06:00: %.2f, want 7", got)
+					}
+					if got := pl.Heat.Allocated[7]; got != 8 {
+						t.Errorf("allocated GPUs at Monday 07:00: %.2f, want 8", got)
+					}
+				}
+			}
+			checkLayouts(t, p)
+			for _, a := range p.Allocations {
+				switch {
+				case a.Job == "idle-1":
+					if a.Recommendation != RecIdle {
+						t.Errorf("%s: %s, want %s", a.Job, a.Recommendation, RecIdle)
+					}
+				case a.Pool == "H100 80GB HBM3/inf":
+					if a.Recommendation != RecMIG || a.Profile != "1g.10gb" {
+						t.Errorf("live light service %s: %s %s (compute %+v), want mig 1g.10gb", a.Job, a.Recommendation, a.Profile, a.Compute)
+					}
+				case a.Job == "pod-7am":
+					if a.HourOfWeek[6] != 0 || a.HourOfWeek[7] < 0.7 {
+						t.Errorf("pod from 07:00: compute %.2f at 06:00 and %.2f at 07:00, want 0 and 0.8", a.HourOfWeek[6], a.HourOfWeek[7])
+					}
+					if a.Samples != 17*60 {
+						t.Errorf("pod from 07:00: %.0f samples, want %d", a.Samples, 17*60)
+					}
+				}
+			}
+		})
+	}
+}

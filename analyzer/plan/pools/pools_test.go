@@ -1,0 +1,121 @@
+package pools
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+func TestNodeGroup(t *testing.T) {
+	for host, want := range map[string]string{
+		"gpu-a-012":        "gpu-a",
+		"gpu-a-012.dc1.io": "gpu-a",
+		"dgx07":            "dgx",
+		"node_3":           "node",
+		"inference":        "inference",
+		"1234":             "1234",
+		"10.0.0.7:9400":    "",
+		"10.0.0.7":         "",
+	} {
+		if got := NodeGroup(host); got != want {
+			t.Errorf("NodeGroup(%q) = %q, want %q", host, got, want)
+		}
+	}
+}
+
+func TestParseMap(t *testing.T) {
+	m, err := ParseMap("m.yml", []byte("- host: gpu-a-*\n  pool: inference\n- host: dgx07\n  pool: training\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]string{"gpu-a-001": "inference", "dgx07": "training", "dgx08": ""} {
+		if got, _ := m.Pool(host); got != want {
+			t.Errorf("%s: pool %q, want %q", host, got, want)
+		}
+	}
+	for in, wantErr := range map[string]string{
+		"- host: a\n":               "host and pool must both be set",
+		"- host: a\n  pol: b\n":     "line 2",
+		"- host: '[a'\n  pool: b\n": "pattern",
+		"host: a\n":                 "cannot unmarshal",
+	} {
+		if _, err := ParseMap("m.yml", []byte(in)); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%q: error %v, want %q", in, err, wantErr)
+		}
+	}
+}
+
+type failing struct{}
+
+func (failing) Pools(context.Context, []string) (map[string]string, error) {
+	return nil, errors.New("squeue: not found")
+}
+func (failing) Describe() string { return "Slurm partitions" }
+
+// TestNamerOrder: a label wins, then the host map, then facts, then the
+// node group; each plan says how its pools were named, and facts that
+// cannot be read fall back to the node group, saying why.
+func TestNamerOrder(t *testing.T) {
+	m := Map{{Host: "gpu-a-*", Pool: "inference"}}
+	n := New(context.Background(), Options{Label: "pool", Map: m}, []string{"gpu-a-1", "gpu-b-1"})
+	for _, c := range []struct{ host, label, want, by string }{
+		{"gpu-a-1", "ml", "H100 80GB HBM3/ml", ByLabel + " pool"},
+		{"gpu-a-1", "", "H100 80GB HBM3/inference", ByMap},
+		{"gpu-b-1", "", "H100 80GB HBM3/gpu-b", ByNodeGroup},
+	} {
+		if got, by := n.Pool("NVIDIA H100 80GB HBM3", c.host, c.label); got != c.want || by != c.by {
+			t.Errorf("%s %q: %s by %s, want %s by %s", c.host, c.label, got, by, c.want, c.by)
+		}
+	}
+	n = New(context.Background(), Options{Hosts: failing{}}, []string{"gpu-b-1"})
+	if got, _ := n.Pool("A100", "gpu-b-1", ""); got != "A100/gpu-b" {
+		t.Errorf("facts unreadable: pool %s, want the node group", got)
+	}
+	if notes := strings.Join(n.Notes(), "; "); !strings.Contains(notes, "Slurm partitions unreadable (squeue: not found)") || !strings.Contains(notes, ByNodeGroup) {
+		t.Errorf("notes %q", notes)
+	}
+}
+
+// TestKubernetesNodes: node pools from the API server's node list (the
+// client-go client against a server answering as the API server does,
+// paged).
+func TestKubernetesNodes(t *testing.T) {
+	pages := map[string]string{
+		"": `{"kind":"NodeList","apiVersion":"v1","metadata":{"continue":"p2"},"items":[
+			{"metadata":{"name":"gke-a-1","labels":{"cloud.google.com/gke-nodepool":"a100-pool","node.kubernetes.io/instance-type":"a2-highgpu-8g"}}},
+			{"metadata":{"name":"other","labels":{"cloud.google.com/gke-nodepool":"cpu"}}}]}`,
+		"p2": `{"kind":"NodeList","apiVersion":"v1","metadata":{},"items":[
+			{"metadata":{"name":"eks-b-2","labels":{"node.kubernetes.io/instance-type":"p5.48xlarge"}}}]}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/nodes" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(pages[r.URL.Query().Get("continue")]))
+	}))
+	defer srv.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &KubernetesNodes{Client: cs.CoreV1(), PageSize: 2}
+	got, err := k.Pools(context.Background(), []string{"gke-a-1", "eks-b-2", "absent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["gke-a-1"] != "a100-pool" || got["eks-b-2"] != "p5.48xlarge" {
+		t.Errorf("pools %v", got)
+	}
+	n := New(context.Background(), Options{Hosts: k}, []string{"gke-a-1"})
+	if p, by := n.Pool("A100-SXM4-80GB", "gke-a-1", ""); p != "A100-SXM4-80GB/a100-pool" || by != k.Describe() {
+		t.Errorf("pool %s by %s", p, by)
+	}
+}

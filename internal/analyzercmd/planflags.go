@@ -1,0 +1,61 @@
+package analyzercmd
+
+import (
+	"fmt"
+
+	"github.com/alecthomas/kingpin/v2"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan"
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/pools"
+	"github.com/gpuwatch/gpuwatch/internal/clikit"
+)
+
+// PoolFlags are the flags that say where the capacity planner's node pools
+// come from, shared by `plan` and the analyzer daemon (its Planner tab,
+// report section and metrics), so that every surface pools alike.
+type PoolFlags struct {
+	Label, MapFile, NodeLabel string
+	NodeLabels                bool
+}
+
+// RegisterPoolFlags adds the pool flags to cmd.
+func RegisterPoolFlags(cmd *kingpin.CmdClause) *PoolFlags {
+	f := &PoolFlags{}
+	cmd.Flag("pool.label", "Series label (e.g. added by a relabel rule) naming a GPU's node pool; first in order, before --pool.map and node labels. "+
+		"Without any of them a pool is the GPU model and the node group (the host name before its trailing number), and the plan says so.").StringVar(&f.Label)
+	cmd.Flag("pool.map", "Host map file (YAML: a list of {host, pool}; host is a name or a glob such as gpu-a-*): the first rule that matches a host names its pool.").StringVar(&f.MapFile)
+	cmd.Flag("pool.kubernetes-nodes", "Name pools from the Kubernetes Node labels (--pool.kubernetes-node-label, or the first of "+
+		"cloud.google.com/gke-nodepool, eks.amazonaws.com/nodegroup, kubernetes.azure.com/agentpool, karpenter.sh/nodepool, node.kubernetes.io/instance-type), read from the API server; needs Kubernetes access.").BoolVar(&f.NodeLabels)
+	cmd.Flag("pool.kubernetes-node-label", "The Node label naming the pool for --pool.kubernetes-nodes.").StringVar(&f.NodeLabel)
+	return f
+}
+
+// Apply sets o's pools from the flags; kube is the API client, or nil.
+func (f *PoolFlags) Apply(o *plan.Options, kube kubernetes.Interface) error {
+	o.PoolLabel = f.Label
+	if f.MapFile != "" {
+		m, err := pools.LoadMap(f.MapFile)
+		if err != nil {
+			return &clikit.UsageError{Err: fmt.Errorf("--pool.map: %w", err)}
+		}
+		o.HostMap = m
+	}
+	if f.NodeLabel != "" && !f.NodeLabels {
+		return &clikit.UsageError{Err: fmt.Errorf("--pool.kubernetes-node-label needs --pool.kubernetes-nodes")}
+	}
+	if f.NodeLabels {
+		if kube == nil {
+			return &clikit.UsageError{Err: fmt.Errorf("--pool.kubernetes-nodes needs Kubernetes access (--kubernetes.kubeconfig or --kubernetes.in-cluster)")}
+		}
+		o.Hosts = &pools.KubernetesNodes{Client: kube.CoreV1(), Label: f.NodeLabel}
+	}
+	return nil
+}
+
+// KubeClient is a Kubernetes API client from a kubeconfig file or the
+// pod's service account, or nil when neither is given.
+func KubeClient(kubeconfig string, inCluster bool) (kubernetes.Interface, error) {
+	o := analyzerOptions{Kubeconfig: kubeconfig, InCluster: inCluster}
+	return o.kubeClient()
+}
