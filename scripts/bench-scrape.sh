@@ -5,6 +5,7 @@
 #     interleaved round by round, medians (TestScrapeOverHTTP). Target: both
 #     ratios at most 1.2× (BENCH_MAX_RATIO), judged only on a machine whose
 #     1-minute load is below its core count; the load is printed either way.
+#     WRITE_DOCS=1 writes that run's row into docs/performance.md.
 #  2. in process: the handler against writing the same bytes from a prepared
 #     buffer, in one `go test -bench` run (target: at most 3×).
 set -euo pipefail
@@ -20,7 +21,9 @@ if awk -v l="$load" -v c="$cores" 'BEGIN { exit !(l < c) }'; then
 else
 	echo "load $load on $cores cores: too busy to judge the HTTP ratios against ${max}x; printing them only"
 fi
-GPUWATCH_BENCH_ROUNDS="$rounds" GPUWATCH_BENCH_MAX_RATIO="$judge" \
+doc=""
+[[ "${WRITE_DOCS:-}" == 1 ]] && doc="$(pwd)/docs/performance.md"
+GPUWATCH_BENCH_ROUNDS="$rounds" GPUWATCH_BENCH_MAX_RATIO="$judge" GPUWATCH_BENCH_WRITE_DOC="$doc" GPUWATCH_BENCH_LOAD="$load on $cores cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(go env GOVERSION)" \
 	go test -count=1 -run '^TestScrapeOverHTTP$' -v ./exporter/server | grep -E '^(scrape over|identity|gzip|--- FAIL|FAIL|ok)' || { echo "bench-scrape: TestScrapeOverHTTP failed"; exit 1; }
 
 count="${COUNT:-7}"
