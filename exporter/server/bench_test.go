@@ -4,7 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -111,4 +114,25 @@ func TestNoMemoryGrowthAcrossScrapes(t *testing.T) {
 		t.Errorf("heap grew from %d to %d bytes over 10,000 scrapes", before, after)
 	}
 	t.Logf("heap before %d KiB, after 10,000 scrapes %d KiB", before>>10, after>>10)
+}
+
+// TestScrapeAllocsDocumented: the allocations per scrape that
+// docs/performance.md states are what a scrape allocates now.
+func TestScrapeAllocsDocumented(t *testing.T) {
+	c := node8x4(t)
+	h := MetricsHandler(c)
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	w := &discardWriter{h: http.Header{}}
+	got := int(testing.AllocsPerRun(200, func() { h.ServeHTTP(w, req) }))
+	doc, err := os.ReadFile("../../docs/performance.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`\| the handler alone, in process, 8 GPUs × 4 processes \| [^|]*?(\d+) allocs/op`).FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/performance.md has no allocation figure for the handler")
+	}
+	if want, _ := strconv.Atoi(string(m[1])); want != got {
+		t.Errorf("docs/performance.md says %d allocs per scrape, a scrape makes %d: rerun scripts/bench-scrape.sh and update it", want, got)
+	}
 }

@@ -51,12 +51,15 @@ func MetricsHandler(c *collector.Collector) http.Handler {
 		h := w.Header()
 		h.Set("Content-Type", ContentType)
 		h.Add("Vary", "Accept-Encoding")
+		body := e.Text
 		if AcceptsGzip(r.Header.Values("Accept-Encoding")) {
 			h.Set("Content-Encoding", "gzip")
-			_, _ = w.Write(e.Gzipped())
-			return
+			body = e.Gzipped()
 		}
-		_, _ = w.Write(e.Text)
+		// With its length known, net/http sends the body as it is, not in
+		// chunks, and the client can size its buffer.
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
 	})
 }
 
