@@ -260,3 +260,19 @@ func Pod(namespace, owner string, labels, annotations, namespaceLabels map[strin
 	f.SetMap(schema.AttrNamespaceLabels, namespaceLabels)
 	return f
 }
+
+// Unreachable is the source of a scheduler that could not be asked (its
+// command is installed but reaches no controller): every lookup fails with
+// Err, so decisions name the missing facts and why, and only notify.
+type Unreachable struct {
+	Name string
+	Err  error
+}
+
+// Scheduler implements Source.
+func (u *Unreachable) Scheduler() string { return u.Name }
+
+// Lookup implements Source.
+func (u *Unreachable) Lookup(context.Context, []string) (map[string]*Facts, error) {
+	return nil, u.Err
+}

@@ -141,7 +141,8 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	if err != nil {
 		return err
 	}
-	slurmOK := o.slurmReachable(ctx, logger)
+	slurmErr := o.slurmReachable(ctx, logger)
+	slurmOK := slurmErr == nil
 	acts := o.actuators(pol, sender, kube, slurmOK, logger)
 	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
 	if _, err := exec.LookPath(cmp.Or(o.Squeue, "squeue")); err == nil && slurmOK {
@@ -150,6 +151,9 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		if es, ok := src.(daemon.EngineSource); ok {
 			es.Engine.UseLimits(slurm) // overlong judges by each job's own time limit
 		}
+	} else if slurmErr != nil {
+		// Decisions still name the fact that is missing, and why.
+		resolver.Sources[schema.SchedulerSlurm] = &facts.Unreachable{Name: schema.SchedulerSlurm, Err: slurmErr}
 	} else if slurmOK {
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", cmp.Or(o.Squeue, "squeue"))
 	}
@@ -172,6 +176,22 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	d := &daemon.Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger, Leader: storeLease, RenewEvery: ttl / 3}
 	if o.Once {
 		res, err := d.RunOnce(ctx)
+		// A standby takes over only once it has seen the lease unrenewed for
+		// the lease duration on its own clock; a one-shot run (the restart
+		// after a crash) watches that long, and stands by at once when the
+		// holder renews meanwhile: it lives.
+		_, firstStamp, _ := st.LeaseHolder(ctx, leader.LeaseName)
+		for deadline := time.Now().Add(ttl + ttl/10); err == nil && res.Standby && time.Now().Before(deadline); {
+			if _, stamp, _ := st.LeaseHolder(ctx, leader.LeaseName); !stamp.Equal(firstStamp) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(ttl / 10):
+			}
+			res, err = d.RunOnce(ctx)
+		}
 		if err != nil {
 			return err
 		}
@@ -323,25 +343,25 @@ func (o *analyzerOptions) kubeClient() (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-// slurmReachable is false when squeue is installed but cannot reach a Slurm
+// slurmReachable returns why squeue, installed, cannot reach a Slurm
 // controller (no slurm.conf, no DNS SRV record, a controller that is down):
 // the analyzer then says so in one line at start and neither asks Slurm for
 // facts nor acts through it, instead of logging squeue's fatal error every
-// cycle. Without squeue it is true, and the lookups below say what is
-// missing.
-func (o *analyzerOptions) slurmReachable(ctx context.Context, logger *slog.Logger) bool {
+// cycle; decisions name that reason as the missing facts' cause. Without
+// squeue it is nil, and the lookups below say what is missing.
+func (o *analyzerOptions) slurmReachable(ctx context.Context, logger *slog.Logger) error {
 	squeue := cmp.Or(o.Squeue, "squeue")
 	path, err := exec.LookPath(squeue)
 	if err != nil {
-		return true
+		return nil
 	}
 	c := &slurm.Client{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Squeue: path}
 	if err := c.Reachable(ctx); err != nil {
 		logger.Warn("Slurm is installed but not reachable: no Slurm facts or actions until the analyzer restarts with a working slurm.conf (SLURM_CONF)",
 			"squeue", path, "err", err)
-		return false
+		return fmt.Errorf("Slurm not reachable at start: %w", err)
 	}
-	return true
+	return nil
 }
 
 func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, slurmOK bool, logger *slog.Logger) map[string]action.Actuator {

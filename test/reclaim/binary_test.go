@@ -116,7 +116,9 @@ tiers:
 	db := filepath.Join(dir, "state.db")
 	cancels := filepath.Join(dir, "scancel.log")
 	analyzer := func(hang bool) *exec.Cmd {
-		cmd := exec.Command(bin, "analyzer", "--once", "--policy.file="+policyFile, "--storage.path="+db,
+		// A short lease: the restart after the crash takes the dead one's
+		// over once it has seen it unrenewed that long.
+		cmd := exec.Command(bin, "analyzer", "--once", "--lease.duration=2s", "--policy.file="+policyFile, "--storage.path="+db,
 			"--findings.file="+findings, "--slurm.scancel="+filepath.Join(dir, "scancel"))
 		cmd.Env = append(os.Environ(), "GPUWATCH_SCANCEL_LOG="+cancels)
 		if hang {
