@@ -30,8 +30,9 @@ type Cadence struct {
 
 // cadenceKeep is how many recent step counts a device's cadence keeps: two
 // hours at 5m steps, long enough that an outage or a partial step does not
-// set the expectation, short enough that a changed scrape interval is
-// adopted within the hour.
+// set the expectation; a target scraped faster is adopted at once, one
+// scraped slower (its count under half the old) once the old counts have
+// aged out, unknown meanwhile.
 const cadenceKeep = 24
 
 // Prune forgets devices and exporters not seen since cutoff.
@@ -94,17 +95,27 @@ func (m *Memory) learn(steps []Step) map[string]float64 {
 
 // ModeCount is the count a full interval of a series holds, from its
 // counts over many intervals (zeros left out: they are gaps): the most
-// common one, the smaller on a tie.
+// common of those at least half the largest, the larger on a tie.
 func ModeCount(cs []float64) float64 { return mode(cs) }
 
-// mode is the most common count; ties go to the smaller, so that a device
-// whose interval does not divide the step (counts alternating n and n+1)
-// reads full in both.
+// mode is the count of a full step: the most common of the counts at
+// least half the largest (lower ones are partial steps: a job's edges, a
+// gap inside the step), the larger on a tie, so that a device seen in a
+// partial step and a full one reads the full one's count.
 func mode(cs []float64) float64 {
 	if len(cs) == 0 {
 		return 0
 	}
-	s := append([]float64(nil), cs...)
+	top := 0.0
+	for _, c := range cs {
+		top = max(top, c)
+	}
+	s := make([]float64, 0, len(cs))
+	for _, c := range cs {
+		if c >= top/2 {
+			s = append(s, c)
+		}
+	}
 	sort.Float64s(s)
 	best, bestN := s[0], 0
 	for i := 0; i < len(s); {
@@ -112,7 +123,7 @@ func mode(cs []float64) float64 {
 		for j < len(s) && s[j] == s[i] {
 			j++
 		}
-		if j-i > bestN {
+		if j-i >= bestN {
 			best, bestN = s[i], j-i
 		}
 		i = j

@@ -264,7 +264,9 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 				mine[i] = true
 			}
 			by := holders[DeviceID(h.host, dev)]
-			for j := lo; j <= hi && found == ""; j++ {
+			// Inside its life only: its first and last steps are partial,
+			// and a handover there is the previous or next holder's.
+			for j := lo + 1; j < hi && found == ""; j++ {
 				if !life[j] || mine[j] {
 					continue
 				}

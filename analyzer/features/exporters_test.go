@@ -122,6 +122,16 @@ func TestExportersByEvidence(t *testing.T) {
 			want: map[string]string{"n1/G0": "ml/ddp-w2k4b;", "n2/G1": "ml/ddp-z5x7c;", "n3/G2": "ml/gpuwatcher-eval;"},
 		},
 		{
+			name: "a pod taking over a GPU at its first step is a job",
+			series: []*model.SampleStream{
+				at(n, all(n, 20), gpu("n1", "G0", "pod", "ddp-w2k4b", "namespace", "ml")...),
+				at(n, map[int]float64{0: 12}, gpu("n1", "G1", "pod", "prev-q9z7m", "namespace", "ml")...),
+				at(n, map[int]float64{0: 8, 1: 20, 2: 20}, gpu("n1", "G1", "pod", "ddp-w2k4b", "namespace", "ml")...),
+				at(n, all(n, 20), gpu("n1", "G2")...),
+			},
+			want: map[string]string{"n1/G0": "ml/ddp-w2k4b;", "n1/G1": "ml/ddp-w2k4b;ml/prev-q9z7m;"},
+		},
+		{
 			name: "GPU Operator and gpuwatch by name alone",
 			series: []*model.SampleStream{
 				at(n, all(n, 20), gpu("n1", "G0", "pod", "nvidia-dcgm-exporter-x7k2p", "namespace", "gpu-operator")...),
