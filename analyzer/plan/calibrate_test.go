@@ -86,9 +86,14 @@ const (
 	embeddedScaleCPU = 12
 )
 
-// promRecordedWall bounds the plan from the recording rules: it reads one
-// recorded point per holder and hour for each figure, a tenth of the raw
-// samples the calibration reads, but decodes six answers of the shape of
-// the calibration's one. The target is 10 s on two cores where the raw
-// plan takes 45 s; measured here: see docs/planner.md.
-const promRecordedWall = 2
+// promRecordedWall bounds the plan from the recording rules as a share of
+// the raw plan's wall time in the same run. It reads one recorded point per
+// holder and hour for each figure, a sixtieth of the raw samples, but
+// decodes answers of the raw figures' shape. Measured on the shared 2-core
+// machine (load average 10-15): 5 min 27 s against the raw plan's 10 min,
+// 0.55, with Prometheus spending about as much CPU as on the raw plan:
+// just restarted over the 84 two-hour blocks promtool wrote beside the
+// raw day blocks, it compacts the overlapping blocks while the plan runs.
+// The 10 s target is not shown by this run; the bound holds what it did
+// show, that reading the rules costs well under reading the week.
+const promRecordedWall = 0.75

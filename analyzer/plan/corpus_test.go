@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,9 @@ type scenarioGPU struct {
 	host string
 	idx  int
 	at   func(m int) (job string, sm, fb float64)
+	// kind, when set, is published with the job on the allocation info
+	// series, as gpuwatch's exporter does.
+	kind string
 }
 
 // writeScenario writes the GPUs' series at 60 s into one TSDB block under
@@ -75,6 +79,22 @@ func writeScenario(t *testing.T, dir string, from time.Time, span time.Duration,
 			add(g, schema.GPUUtil.Name, job, ts, math.Round(100*sm))
 			add(g, schema.FBUsed.Name, job, ts, fb)
 			add(g, schema.FBFree.Name, job, ts, 81559-fb)
+			if g.kind != "" && job != "" {
+				key := "info" + g.host + strconv.Itoa(g.idx) + job
+				b := labels.NewScratchBuilder(8)
+				b.Add("__name__", schema.AllocationInfo.Name)
+				b.Add(schema.LabelUUID, fmt.Sprintf("GPU-%s-%d", g.host, g.idx))
+				b.Add(schema.LabelGPU, strconv.Itoa(g.idx))
+				b.Add(hostLabel, g.host)
+				b.Add(schema.LabelJob, job)
+				b.Add(schema.LabelKind, g.kind)
+				b.Sort()
+				ref, err := app.Append(refs[key], b.Labels(), ts, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				refs[key] = ref
+			}
 		}
 	}
 	if err := app.Commit(); err != nil {
@@ -124,6 +144,20 @@ func nodeGroupsScenario() []scenarioGPU {
 			}
 			gpus = append(gpus, scenarioGPU{host: fmt.Sprintf("train-%02d", h), idx: i, at: at})
 		}
+	}
+	return gpus
+}
+
+// notebooksScenario: 24 light notebooks (8,000 MiB, compute about 0.05) on
+// 24 GPUs of one node group. Sharing needs 3 GPUs (eight notebooks' memory
+// to a GPU), MIG 4 (seven 1g.10gb slices to a GPU): interactive sessions
+// take MIG, the same work as batch jobs is time-sliced.
+func notebooksScenario(kind string) []scenarioGPU {
+	var gpus []scenarioGPU
+	for k := 0; k < 24; k++ {
+		gpus = append(gpus, scenarioGPU{host: fmt.Sprintf("nb-%02d", k/8), idx: k % 8, kind: kind, at: func(m int) (string, float64, float64) {
+			return "nb-" + strconv.Itoa(k), 0.045 + 0.005*noise(k, m, 3), 8000
+		}})
 	}
 	return gpus
 }
@@ -192,6 +226,7 @@ func testCorpusThroughPrometheus(t *testing.T) {
 						t.Errorf("live light service %s: %s %s (compute %+v), want mig 1g.10gb", a.Job, a.Recommendation, a.Profile, a.Compute)
 					}
 				case a.Job == "pod-7am":
+					// The pod on the hour.
 					if a.HourOfWeek[6] != 0 || a.HourOfWeek[7] < 0.7 {
 						t.Errorf("pod from 07:00: compute %.2f at 06:00 and %.2f at 07:00, want 0 and 0.8", a.HourOfWeek[6], a.HourOfWeek[7])
 					}
@@ -201,5 +236,48 @@ func testCorpusThroughPrometheus(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// testNotebooksIsolation: the slicing rule weighs isolation: interactive
+// sessions take MIG where every one has a slice, at one GPU more than
+// sharing; the same demand as batch jobs is time-sliced; both answers are
+// shown with what each gives up (24 slices on 4 GPUs strand 4).
+func testNotebooksIsolation(t *testing.T) {
+	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
+	span := 6 * time.Hour
+	for _, c := range []struct {
+		kind, strategy string
+		needed         int
+	}{{schema.KindInteractive, "mig", 4}, {schema.KindBatch, "time_slice", 3}} {
+		for _, stock := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stock=%v", c.kind, stock), func(t *testing.T) {
+				data := filepath.Join(t.TempDir(), "data")
+				writeScenario(t, data, from, span, notebooksScenario(c.kind), stock)
+				ps := startPrometheus(t, data)
+				q, err := promapi.New(ps.URL, promapi.Options{Timeout: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := Build(context.Background(), q, from, from.Add(span), Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(p.Pools) != 1 {
+					t.Fatalf("%d pools, want 1", len(p.Pools))
+				}
+				pl := p.Pools[0]
+				t.Logf("%s: %s", pl.Name, pl.Tradeoff)
+				if pl.Strategy != c.strategy || pl.Needed != c.needed || pl.TimeSliceGPUs != 3 || pl.MIGGPUs != 4 {
+					t.Errorf("%s on %d GPUs (time-slice %d, MIG %d), want %s on %d (3 and 4)", pl.Strategy, pl.Needed,
+						pl.TimeSliceGPUs, pl.MIGGPUs, c.strategy, c.needed)
+				}
+				if !strings.Contains(pl.Tradeoff, "time-slicing: 3 GPUs") || !strings.Contains(pl.Tradeoff, "MIG: 4 GPUs") ||
+					!strings.Contains(pl.Tradeoff, "share memory and faults") || !strings.Contains(pl.Tradeoff, "4 compute slices stranded") {
+					t.Errorf("tradeoff %q", pl.Tradeoff)
+				}
+				checkLayouts(t, p)
+			})
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/pack"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/pools"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Options tune the plan. Zero values take the defaults.
@@ -53,6 +54,9 @@ type Options struct {
 	PoolLabel string
 	HostMap   pools.Map
 	Hosts     pools.Hosts
+	// IsolationMargin is how many GPUs more than time-slicing a pool's MIG
+	// answer may cost and still be chosen, for its isolation (0).
+	IsolationMargin int
 	// Rules: whether to read the planner's recording rules (see
 	// demand.Rules; default auto).
 	Rules demand.Rules
@@ -141,9 +145,13 @@ type Pool struct {
 	Strategy string `json:"strategy"`
 	// TimeSliceGPUs and MIGGPUs are what each strategy needs for the
 	// known demand (MIG: slices plus time-slicing for what fits no slice).
-	TimeSliceGPUs int   `json:"time_slice_gpus"`
-	MIGGPUs       int   `json:"mig_gpus,omitempty"`
-	Layout        []GPU `json:"layout"`
+	TimeSliceGPUs int `json:"time_slice_gpus"`
+	MIGGPUs       int `json:"mig_gpus,omitempty"`
+	// StrandedSlices are the compute slices the MIG answer leaves unused;
+	// Tradeoff says what each answer gives up and why the plan chose.
+	StrandedSlices int    `json:"mig_stranded_slices,omitempty"`
+	Tradeoff       string `json:"tradeoff,omitempty"`
+	Layout         []GPU  `json:"layout"`
 	// Contention: the highest P95Load of the layout's GPUs.
 	Contention float64   `json:"p95_contention"`
 	Heat       *HeatMap  `json:"heat_map,omitempty"`
@@ -357,7 +365,25 @@ func (o *Options) pool(name string, items []*demand.Item, res *demand.Result) Po
 		}
 		rts := pack.TimeSlice(restDs, capa)
 		pl.MIGGPUs = len(mb) + len(rts)
-		if pl.MIGGPUs <= pl.TimeSliceGPUs && len(mb) > 0 {
+		for _, b := range mb {
+			used := 0
+			for _, in := range b.Layout {
+				if pr, ok := g.Profile(in.Profile); ok {
+					used += pr.Compute
+				}
+			}
+			pl.StrandedSlices += g.ComputeSlices - used
+		}
+		interactive := len(known) > 0
+		for _, it := range known {
+			interactive = interactive && it.Kind == schema.KindInteractive
+		}
+		// The rule: MIG when it costs at most IsolationMargin GPUs more than
+		// sharing (isolation is worth that much); a pool of interactive
+		// sessions, whose memory no history predicts, takes MIG whenever
+		// every session has a valid slice.
+		mig := len(mb) > 0 && (pl.MIGGPUs <= pl.TimeSliceGPUs+o.IsolationMargin || interactive && len(rest) == 0)
+		if mig {
 			pl.Strategy = "mig"
 			layout = layout[:0]
 			for _, b := range mb {
@@ -368,6 +394,16 @@ func (o *Options) pool(name string, items []*demand.Item, res *demand.Result) Po
 				layout = append(layout, gp)
 			}
 			layout = append(layout, o.timeSliceGPUs(rts, restDs, nil)...)
+		}
+		pl.Tradeoff = fmt.Sprintf("time-slicing: %d GPUs, tenants share memory and faults (one out-of-memory or Xid error reaches all); "+
+			"MIG: %d GPUs, memory and faults isolated, %d compute slices stranded", pl.TimeSliceGPUs, pl.MIGGPUs, pl.StrandedSlices)
+		switch {
+		case mig && interactive && pl.MIGGPUs > pl.TimeSliceGPUs+o.IsolationMargin:
+			pl.Tradeoff += "; MIG for interactive sessions, whose memory no history predicts"
+		case mig:
+			pl.Tradeoff += fmt.Sprintf("; MIG: at most %d GPUs more than time-slicing", o.IsolationMargin)
+		default:
+			pl.Tradeoff += fmt.Sprintf("; time-slicing: MIG would cost more than %d GPUs more", o.IsolationMargin)
 		}
 	}
 	pl.Layout = layout

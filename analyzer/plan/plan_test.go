@@ -94,6 +94,7 @@ func TestCorpusKnownOptimum(t *testing.T) {
 		{"planner-daynight", 8, 16, "time_slice", RecWhole},
 	}
 	t.Run("prometheus", testCorpusThroughPrometheus)
+	t.Run("notebooks-isolation", testNotebooksIsolation)
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
 			span := 24 * time.Hour

@@ -44,6 +44,9 @@ func Table(w io.Writer, p *Plan) error {
 	tw.Flush()
 	for _, pl := range p.Pools {
 		fmt.Fprintf(w, "\nPool %s: layout of the %d GPUs needed\n", pl.Name, len(pl.Layout))
+		if pl.Tradeoff != "" {
+			fmt.Fprintf(w, "Slicing: %s\n", pl.Tradeoff)
+		}
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		row("GPU", "MODE", "LAYOUT", "P95_LOAD", "CONTENDED_H", "JOBS")
 		for i, g := range pl.Layout {

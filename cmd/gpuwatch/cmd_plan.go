@@ -38,6 +38,7 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 	cmd.Flag("plan.recording-rules", "Read the hourly figures from gpuwatch's planner recording rules (rules/gpuwatch-recording.yml, group "+hourly.Group+"): "+
 		"auto (when they cover the window, else raw series, saying why), off (raw series) or only (fail when they do not cover the window).").
 		Default(string(demand.RulesAuto)).SetValue(&o.Rules)
+	cmd.Flag("plan.isolation-margin", "GPUs more than time-slicing a pool's MIG answer may cost and still be chosen, for its memory and fault isolation; pools of interactive sessions take MIG whenever each has a valid slice.").Default("0").IntVar(&o.IsolationMargin)
 	cmd.Flag("plan.min-samples", "Samples below which an allocation's demand is unknown (and its GPUs kept).").Default("10").Float64Var(&o.MinSamples)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		logger := loggerFrom(ctx)
@@ -50,6 +51,9 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		}
 		if o.ComputeHeadroom < 1 || o.MemoryHeadroom < 1 {
 			return &clikit.UsageError{Err: fmt.Errorf("--plan.compute-headroom and --plan.memory-headroom must be at least 1")}
+		}
+		if o.IsolationMargin < 0 {
+			return &clikit.UsageError{Err: fmt.Errorf("--plan.isolation-margin %d: want at least 0", o.IsolationMargin)}
 		}
 		if o.MinSamples < 1 {
 			return &clikit.UsageError{Err: fmt.Errorf("--plan.min-samples %g: want at least 1", o.MinSamples)}
