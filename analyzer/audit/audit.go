@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"strconv"
 	"sync"
 	"time"
@@ -150,6 +151,7 @@ func (l *Log) Intend(ctx context.Context, r Record, at time.Time) (Record, bool,
 		r.Attempts = old.Attempts + 1
 	}
 	r.State, r.Intended, r.Finished = Intended, at.UTC(), time.Time{}
+	r.Detail = secret.String(r.Detail)
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO actions (`+recordCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.Key, r.FindingKey, r.Episode.UnixMilli(), r.Step, r.Actuator, r.Scheduler, r.Hostname, r.Job, r.User,
 		r.Team, r.Pattern, r.Tier, b2i(r.DryRun), string(r.State), r.Attempts, r.Detail, r.Intended.UnixMilli(), 0, r.Payload); err != nil {
@@ -183,7 +185,9 @@ func (l *Log) Finish(ctx context.Context, key string, state State, detail string
 	if r.State != Intended {
 		return fmt.Errorf("audit finish %s: step is %s, not intended", key, r.State)
 	}
-	r.State, r.Detail, r.Finished = state, detail, at.UTC()
+	// A step's detail is often an error from someone else's system (a
+	// Hub's body, a scheduler's message): no credential is ever stored.
+	r.State, r.Detail, r.Finished = state, secret.String(detail), at.UTC()
 	if _, err := tx.ExecContext(ctx, `UPDATE actions SET state = ?, detail = ?, finished_ms = ? WHERE idem_key = ?`,
 		string(state), detail, at.UnixMilli(), key); err != nil {
 		return fmt.Errorf("audit finish %s: %w", key, err)
