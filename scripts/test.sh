@@ -66,7 +66,7 @@ go test -race -count=1 -timeout 60m ./...
 # most of an hour on two cores, and runs here.
 step "scale targets and the corpus week"
 go test -count=1 -timeout 45m -run '^(TestBench|TestCorpus)' -v ./analyzer/engine
-go test -count=1 -timeout 20m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent|TestPrometheusScale)$' -v ./analyzer/plan
+go test -count=1 -timeout 30m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent|TestPrometheusScale|TestPrometheusScaleRecorded)$' -v ./analyzer/plan
 go test -count=1 -timeout 10m -run '^TestWeekJobUnderASecond$' -v ./analyzer/jobview
 go test -count=1 -timeout 10m -run '^TestAccountingIdentity$' -v ./analyzer/demo
 
