@@ -294,8 +294,14 @@ func TestBenchCycle10kPrometheus(t *testing.T) {
 		if q.Count()-before != features.Queries {
 			t.Errorf("cycle issued %d queries, want %d", q.Count()-before, features.Queries)
 		}
-		if timed && wall > 10*time.Second {
-			t.Errorf("cycle took %s, target 10s", wall)
+		// The first cycle of a fresh store reads its two-hour warm-up (24
+		// steps in one fetch); the 10 s target is a steady cycle's.
+		ceiling := 10 * time.Second
+		if i == 0 {
+			ceiling = 30 * time.Second
+		}
+		if timed && wall > ceiling {
+			t.Errorf("cycle %d took %s, ceiling %s", i+1, wall, ceiling)
 		}
 		if res.Allocations != nodes*2 {
 			t.Errorf("%d allocations, want %d", res.Allocations, nodes*2)
