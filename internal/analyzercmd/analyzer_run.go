@@ -359,7 +359,7 @@ func (o *analyzerOptions) slurmReachable(ctx context.Context, logger *slog.Logge
 	if err := c.Reachable(ctx); err != nil {
 		logger.Warn("Slurm is installed but not reachable: no Slurm facts or actions until the analyzer restarts with a working slurm.conf (SLURM_CONF)",
 			"squeue", path, "err", err)
-		return fmt.Errorf("Slurm not reachable at start: %w", err)
+		return fmt.Errorf("slurm not reachable at start: %w", err)
 	}
 	return nil
 }
