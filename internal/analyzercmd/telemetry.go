@@ -68,6 +68,18 @@ func (f *TelemetryFlags) Open(logger *slog.Logger) (query.Querier, func(), error
 // --storage.path storage (exactly one set; storage only where open is not
 // nil) and a function that closes it.
 func OpenTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Duration, open OpenStore) (query.Querier, func(), error) {
+	return openTelemetry(logger, promURL, storage, timeout, open, true)
+}
+
+// OpenTelemetryUnchecked is OpenTelemetry without the first query to
+// Prometheus: for `gpuwatch job`, for which a Prometheus that is away is a
+// case it handles (the summary in AdminComment, or a note with --summary),
+// not a wrong flag.
+func OpenTelemetryUnchecked(logger *slog.Logger, promURL, storage string, timeout time.Duration, open OpenStore) (query.Querier, func(), error) {
+	return openTelemetry(logger, promURL, storage, timeout, open, false)
+}
+
+func openTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Duration, open OpenStore, ping bool) (query.Querier, func(), error) {
 	switch {
 	case open == nil && promURL == "":
 		return nil, nil, &clikit.UsageError{Err: errors.New("--prometheus.url is required")}
@@ -81,6 +93,9 @@ func OpenTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Du
 		}
 		// One trivial query first, so that a wrong URL is one line naming
 		// the flag, the URL and the cause, not a failed analysis query.
+		if !ping {
+			return c, func() {}, nil
+		}
 		if err := c.Ping(context.Background()); err != nil {
 			err = fmt.Errorf("--prometheus.url: %w", err)
 			var pe *promapi.PingError
