@@ -101,7 +101,16 @@ func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
 // slurm.conf, no controller).
 func (c *Client) Reachable(ctx context.Context) error {
 	_, err := c.Runner.Run(ctx, orDefault(c.Squeue, "squeue"), "--noheader", "--format=%i", "--name=gpuwatch-reachability-check")
-	return err
+	if err == nil {
+		return nil
+	}
+	// squeue's last line says why ("fatal: Could not establish a
+	// configuration source"); the lines before are its attempts.
+	msg := err.Error()
+	if i := strings.LastIndex(msg, " … "); i >= 0 {
+		msg = msg[i+len(" … "):]
+	}
+	return errors.New(msg)
 }
 
 // Job returns what Slurm says of one job: the controller's record while
