@@ -244,20 +244,44 @@ func (l *Log) RealAttemptsSince(ctx context.Context, step string, t time.Time) (
 	return n, nil
 }
 
-// JobStepTaken reports whether step was already taken (or is in flight) for
-// the job since its allocation began, under any other key: a job spanning
-// several hosts has a finding per host, and must be signalled or cancelled
-// once, not once per host.
-// Dry-run and real steps are counted apart.
-func (l *Log) JobStepTaken(ctx context.Context, scheduler, job, step, exceptKey string, dryRun bool, since time.Time) (bool, error) {
-	var n int
-	err := l.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM actions WHERE scheduler = ? AND job = ? AND step = ?
-		AND idem_key != ? AND dry_run = ? AND state IN (?, ?, ?) AND intended_ms >= ?`,
-		scheduler, job, step, exceptKey, b2i(dryRun), string(Intended), string(Done), string(DryRun), since.UnixMilli()).Scan(&n)
+// History returns the records of one escalation episode of findingKey, and
+// the steps taken or in flight for the same job since its allocation began
+// under any other finding or episode: what a plan needs, in one read.
+// Dry-run and real steps are told apart by their DryRun field.
+func (l *Log) History(ctx context.Context, findingKey string, episode time.Time, scheduler, job string, since time.Time) (own, jobs []Record, err error) {
+	own, err = l.records(ctx, `SELECT `+recordCols+` FROM actions WHERE finding_key = ? AND episode_ms = ? ORDER BY idem_key`,
+		findingKey, episode.UnixMilli())
 	if err != nil {
-		return false, fmt.Errorf("audit job %s step %s: %w", job, step, err)
+		return nil, nil, fmt.Errorf("audit history %s: %w", findingKey, err)
 	}
-	return n > 0, nil
+	all, err := l.records(ctx, `SELECT `+recordCols+` FROM actions WHERE scheduler = ? AND job = ? AND state IN (?, ?, ?)
+		AND intended_ms >= ? ORDER BY idem_key`, scheduler, job, string(Intended), string(Done), string(DryRun), since.UnixMilli())
+	if err != nil {
+		return nil, nil, fmt.Errorf("audit history of job %s: %w", job, err)
+	}
+	for _, r := range all {
+		if r.FindingKey != findingKey || !r.Episode.Equal(episode) {
+			jobs = append(jobs, r)
+		}
+	}
+	return own, jobs, nil
+}
+
+func (l *Log) records(ctx context.Context, q string, args ...any) ([]Record, error) {
+	rows, err := l.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 // Filter selects audit events.

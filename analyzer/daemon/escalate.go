@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/escalation"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
@@ -149,18 +150,6 @@ func (e *Escalator) unknown(f *finding.Finding, now time.Time) string {
 	return ""
 }
 
-// target names the actuator that reclaims or signals f.
-func target(f *finding.Finding) string {
-	switch {
-	case f.Pattern == schema.OrphanProcess:
-		return "process"
-	case f.Scheduler == schema.SchedulerKubernetes || (f.Scheduler == "" && f.Pod != ""):
-		return schema.SchedulerKubernetes
-	default:
-		return schema.SchedulerSlurm
-	}
-}
-
 // Cycle escalates this cycle's findings at now.
 func (e *Escalator) Cycle(ctx context.Context, now time.Time, findings []finding.Finding) (CycleResult, error) {
 	var res CycleResult
@@ -173,7 +162,7 @@ func (e *Escalator) Cycle(ctx context.Context, now time.Time, findings []finding
 	if err != nil {
 		return res, err
 	}
-	b := &budget{perCycle: e.Policy.RateLimits.ReclaimsPerCycle, perHour: e.Policy.RateLimits.ReclaimsPerHour, hour: hour}
+	b := &escalation.Budget{PerCycle: e.Policy.RateLimits.ReclaimsPerCycle, PerHour: e.Policy.RateLimits.ReclaimsPerHour, Hour: hour}
 	fs := append([]finding.Finding(nil), findings...)
 	// Oldest and most wasteful first: when the rate limit bites, the worst
 	// offenders are reclaimed first, deterministically.
@@ -211,29 +200,22 @@ func (e *Escalator) Cycle(ctx context.Context, now time.Time, findings []finding
 	return res, nil
 }
 
-type budget struct{ perCycle, perHour, cycle, hour int }
-
-func (b *budget) allows() bool { return b.cycle < b.perCycle && b.hour < b.perHour }
-
-func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Finding, fa *facts.Facts, b *budget, res *CycleResult) error {
+// escalate reads the finding's history once, plans, and carries out the
+// plan; an outcome other than the plan assumed (a step skipped, a dry run)
+// is written into the history and the rest planned again, and a failed step
+// holds back the steps after it.
+func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Finding, fa *facts.Facts, b *escalation.Budget, res *CycleResult) error {
 	if fa == nil {
 		fa = &facts.Facts{Scheduler: facts.SchedulerOf(f)}
 		fa.MarkMissing("no facts were looked up")
 	}
 	ev := e.Policy.Evaluate(f, fa, now)
-	// Who owns the job, for the audit and the messages, is what its owner
-	// says, not what the telemetry carried.
-	owned := *f
-	for _, c := range []struct {
-		a   schema.Attr
-		dst *string
-	}{{schema.AttrUser, &owned.User}, {schema.AttrTeam, &owned.Team}} {
-		if v, ok, _ := fa.Value(c.a); ok && v != "" {
-			*c.dst = v
-		}
-	}
-	f = &owned
+	f = owned(f, fa)
 	episode, err := e.Log.Observe(ctx, f.Key(), now)
+	if err != nil {
+		return err
+	}
+	hist, err := e.history(ctx, f, episode)
 	if err != nil {
 		return err
 	}
@@ -243,189 +225,159 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 	}
 	base := audit.Record{FindingKey: f.Key(), Episode: episode, Scheduler: f.Scheduler, Hostname: f.Hostname,
 		Job: f.Job, User: f.User, Team: f.Team, Pattern: string(f.Pattern), Tier: tier}
-	if ev.Exempt {
+	switch {
+	case ev.Exempt:
 		res.Exempt++
-		return e.note(ctx, now, base, "exempt", ev.ExemptReason)
-	}
-	if ev.Missing != "" {
+	case ev.Missing != "":
 		res.MissingFacts++
-		e.logger().Warn("facts missing: no tier decided, at most notifying", "key", f.Key(), "missing", ev.Missing)
-		if err := e.note(ctx, now, base, StepFacts, "facts missing, no tier applies (at most notify): "+ev.Missing); err != nil {
-			return err
-		}
 	}
-	if ev.Rule == nil || !ev.Qualifies {
-		return nil
-	}
-	steps := ev.Rule.Steps
-	// A step is due After the episode began, and never sooner after the
-	// previous step than the policy spaces them: when the minimum warning
-	// time holds a checkpoint back, the reclaim still leaves the job the
-	// time to checkpoint.
-	var prevAt time.Time
-	var prevAfter time.Duration
-	for i, st := range steps {
-		due := episode.Add(st.After)
-		if !prevAt.IsZero() {
-			if d := prevAt.Add(st.After - prevAfter); d.After(due) {
-				due = d
-			}
-		}
-		if now.Before(due) {
-			return nil // steps are ordered by delay
-		}
-		key := audit.Key(f.Key(), episode, stepKey(st.Action, ev.DryRun))
-		if rec, ok, err := e.Log.Get(ctx, key); err != nil {
-			return err
-		} else if ok && rec.State != audit.Failed {
-			// Settled, or intended and awaiting reconciliation.
-			prevAt, prevAfter = rec.Finished, st.After
-			if prevAt.IsZero() {
-				prevAt = rec.Intended
-			}
-			continue
-		}
-		prevAt, prevAfter = now, st.After
-		if ev.Missing != "" && st.Action != policy.StepNotify {
-			return nil // without the facts, nothing but a notification
-		}
-		if st.Action == policy.StepReclaim && !ev.ReclaimAllowed {
-			if err := e.note(ctx, now, base, string(st.Action), "reclaim not allowed in tier "+tier); err != nil {
-				return err
-			}
-			continue
-		}
-		if st.Action.Disruptive() {
-			ready, err := e.warnedLongEnough(ctx, now, f.Key(), episode, ev.DryRun)
-			if err != nil || !ready {
-				return err
-			}
-		}
-		if st.Action == policy.StepReclaim && !ev.DryRun && !b.allows() {
-			res.RateLimited++
-			e.count(f.Hostname, string(st.Action), ResultRateLimited)
-			e.logger().Warn("reclaim deferred by rate limit", "key", f.Key(), "per_cycle", b.perCycle, "per_hour", b.perHour)
-			return nil
-		}
-		if st.Action.Disruptive() {
-			taken, err := e.Log.JobStepTaken(ctx, f.Scheduler, f.Job, string(st.Action), key, ev.DryRun, f.Start)
-			if err != nil {
-				return err
-			}
-			if taken {
-				if err := e.note(ctx, now, base, string(st.Action), "already taken for job "+f.Job+" through another host's finding"); err != nil {
+	in := escalation.Input{Finding: f, Eval: ev, Policy: e.Policy, Episode: episode, History: hist, Now: now,
+		Wired: func(n string) bool { return e.Actuators[n] != nil }}
+	for {
+		in.Budget = *b
+		replan := false
+		for _, st := range escalation.Plan(in) {
+			switch st.Kind {
+			case escalation.Defer:
+				if st.Reason == escalation.RateLimited {
+					res.RateLimited++
+					e.count(f.Hostname, string(st.Action), ResultRateLimited)
+					e.logger().Warn("reclaim deferred by rate limit", "key", f.Key(), "per_cycle", b.PerCycle, "per_hour", b.PerHour)
+				}
+				return nil
+			case escalation.Note:
+				written, err := e.note(ctx, now, base, st.Name, st.Reason)
+				if err != nil {
 					return err
 				}
-				continue
+				hist.Steps[st.Name] = escalation.Past{At: now}
+				// Once per episode: the audit holds the note, the log need not repeat it.
+				switch {
+				case written && st.Name == escalation.NoteFacts:
+					e.logger().Warn("facts missing: no tier decided, at most notifying", "key", f.Key(), "missing", ev.Missing)
+				case written && st.Name == escalation.NoteGaveUp:
+					e.logger().Warn("escalation step given up", "key", f.Key(), "step", st.Action, "detail", st.Reason)
+				}
+			case escalation.Act:
+				state, err := e.act(ctx, now, base, f, &st, b, res)
+				if err != nil {
+					return err
+				}
+				if state == audit.Failed {
+					return nil // later steps wait for this one
+				}
+				hist.Steps[st.Name] = escalation.Past{Delivered: state == audit.Done, At: now}
+				replan = state != audit.Done
+			}
+			if replan {
+				break
 			}
 		}
-		name, acts := e.actuators(st, f)
-		if len(acts) == 0 {
-			if err := e.note(ctx, now, base, string(st.Action), "no actuator configured for "+name); err != nil {
-				return err
-			}
-			continue
-		}
-		req := action.Request{Step: string(st.Action), Finding: *f, Tier: tier, Signal: st.Signal, DryRun: ev.DryRun}
-		for _, next := range steps[i+1:] {
-			if next.Action == policy.StepReclaim && !ev.ReclaimAllowed {
-				continue // never announce what the tier does not allow
-			}
-			req.NextStep, req.NextStepAt = string(next.Action), episode.Add(next.After)
-			break
-		}
-		payload, err := json.Marshal(&req)
-		if err != nil {
-			return fmt.Errorf("encode request %s: %w", key, err)
-		}
-		rec := base
-		rec.Key, rec.Step, rec.Actuator, rec.DryRun, rec.Payload = key, string(st.Action), name, ev.DryRun, string(payload)
-		rec, ok, err := e.Log.Intend(ctx, rec, now)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		res.Steps++
-		req.Attempt = rec.Attempts
-		if st.Action == policy.StepReclaim && !ev.DryRun {
-			b.cycle++
-			b.hour++
-		}
-		state, detail := e.run(ctx, &req, st, acts)
-		if err := e.Log.Finish(ctx, key, state, detail, now); err != nil {
-			return err
-		}
-		e.count(f.Hostname, string(st.Action), string(state))
-		e.logger().Info("escalation step", "key", f.Key(), "step", st.Action, "actuator", name, "state", state,
-			"dry_run", ev.DryRun, "detail", detail)
-		if state == audit.Failed {
-			return nil // later steps wait for this one
+		if !replan {
+			return nil
 		}
 	}
-	return nil
 }
 
-// note writes a settled, skipped step so that the audit says why nothing
-// was done; its key makes it a one-off per episode.
-func (e *Escalator) note(ctx context.Context, now time.Time, base audit.Record, step, why string) error {
-	rec := base
-	rec.Key, rec.Step, rec.Actuator, rec.Detail, rec.Payload = audit.Key(base.FindingKey, base.Episode, step), step, "policy", why, "{}"
-	if _, ok, err := e.Log.Intend(ctx, rec, now); err != nil || !ok {
-		return err
+// owned is f with its user and team as its owner (Slurm, the API server)
+// says, not as the telemetry carried them: the audit and the messages name
+// who owns the job.
+func owned(f *finding.Finding, fa *facts.Facts) *finding.Finding {
+	o := *f
+	for _, c := range []struct {
+		a   schema.Attr
+		dst *string
+	}{{schema.AttrUser, &o.User}, {schema.AttrTeam, &o.Team}} {
+		if v, ok, _ := fa.Value(c.a); ok && v != "" {
+			*c.dst = v
+		}
 	}
-	e.count(base.Hostname, step, string(audit.Skipped))
-	return e.Log.Finish(ctx, rec.Key, audit.Skipped, why, now)
+	return &o
 }
 
-// stepKey names a step in its idempotency key. Dry-run steps have keys of
-// their own: when a policy leaves dry-run, an episode in progress sends a
-// real warning and waits the minimum warning time again before it acts,
-// instead of treating its dry-run steps as done.
-func stepKey(a policy.StepAction, dryRun bool) string {
-	if dryRun {
-		return string(a) + "+dry_run"
+// history is what the audit holds of f's episode, read once.
+func (e *Escalator) history(ctx context.Context, f *finding.Finding, episode time.Time) (escalation.History, error) {
+	own, jobs, err := e.Log.History(ctx, f.Key(), episode, f.Scheduler, f.Job, f.Start)
+	if err != nil {
+		return escalation.History{}, err
 	}
-	return string(a)
+	h := escalation.History{Steps: map[string]escalation.Past{}, JobTaken: map[string]bool{}}
+	for _, r := range own {
+		at := r.Finished
+		if at.IsZero() {
+			at = r.Intended
+		}
+		h.Steps[stepName(r)] = escalation.Past{Failed: r.State == audit.Failed, Delivered: r.State == audit.Done, At: at, Attempts: r.Attempts}
+	}
+	for _, r := range jobs {
+		h.JobTaken[escalation.StepName(policy.StepAction(r.Step), r.DryRun)] = true
+	}
+	return h, nil
 }
 
-// warnedLongEnough: disruptive steps wait until a warning (of the same
-// dry-run mode) was delivered at least min_warning ago.
-func (e *Escalator) warnedLongEnough(ctx context.Context, now time.Time, fkey string, episode time.Time, dryRun bool) (bool, error) {
-	w, ok, err := e.Log.Get(ctx, audit.Key(fkey, episode, stepKey(policy.StepWarn, dryRun)))
-	if err != nil || !ok || w.State != audit.Done {
-		return false, err
-	}
-	return !now.Before(w.Finished.Add(e.Policy.MinWarning)), nil
+// stepName is the last part of r's idempotency key.
+func stepName(r audit.Record) string {
+	return strings.TrimPrefix(r.Key, audit.Key(r.FindingKey, r.Episode, ""))
 }
 
-func (e *Escalator) actuators(st policy.Step, f *finding.Finding) (string, []action.Actuator) {
-	var names []string
-	if st.Action == policy.StepNotify || st.Action == policy.StepWarn {
-		names = e.Policy.ChannelsFor(st)
-	} else {
-		names = []string{target(f)}
-	}
+// act runs one planned step: intended, run through its actuators, finished.
+func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f *finding.Finding, st *escalation.Step, b *escalation.Budget, res *CycleResult) (audit.State, error) {
+	key := audit.Key(f.Key(), base.Episode, st.Name)
 	var acts []action.Actuator
-	for _, n := range names {
-		if a, ok := e.Actuators[n]; ok && a != nil {
+	for _, n := range st.Actuators {
+		if a := e.Actuators[n]; a != nil {
 			acts = append(acts, a)
 		}
 	}
-	if len(names) == 0 {
-		return "a channel", nil
+	name := strings.Join(st.Actuators, ",")
+	req := action.Request{Step: string(st.Action), Finding: *f, Tier: base.Tier, Signal: st.Signal, DryRun: st.DryRun,
+		NextStep: string(st.NextStep), NextStepAt: st.NextStepAt}
+	payload, err := json.Marshal(&req)
+	if err != nil {
+		return "", fmt.Errorf("encode request %s: %w", key, err)
 	}
-	return strings.Join(names, ","), acts
+	rec := base
+	rec.Key, rec.Step, rec.Actuator, rec.DryRun, rec.Payload = key, string(st.Action), name, st.DryRun, string(payload)
+	rec, ok, err := e.Log.Intend(ctx, rec, now)
+	if err != nil || !ok {
+		// Settled or in flight elsewhere: not run again.
+		return audit.Skipped, err
+	}
+	res.Steps++
+	req.Attempt = rec.Attempts
+	if st.Action == policy.StepReclaim && !st.DryRun {
+		b.Spend()
+	}
+	state, detail := e.run(ctx, &req, st.Action, acts)
+	if err := e.Log.Finish(ctx, key, state, detail, now); err != nil {
+		return "", err
+	}
+	e.count(f.Hostname, string(st.Action), string(state))
+	e.logger().Info("escalation step", "key", f.Key(), "step", st.Action, "actuator", name, "state", state,
+		"dry_run", st.DryRun, "detail", detail)
+	return state, nil
+}
+
+// note writes a settled, skipped step so that the audit says why nothing
+// was done; its key makes it a one-off per episode. It reports whether the
+// note is new.
+func (e *Escalator) note(ctx context.Context, now time.Time, base audit.Record, step, why string) (bool, error) {
+	rec := base
+	rec.Key, rec.Step, rec.Actuator, rec.Detail, rec.Payload = audit.Key(base.FindingKey, base.Episode, step), step, "policy", why, "{}"
+	if _, ok, err := e.Log.Intend(ctx, rec, now); err != nil || !ok {
+		return false, err
+	}
+	e.count(base.Hostname, step, string(audit.Skipped))
+	return true, e.Log.Finish(ctx, rec.Key, audit.Skipped, why, now)
 }
 
 // run carries out one step; for dry runs of disruptive steps it only says
 // what would have happened. Notifications are delivered in dry-run too,
 // marked as such, so that a policy can be rolled out before it acts.
-func (e *Escalator) run(ctx context.Context, req *action.Request, st policy.Step, acts []action.Actuator) (audit.State, string) {
-	if req.DryRun && st.Action.Disruptive() {
+func (e *Escalator) run(ctx context.Context, req *action.Request, a policy.StepAction, acts []action.Actuator) (audit.State, string) {
+	if req.DryRun && a.Disruptive() {
 		what := "cancel/evict/kill"
-		if st.Action == policy.StepCheckpoint {
+		if a == policy.StepCheckpoint {
 			what = "send SIG" + req.Signal + " to"
 		}
 		return audit.DryRun, fmt.Sprintf("dry-run: would %s job %s via %s", what, req.Finding.Job, acts[0].Name())

@@ -356,21 +356,49 @@ func TestCrashBetweenIntentAndResult(t *testing.T) {
 	}
 }
 
-func TestFailedStepRetriedAndAudited(t *testing.T) {
+// A failed step is retried after the policy's backoff, doubling per
+// attempt, not every cycle; the audit counts the attempts.
+func TestFailedStepRetriedWithBackoff(t *testing.T) {
 	r := newRig(t, testPolicy, nil)
 	r.hook.fail = fmt.Errorf("connection refused")
 	j := idle("400", "bob", "dev", r.start)
-	r.cycle(t, 0, j)
-	r.cycle(t, 1, j)
+	for _, m := range []int{0, 1, 4, 5, 6, 14} { // fails at 0 and 5; 5m, then 10m of backoff
+		r.cycle(t, m, j)
+	}
+	if n := r.hook.count("notify"); n != 2 {
+		t.Fatalf("notify calls by +14m = %d, want 2 (at 0 and +5m)", n)
+	}
 	r.hook.fail = nil
-	r.cycle(t, 2, j)
-	r.cycle(t, 3, j)
+	r.cycle(t, 15, j)
+	r.cycle(t, 16, j)
 	if n := r.hook.count("notify"); n != 3 {
 		t.Fatalf("notify calls = %d, want 2 failures then 1 success", n)
 	}
 	rec, _, _ := r.log.Get(context.Background(), audit.Key(j.Key(), r.start, "notify"))
 	if rec.State != audit.Done || rec.Attempts != 3 {
 		t.Fatalf("record = %+v", rec)
+	}
+}
+
+// A step that keeps failing is given up after max_attempts: the audit says
+// so once, and nothing after it runs in the episode.
+func TestFailingStepGivenUp(t *testing.T) {
+	doc := strings.Replace(testPolicy, "rate_limits:", "retry: {initial_backoff: 1m, max_backoff: 2m, max_attempts: 3}\nrate_limits:", 1)
+	r := newRig(t, doc, nil)
+	r.hook.fail = fmt.Errorf("connection refused")
+	j := idle("401", "bob", "dev", r.start)
+	for m := 0; m <= 60; m++ {
+		r.cycle(t, m, j)
+	}
+	if n := r.hook.count("notify"); n != 3 {
+		t.Fatalf("notify calls = %d, want 3 attempts (0, +1m, +3m)", n)
+	}
+	if n := len(r.slurm.calls) + r.hook.count("warn"); n != 0 {
+		t.Fatalf("%d later steps ran after a given-up step", n)
+	}
+	rec, ok, _ := r.log.Get(context.Background(), audit.Key(j.Key(), r.start, "gave_up"))
+	if !ok || rec.State != audit.Skipped || !strings.Contains(rec.Detail, "gave up notify after 3 failed attempts") {
+		t.Fatalf("give-up record = %+v (found %v)", rec, ok)
 	}
 }
 

@@ -17,6 +17,14 @@ const (
 	// bad detector or a bad policy can do.
 	DefaultReclaimsPerCycle = 5
 	DefaultReclaimsPerHour  = 20
+	// A failed step (an eviction refused by a PodDisruptionBudget, a webhook
+	// that is down) is retried after DefaultRetryInitialBackoff, doubling up
+	// to DefaultRetryMaxBackoff, and given up after DefaultRetryMaxAttempts
+	// attempts: a refusal that lasts is not hammered every cycle, and the
+	// audit says when the analyzer stopped trying.
+	DefaultRetryInitialBackoff = 5 * time.Minute
+	DefaultRetryMaxBackoff     = time.Hour
+	DefaultRetryMaxAttempts    = 6
 	// DefaultCheckpointSignal is sent to Slurm jobs for checkpointing.
 	DefaultCheckpointSignal = "USR1"
 	// DefaultKubernetesReclaim is the Eviction API, which honours PodDisruptionBudgets.

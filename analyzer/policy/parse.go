@@ -27,6 +27,7 @@ type rawPolicy struct {
 	StaleAfter       string         `yaml:"stale_after"`
 	CheckpointSignal string         `yaml:"checkpoint_signal"`
 	RateLimits       *rawRate       `yaml:"rate_limits"`
+	Retry            *rawRetry      `yaml:"retry"`
 	Kubernetes       *rawKube       `yaml:"kubernetes"`
 	Process          *rawProcess    `yaml:"process"`
 	Channels         *rawChannels   `yaml:"channels"`
@@ -37,6 +38,12 @@ type rawPolicy struct {
 type rawRate struct {
 	ReclaimsPerCycle *int `yaml:"reclaims_per_cycle"`
 	ReclaimsPerHour  *int `yaml:"reclaims_per_hour"`
+}
+
+type rawRetry struct {
+	InitialBackoff string `yaml:"initial_backoff"`
+	MaxBackoff     string `yaml:"max_backoff"`
+	MaxAttempts    *int   `yaml:"max_attempts"`
 }
 
 type rawKube struct {
@@ -204,6 +211,7 @@ func (v *validator) policy(r *rawPolicy) *Policy {
 		StaleAfter:       v.duration("stale_after", r.StaleAfter, DefaultStaleAfter),
 		CheckpointSignal: DefaultCheckpointSignal,
 		RateLimits:       RateLimits{ReclaimsPerCycle: DefaultReclaimsPerCycle, ReclaimsPerHour: DefaultReclaimsPerHour},
+		Retry:            Retry{InitialBackoff: DefaultRetryInitialBackoff, MaxBackoff: DefaultRetryMaxBackoff, MaxAttempts: DefaultRetryMaxAttempts},
 		Kubernetes:       Kubernetes{Reclaim: DefaultKubernetesReclaim, JupyterHubFallback: HubFallbackNone},
 		ProcessGrace:     DefaultProcessGrace,
 		Channels:         Channels{AlertDuration: DefaultAlertDuration},
@@ -223,6 +231,14 @@ func (v *validator) policy(r *rawPolicy) *Policy {
 	if r.RateLimits != nil {
 		p.RateLimits.ReclaimsPerCycle = v.count("rate_limits.reclaims_per_cycle", r.RateLimits.ReclaimsPerCycle, DefaultReclaimsPerCycle)
 		p.RateLimits.ReclaimsPerHour = v.count("rate_limits.reclaims_per_hour", r.RateLimits.ReclaimsPerHour, DefaultReclaimsPerHour)
+	}
+	if r.Retry != nil {
+		p.Retry.InitialBackoff = v.duration("retry.initial_backoff", r.Retry.InitialBackoff, DefaultRetryInitialBackoff)
+		p.Retry.MaxBackoff = v.duration("retry.max_backoff", r.Retry.MaxBackoff, DefaultRetryMaxBackoff)
+		p.Retry.MaxAttempts = v.count("retry.max_attempts", r.Retry.MaxAttempts, DefaultRetryMaxAttempts)
+		if p.Retry.MaxBackoff < p.Retry.InitialBackoff {
+			v.fail("retry.max_backoff", "must be at least retry.initial_backoff (%s)", p.Retry.InitialBackoff)
+		}
 	}
 	if r.Kubernetes != nil {
 		switch r.Kubernetes.Reclaim {

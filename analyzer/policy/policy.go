@@ -55,6 +55,7 @@ type Policy struct {
 	StaleAfter       time.Duration
 	CheckpointSignal string
 	RateLimits       RateLimits
+	Retry            Retry
 	Kubernetes       Kubernetes
 	ProcessGrace     time.Duration
 	Channels         Channels
@@ -67,6 +68,28 @@ type RateLimits struct {
 	ReclaimsPerCycle int
 	ReclaimsPerHour  int
 }
+
+// Retry says when a failed step runs again.
+type Retry struct {
+	InitialBackoff, MaxBackoff time.Duration
+	// MaxAttempts is the number of attempts after which a failing step is
+	// given up for its episode; 0 never gives up.
+	MaxAttempts int
+}
+
+// Backoff is the least time after a step's attempts-th failed attempt
+// before it runs again: InitialBackoff, doubled per further attempt, at
+// most MaxBackoff.
+func (r Retry) Backoff(attempts int) time.Duration {
+	d := r.InitialBackoff
+	for i := 1; i < attempts && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, r.MaxBackoff)
+}
+
+// GivesUp reports whether a step that failed attempts times is given up.
+func (r Retry) GivesUp(attempts int) bool { return r.MaxAttempts > 0 && attempts >= r.MaxAttempts }
 
 // Kubernetes says how pods are reclaimed.
 type Kubernetes struct {

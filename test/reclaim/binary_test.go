@@ -88,6 +88,7 @@ func TestAnalyzerBinary(t *testing.T) {
 	doc := fmt.Sprintf(`
 dry_run: false
 min_warning: 2s
+retry: {initial_backoff: 0s} # the step the crash interrupted is retried by the next run
 channels:
   webhook: {url: %q}
 tiers:

@@ -96,7 +96,8 @@ func kubeEscalator(t *testing.T, mode string, c *fake.Clientset) (*daemon.Escala
 }
 
 // Evictions go to the idle pods only; a PodDisruptionBudget refusal (429)
-// is recorded as failed and retried by later cycles until it is allowed.
+// is recorded as failed and retried after the policy's backoff (5m, then
+// 10m), not every cycle, until it is allowed.
 func TestKubernetesEvictionWithPDBRefusals(t *testing.T) {
 	c := fake.NewClientset(kubeObjects()...)
 	refusals := 2
@@ -112,7 +113,7 @@ func TestKubernetesEvictionWithPDBRefusals(t *testing.T) {
 	})
 	e, lg := kubeEscalator(t, "evict", c)
 	t0 := time.Now().UTC().Truncate(time.Second)
-	for _, m := range []int{0, 10, 11, 12, 13, 20} {
+	for _, m := range []int{0, 10, 11, 12, 13, 15, 16, 20, 24, 25} { // refused at 10 and 15, evicted at 25
 		now := t0.Add(time.Duration(m) * time.Minute)
 		if _, err := e.Cycle(context.Background(), now, []finding.Finding{podFinding("nb-ann", "jupyter-ann", now)}); err != nil {
 			t.Fatal(err)
