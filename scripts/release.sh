@@ -42,7 +42,10 @@ cc_for() {
 }
 
 # The tools run on this machine, whatever the target.
-go build -o "$out/.artifacts" ./build/artifacts
+# build/ is a module of its own (nFPM and go-containerregistry stay out of the product's).
+artifacts="$(pwd)/$out/.artifacts"
+[[ "$out" == /* ]] && artifacts="$out/.artifacts"
+(cd build && go build -o "$artifacts" ./artifacts)
 
 for arch in "${arches[@]}"; do
 	cc="$(cc_for "$arch")"

@@ -44,19 +44,33 @@ step "start a single-node Slurm (munge, slurmctld, slurmd, slurmdbd + MariaDB)"
 eval "$(bash test/slurm/start.sh)"
 trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true' EXIT
 
+step "build the commands once"
+# Tests that run a command take it from here (testtool.Binary) instead of
+# building it again in each package.
+export GPUWATCH_BIN_DIR="$(mktemp -d)"
+go build -o "$GPUWATCH_BIN_DIR/" ./cmd/...
+
 step "gofmt, go vet, staticcheck"
 unformatted="$(gofmt -l $(git ls-files '*.go'))"
 if [[ -n "$unformatted" ]]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
 go vet ./...
 staticcheck ./...
+# The packaging (build/) and the chart and manifest checks (deploy/) are
+# modules of their own: Helm, kustomize, nFPM and go-containerregistry stay
+# out of the product's build and test graph.
+for m in build deploy; do (cd "$m" && go vet ./... && staticcheck ./...); done
 
 # build/licenses is a module of its own (the classifier stays out of the
 # product's build graph), so ./... above and below does not reach it.
 step "licences of every module the programs and tools link (build/licenses)"
-(cd build/licenses && go vet ./... && staticcheck ./... && go test -race -count=1 ./... && go run . -C ../.. ./...)
+(cd build/licenses && go vet ./... && staticcheck ./... && go test -race -count=1 ./... &&
+	go run . -C ../.. ./... && go run . -C .. ./... && go run . -C ../../deploy ./...)
 
 step "go test -race"
 go test -race -count=1 -timeout 60m ./...
+# The chart and manifests (Helm's SDK) and the packaging, modules of their own.
+(cd deploy && go test -race -count=1 -timeout 20m ./...)
+(cd build && go test -race -count=1 -timeout 20m ./...)
 
 # The scale targets (10,000 GPUs per cycle, a week of 1,000 GPUs, the
 # planner's fleet, a week-long job's view) hold for the production build:

@@ -24,12 +24,7 @@ import (
 // buildGpuwatch builds the command the epilog companion runs.
 func buildGpuwatch(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gpuwatch")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gpuwatch").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testtool.Binary(t, "cmd/gpuwatch")
 }
 
 // siteSettings points the test cluster's epilog (test/slurm/start.sh reads

@@ -2,7 +2,7 @@
 // (nFPM) and an OCI image layout (go-containerregistry), with no container
 // engine. scripts/release.sh runs it for each binary and architecture.
 //
-//	go run ./build/artifacts --kind=exporter --binary=dist/linux-amd64/gpuwatch-exporter \
+//	(cd build && go run ./artifacts) --kind=exporter --binary=dist/linux-amd64/gpuwatch-exporter \
 //	  --version=v0.1.0 --revision=$(git rev-parse HEAD) --arch=amd64 --out=dist
 package main
 

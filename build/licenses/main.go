@@ -227,6 +227,15 @@ func classify(m module, pkgDirs []string, ex map[exception]bool) result {
 			}
 		}
 	}
+	if rest, nested := strings.CutPrefix(m.Path, repoModule+"/"); len(files) == 0 && nested {
+		// A module nested in this repository (build, deploy) is under the
+		// repository's licence, in the root module's folder.
+		root := m.Dir
+		for range strings.Split(rest, "/") {
+			root = filepath.Dir(root)
+		}
+		files = licenceFiles(root)
+	}
 	if len(files) == 0 {
 		r.problems = append(r.problems, "no licence file")
 		return r
@@ -260,6 +269,9 @@ func classify(m module, pkgDirs []string, ex map[exception]bool) result {
 	}
 	return r
 }
+
+// repoModule is the root module of this repository.
+const repoModule = "github.com/gpuwatch/gpuwatch"
 
 func licenceFiles(dir string) []string {
 	entries, err := os.ReadDir(dir)

@@ -25,17 +25,6 @@ import (
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
-// goBuild builds a command of this repository into dir.
-func goBuild(t *testing.T, dir, pkg string) string {
-	t.Helper()
-	bin := filepath.Join(dir, filepath.Base(pkg))
-	out, err := exec.Command("go", "build", "-o", bin, "../../"+pkg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
-}
-
 var info = BuildInfo{Version: "v0.0.0-test", Revision: "0123456789abcdef", Created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Arch: runtime.GOARCH}
 
 // buildAndReload writes the image to an OCI layout and reads it back, as a
@@ -214,7 +203,7 @@ func get(t *testing.T, url string) string {
 // a simulated node answers /metrics, so the binary and every library it needs
 // are in the image.
 func TestExporterImage(t *testing.T) {
-	bin := goBuild(t, t.TempDir(), "cmd/gpuwatch-exporter")
+	bin := testtool.Binary(t, "cmd/gpuwatch-exporter")
 	s := ExporterImage(bin, info)
 	img := buildAndReload(t, s, "ghcr.io/gpuwatch/gpuwatch-exporter:"+info.Version)
 	cf := checkConfig(t, img, s)
@@ -244,7 +233,7 @@ func TestExporterImage(t *testing.T) {
 // (the dry-run policy it carries, its state in /var/lib/gpuwatch owned by
 // its user) and serves its own /metrics while Prometheus is unreachable.
 func TestAnalyzerImage(t *testing.T) {
-	bin := goBuild(t, t.TempDir(), "cmd/gpuwatch-analyzer")
+	bin := testtool.Binary(t, "cmd/gpuwatch-analyzer")
 	s := AnalyzerImage(bin, "../..", info)
 	img := buildAndReload(t, s, "ghcr.io/gpuwatch/gpuwatch-analyzer:"+info.Version)
 	cf := checkConfig(t, img, s)

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // exporterBinary builds cmd/gpuwatch-exporter once per test run. The flags
@@ -16,18 +16,7 @@ import (
 // library links Go's plugin package, which makes the linker bind every
 // symbol at start, and go-nvml's symbols (resolved only when a driver is
 // loaded) would then stop the test binary from starting.
-var exporterBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "gpuwatch-manifests")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "gpuwatch-exporter")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gpuwatch-exporter").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build gpuwatch-exporter: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+func exporterBinary(t testing.TB) string { return testtool.Binary(t, "cmd/gpuwatch-exporter") }
 
 // parseExporterArgs parses args with gpuwatch-exporter's own flag parser (the
 // lean exporter the images and packages run), so a renamed or misspelt flag
@@ -35,16 +24,13 @@ var exporterBinary = sync.OnceValues(func() (string, error) {
 // parsing, before anything starts.
 func parseExporterArgs(t *testing.T, args []string) {
 	t.Helper()
-	if err := exporterArgsError(args); err != nil {
+	if err := exporterArgsError(t, args); err != nil {
 		t.Error(err)
 	}
 }
 
-func exporterArgsError(args []string) error {
-	bin, err := exporterBinary()
-	if err != nil {
-		return err
-	}
+func exporterArgsError(t testing.TB, args []string) error {
+	bin := exporterBinary(t)
 	cmd := exec.Command(bin, append(append([]string{}, args...), "--help")...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -56,7 +42,7 @@ func exporterArgsError(args []string) error {
 
 // TestExporterArgsCheckFails: the check catches a misspelt flag.
 func TestExporterArgsCheckFails(t *testing.T) {
-	if err := exporterArgsError([]string{"--collect-intervall=1s"}); err == nil || !strings.Contains(err.Error(), "collect-intervall") {
+	if err := exporterArgsError(t, []string{"--collect-intervall=1s"}); err == nil || !strings.Contains(err.Error(), "collect-intervall") {
 		t.Fatalf("error %v, want one naming --collect-intervall", err)
 	}
 }

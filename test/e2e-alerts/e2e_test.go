@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
 
 	"go.yaml.in/yaml/v3"
 
@@ -90,7 +91,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	gpuwatch := buildGpuwatch(ctx, t, root, dir)
+	gpuwatch := testtool.Binary(t, "cmd/gpuwatch")
 
 	hook := newWebhook()
 	srv := httptest.NewServer(hook)
@@ -244,18 +245,6 @@ func start(ctx context.Context, t *testing.T, dir, name, bin string, args ...str
 		}
 	})
 	return p
-}
-
-// buildGpuwatch builds ./cmd/gpuwatch into dir.
-func buildGpuwatch(ctx context.Context, t *testing.T, root, dir string) string {
-	t.Helper()
-	gpuwatch := filepath.Join(dir, "gpuwatch")
-	build := exec.CommandContext(ctx, "go", "build", "-o", gpuwatch, "./cmd/gpuwatch")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build gpuwatch: %v\n%s", err, out)
-	}
-	return gpuwatch
 }
 
 func tail(b []byte, n int) []byte {

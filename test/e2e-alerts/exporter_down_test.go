@@ -42,7 +42,7 @@ func TestExporterDownAnyJobName(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	gpuwatch := buildGpuwatch(ctx, t, root, dir)
+	gpuwatch := testtool.Binary(t, "cmd/gpuwatch")
 
 	addrs := make([]string, len(downTargets))
 	exporterArgs := func(i int) []string {

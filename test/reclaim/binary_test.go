@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,30 +47,9 @@ func scancelWrapper(args []string) int {
 	return 0
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 func gpuwatchBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpuwatch-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "gpuwatch")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/gpuwatch").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testtool.Binary(t, "cmd/gpuwatch")
 }
 
 // The real binary, the real cluster, the real clock (second-scale delays):

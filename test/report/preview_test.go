@@ -10,17 +10,13 @@ import (
 	"testing"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // gpuwatchBinary builds cmd/gpuwatch once per test run.
 func gpuwatchBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gpuwatch")
-	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/gpuwatch")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/gpuwatch: %v\n%s", err, out)
-	}
-	return bin
+	return testtool.Binary(t, "cmd/gpuwatch")
 }
 
 func TestPreviewCommand(t *testing.T) {

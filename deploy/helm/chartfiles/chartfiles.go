@@ -2,7 +2,7 @@
 // dashboards (deploy/helm/gpuwatch/files) equal to their sources: rules/ and
 // the dashboards package. Helm can only read files inside the chart, so the
 // chart carries copies; Diff is what the test checks, Write is what
-// `go generate ./deploy/helm/...` runs.
+// `(cd deploy && go generate ./helm/...)` runs.
 package chartfiles
 
 import (

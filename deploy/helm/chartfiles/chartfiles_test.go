@@ -10,14 +10,14 @@ import (
 const chart = "../gpuwatch"
 
 // TestChartCopiesInSync fails when rules/ or the dashboards changed without
-// `go generate ./deploy/helm/...`.
+// `(cd deploy && go generate ./helm/...)`.
 func TestChartCopiesInSync(t *testing.T) {
 	diff, err := Diff(chart)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(diff) > 0 {
-		t.Fatalf("the chart's copies are out of date (run go generate ./deploy/helm/...):\n%s", strings.Join(diff, "\n"))
+		t.Fatalf("the chart's copies are out of date (run (cd deploy && go generate ./helm/...)):\n%s", strings.Join(diff, "\n"))
 	}
 }
 
