@@ -31,7 +31,7 @@ var (
 		Help:   "GPUs the team could free: held minus needed, never counting GPUs whose demand is unknown."})
 	PlannerForecastPeakGPUs = def(Metric{Name: "gpuwatch_planner_forecast_peak_gpus", Type: Gauge, Origin: OriginAnalyzer,
 		Labels: []string{LabelPool},
-		Help:   "Highest hourly number of allocated GPUs the forecast expects in the week after the planner's window."})
+		Help:   "Highest hourly compute demand, in GPU-equivalents of SM activity (or of util where the data has no profiling fields), the forecast expects in the week after the planner's window."})
 	PlannerWindowSeconds = def(Metric{Name: "gpuwatch_planner_window_seconds", Type: Gauge, Unit: "seconds", Origin: OriginAnalyzer,
 		Help: "Length of the planner's window."})
 	PlannerLastPlan = def(Metric{Name: "gpuwatch_planner_last_plan_timestamp_seconds", Type: Gauge, Unit: "seconds", Origin: OriginAnalyzer,

@@ -95,6 +95,7 @@ func TestCorpusKnownOptimum(t *testing.T) {
 	}
 	t.Run("prometheus", testCorpusThroughPrometheus)
 	t.Run("notebooks-isolation", testNotebooksIsolation)
+	t.Run("monday-demand-peak", testMondayDemandPeak)
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
 			span := 24 * time.Hour

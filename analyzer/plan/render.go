@@ -63,12 +63,19 @@ func Table(w io.Writer, p *Plan) error {
 			}
 		}
 		if f := pl.Forecast; f != nil {
-			if f.Backtest != nil {
-				fmt.Fprintf(w, "Forecast (%s): backtest over %d weeks, MAPE %.1f %% (seasonal naive %.1f %%)\n", f.Method,
-					f.Backtest.Folds, 100*f.Backtest.HoltWinters, 100*f.Backtest.Naive)
+			fmt.Fprintf(w, "Demand forecast (%s, GPU-equivalents of %s, from %d week(s)): weekday level %.1f", f.Method, f.Measure, f.Weeks, f.WeekdayLevel)
+			switch {
+			case f.Backtest != nil:
+				fmt.Fprintf(w, "; backtest over %d weeks, MAPE %.1f %% (Holt-Winters %.1f %%, seasonal naive %.1f %%)", f.Backtest.Folds,
+					100*min(f.Backtest.HoltWinters, f.Backtest.Naive), 100*f.Backtest.HoltWinters, 100*f.Backtest.Naive)
+			case f.NaiveMAPE > 0:
+				fmt.Fprintf(w, "; last week from the one before, MAPE %.1f %%", 100*f.NaiveMAPE)
+			default:
+				fmt.Fprintf(w, "; no backtest (one week of history)")
 			}
+			fmt.Fprintln(w)
 			for _, r := range f.Reserve {
-				fmt.Fprintf(w, "%s\n", r)
+				fmt.Fprintf(w, "Peak: %s\n", r)
 			}
 		}
 	}

@@ -39,8 +39,8 @@ func HeatMapSVG(h *HeatMap) string {
 }
 
 // ForecastSVG draws the pool's allocated GPUs by hour of week over the
-// window (grey: the mean of the weeks seen) and the week-ahead forecast
-// (blue) as an inline SVG.
+// window (grey: the mean of the weeks seen) and the week-ahead forecast of
+// compute demand in GPU-equivalents (blue) as an inline SVG.
 func ForecastSVG(h *HeatMap, f *Forecast) string {
 	const wd, ht, left, bottom = 560, 180, 34, 20
 	top := 0.0
@@ -66,7 +66,7 @@ func ForecastSVG(h *HeatMap, f *Forecast) string {
 		return fmt.Sprintf(`<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s"/>`, colour, strings.Join(pts, " "))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="Allocated GPUs by hour of week and the forecast">`, wd, ht, wd, ht)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="Allocated GPUs by hour of week and the forecast demand">`, wd, ht, wd, ht)
 	for d := 0; d < 7; d++ {
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="4" y2="%d" stroke="#e5e7eb"/><text x="%.1f" y="%d" font-size="10" fill="#6b7280">%s</text>`,
 			x(d*24), x(d*24), ht-bottom, x(d*24)+3, ht-6, dayNames[d])

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
@@ -170,64 +171,149 @@ func mk(from, to int, share []float64, gpus int) Window {
 	return Window{From: from % 24, To: from%24 + to - from, Share: m, GPUs: m * float64(gpus)}
 }
 
-// Forecast is a pool's allocated-GPU demand a week ahead.
+// Forecast is a pool's compute demand a week ahead, by hour, with its
+// allocations beside it: a fleet whose allocations are flat can still have
+// its demand peak every Monday morning.
 type Forecast struct {
-	// Method is holt_winters or seasonal_naive: whichever erred less in the
-	// backtest (Holt-Winters when there is no backtest).
-	Method   string             `json:"method"`
+	// Measure is what demand counts, in GPU-equivalents: the holders' SM
+	// activity ("sm_active"), or their GPU util where the data has no
+	// profiling fields ("util", which counts a GPU busy whatever share of
+	// its SMs a kernel used).
+	Measure string `json:"measure"`
+	// Method is seasonal_naive (next week is this week) or holt_winters:
+	// seasonal naive from one or two weeks of history; from three or more,
+	// whichever erred less in the backtest.
+	Method string `json:"method"`
+	// Weeks is how many whole weeks of history the forecast stands on.
+	Weeks    int                `json:"weeks"`
 	Backtest *forecast.Backtest `json:"backtest,omitempty"`
+	// NaiveMAPE is seasonal naive's error forecasting the last week from
+	// the one before, when two weeks are all there is (no backtest of
+	// Holt-Winters fits in them).
+	NaiveMAPE float64 `json:"seasonal_naive_mape,omitempty"`
 	// Next is the demand per hour of the week after the window, from its
-	// end (NextFrom).
-	NextFrom time.Time `json:"next_from"`
-	Next     []float64 `json:"next"`
+	// end (NextFrom); NextAllocated the allocated GPUs, seasonal naive.
+	NextFrom      time.Time `json:"next_from"`
+	Next          []float64 `json:"next"`
+	NextAllocated []float64 `json:"next_allocated"`
 	// ByHourOfWeek is Next reordered by hour of week (0 = Monday 00:00).
 	ByHourOfWeek []float64 `json:"next_by_hour_of_week"`
+	// WeekdayLevel is the median forecast demand of the working hours
+	// (09:00-17:00) of Monday to Friday: what a peak is measured against.
+	WeekdayLevel float64 `json:"weekday_level"`
 	// Reserve names the peak spans of the coming week.
 	Reserve []Reservation `json:"reserve"`
 }
 
-// Reservation advises holding GPUs for a forecast peak.
+// Reservation names a forecast peak of demand.
 type Reservation struct {
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
-	GPUs int       `json:"gpus"`
+	// GPUEquivalents is the span's highest hourly demand, OfLevel its ratio
+	// to the weekday level (0 when that level is 0).
+	GPUEquivalents float64 `json:"gpu_equivalents"`
+	OfLevel        float64 `json:"of_weekday_level"`
+	// GPUs is the most GPUs the forecast expects allocated in the span.
+	GPUs int `json:"gpus"`
 }
 
-// String reads like "Reserve 12 GPUs on Monday 09:00–12:00".
+// String reads like "Monday 09:00–12:00: 78 GPU-equivalents, 1.2× the
+// weekday level (96 GPUs allocated)".
 func (r Reservation) String() string {
-	return fmt.Sprintf("Reserve %d GPUs on %s %s–%s", r.GPUs, r.From.Weekday(), r.From.Format("15:04"), r.To.Format("15:04"))
+	span := r.From.Weekday().String() + " " + r.From.Format("15:04") + "–"
+	if end := r.To.Add(-time.Minute); end.YearDay() != r.From.YearDay() {
+		span += r.To.Weekday().String() + " "
+	}
+	span += r.To.Format("15:04")
+	level := ""
+	if r.OfLevel > 0 {
+		level = fmt.Sprintf(", %.1f× the weekday level", r.OfLevel)
+	}
+	size := fmt.Sprintf("%.0f", r.GPUEquivalents)
+	if r.GPUEquivalents < 10 {
+		size = fmt.Sprintf("%.1f", r.GPUEquivalents)
+	}
+	return fmt.Sprintf("%s: %s GPU-equivalents%s (%d GPUs allocated)", span, size, level, r.GPUs)
 }
 
-// forecast predicts the pool's hourly allocated GPUs for the week after
-// the window, when the window holds at least two weeks.
+// forecast predicts the pool's hourly compute demand for the week after
+// the window, when the window holds at least one week.
 func (o *Options) forecast(items []*demand.Item, res *demand.Result) *Forecast {
 	season := HoursOfWeek
-	if res.Hours < 2*season {
+	if res.Hours < season {
 		return nil
 	}
-	y := AllocatedSeries(items, res.Hours)
-	f := &Forecast{Method: "holt_winters", NextFrom: res.To}
-	if bt, err := forecast.Evaluate(y, season, 2); err == nil {
+	y, measure := DemandSeries(items, res.Hours)
+	alloc := AllocatedSeries(items, res.Hours)
+	f := &Forecast{Measure: measure, Method: "seasonal_naive", Weeks: res.Hours / season, NextFrom: res.To}
+	switch bt, err := forecast.Evaluate(y, season, 2); {
+	case err == nil:
 		f.Backtest = &bt
-		if bt.Naive < bt.HoltWinters {
-			f.Method = "seasonal_naive"
+		if bt.HoltWinters < bt.Naive {
+			f.Method = "holt_winters"
+		}
+	case f.Weeks == 2:
+		end := res.Hours - res.Hours%season
+		if m := forecast.MAPE(y[end-season:end], y[end-2*season:end-season]); !math.IsNaN(m) {
+			f.NaiveMAPE = m
 		}
 	}
-	if f.Method == "seasonal_naive" {
-		f.Next = forecast.SeasonalNaive(y, season, season)
-	} else {
+	f.Next = forecast.SeasonalNaive(y, season, season)
+	if f.Method == "holt_winters" {
 		m, err := forecast.Fit(y, season)
 		if err != nil {
 			return nil
 		}
 		f.Next = m.Forecast(season)
 	}
+	f.NextAllocated = forecast.SeasonalNaive(alloc, season, season)
 	f.ByHourOfWeek = make([]float64, HoursOfWeek)
+	var working []float64
 	for k, x := range f.Next {
-		f.ByHourOfWeek[HourOfWeek(res.To.Add(time.Duration(k)*time.Hour), o.Location)] = x
+		at := res.To.Add(time.Duration(k) * time.Hour).In(o.Location)
+		f.ByHourOfWeek[HourOfWeek(at, o.Location)] = x
+		if wd := at.Weekday(); wd >= time.Monday && wd <= time.Friday && at.Hour() >= 9 && at.Hour() < 17 {
+			working = append(working, x)
+		}
 	}
-	f.Reserve = reservations(f.Next, res.To, o.Location)
+	f.WeekdayLevel = median(working)
+	f.Reserve = reservations(f.Next, f.NextAllocated, f.WeekdayLevel, res.To, o.Location)
 	return f
+}
+
+// DemandSeries sums the holders' compute per hour of the window, in
+// GPU-equivalents, and names the measure: SM activity, or util when any
+// holder had only util.
+func DemandSeries(items []*demand.Item, hours int) ([]float64, string) {
+	y := make([]float64, hours)
+	measure := "sm_active"
+	for _, it := range items {
+		if it.Job == "" {
+			continue
+		}
+		if it.TimeShare {
+			measure = "util"
+		}
+		for h := 0; h < hours && h < len(it.HourMean); h++ {
+			if x := float64(it.HourMean[h]); !math.IsNaN(x) {
+				y[h] += x
+			}
+		}
+	}
+	return y, measure
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
 }
 
 // AllocatedSeries counts the GPUs allocated in each hour of the window.
@@ -257,29 +343,40 @@ func AllocatedSeries(items []*demand.Item, hours int) []float64 {
 }
 
 // reservations names up to three spans of the coming week whose forecast
-// is within 10 % of its peak.
-func reservations(next []float64, from time.Time, loc *time.Location) []Reservation {
+// demand is within 10 % of its peak, highest first.
+func reservations(next, alloc []float64, level float64, from time.Time, loc *time.Location) []Reservation {
 	peak := 0.0
 	for _, x := range next {
 		peak = max(peak, x)
 	}
-	if peak < 1 {
+	if peak < 0.5 {
 		return nil
 	}
 	var out []Reservation
-	for h := 0; h < len(next) && len(out) < 3; {
+	for h := 0; h < len(next); {
 		if next[h] < 0.9*peak {
 			h++
 			continue
 		}
-		end, top := h, 0.0
+		r := Reservation{From: from.Add(time.Duration(h) * time.Hour).In(loc)}
+		end := h
 		for end < len(next) && next[end] >= 0.9*peak {
-			top = max(top, next[end])
+			r.GPUEquivalents = max(r.GPUEquivalents, next[end])
+			if end < len(alloc) {
+				r.GPUs = max(r.GPUs, int(math.Ceil(alloc[end]-1e-9)))
+			}
 			end++
 		}
-		out = append(out, Reservation{From: from.Add(time.Duration(h) * time.Hour).In(loc),
-			To: from.Add(time.Duration(end) * time.Hour).In(loc), GPUs: int(math.Ceil(top - 1e-9))})
+		r.To = from.Add(time.Duration(end) * time.Hour).In(loc)
+		if level > 0 {
+			r.OfLevel = r.GPUEquivalents / level
+		}
+		out = append(out, r)
 		h = end
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].GPUEquivalents > out[j].GPUEquivalents })
+	if len(out) > 3 {
+		out = out[:3]
 	}
 	return out
 }
