@@ -249,9 +249,14 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 	}
 	if ev.Missing != "" {
 		res.MissingFacts++
-		e.logger().Warn("facts missing: no tier decided, at most notifying", "key", f.Key(), "missing", ev.Missing)
-		if err := e.note(ctx, now, base, StepFacts, "facts missing, no tier applies (at most notify): "+ev.Missing); err != nil {
+		// Logged once per episode, when the note is first written: the same
+		// missing fact on every cycle is one event, already in the audit.
+		noted, err := e.noteNew(ctx, now, base, StepFacts, "facts missing, no tier applies (at most notify): "+ev.Missing)
+		if err != nil {
 			return err
+		}
+		if noted {
+			e.logger().Warn("facts missing: no tier decided, at most notifying", "key", f.Key(), "missing", ev.Missing)
 		}
 	}
 	if ev.Rule == nil || !ev.Qualifies {
@@ -370,13 +375,19 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 // note writes a settled, skipped step so that the audit says why nothing
 // was done; its key makes it a one-off per episode.
 func (e *Escalator) note(ctx context.Context, now time.Time, base audit.Record, step, why string) error {
+	_, err := e.noteNew(ctx, now, base, step, why)
+	return err
+}
+
+// noteNew is note, saying whether the record is new this episode.
+func (e *Escalator) noteNew(ctx context.Context, now time.Time, base audit.Record, step, why string) (bool, error) {
 	rec := base
 	rec.Key, rec.Step, rec.Actuator, rec.Detail, rec.Payload = audit.Key(base.FindingKey, base.Episode, step), step, "policy", why, "{}"
 	if _, ok, err := e.Log.Intend(ctx, rec, now); err != nil || !ok {
-		return err
+		return false, err
 	}
 	e.count(base.Hostname, step, string(audit.Skipped))
-	return e.Log.Finish(ctx, rec.Key, audit.Skipped, why, now)
+	return true, e.Log.Finish(ctx, rec.Key, audit.Skipped, why, now)
 }
 
 // stepKey names a step in its idempotency key. Dry-run steps have keys of
