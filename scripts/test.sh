@@ -30,6 +30,8 @@ command -v systemd-analyze >/dev/null || need_apt+=(systemd)   # systemd-analyze
 command -v aarch64-linux-gnu-gcc >/dev/null || need_apt+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) # release.sh: cgo for linux/arm64
 command -v dpkg-deb >/dev/null || need_apt+=(dpkg)             # the .deb checks (build/packages, package-check.sh)
 command -v curl >/dev/null || need_apt+=(curl)                 # package-check.sh
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql) # the shared store (--storage.url); test/postgres/start.sh
+command -v etcd >/dev/null || need_apt+=(etcd-server)           # the real Kubernetes control plane's store
 if ((${#need_apt[@]})); then
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
@@ -42,7 +44,10 @@ command -v staticcheck >/dev/null || GOBIN=/usr/local/bin go install honnef.co/g
 step "start a single-node Slurm (munge, slurmctld, slurmd, slurmdbd + MariaDB)"
 # start.sh prints export lines (SLURM_CONF, GPUWATCH_SLURM_CONF, GPUWATCH_JOB_MAPPING_DIR, ...).
 eval "$(bash test/slurm/start.sh)"
-trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true' EXIT
+step "start PostgreSQL on loopback (the shared store's tests)"
+# start.sh prints GPUWATCH_TEST_POSTGRES_URL (internal/testpg makes a database per test on it).
+eval "$(sh test/postgres/start.sh)"
+trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true; sh "$root/test/postgres/stop.sh" >/dev/null 2>&1 || true' EXIT
 
 step "build the commands once"
 # Tests that run a command take it from here (testtool.Binary) instead of

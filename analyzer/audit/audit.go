@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,6 +98,22 @@ func Open(ctx context.Context, st *store.Store) (*Log, error) {
 const recordCols = `idem_key, finding_key, episode_ms, step, actuator, scheduler, hostname, job, user, team, pattern, tier,
 	dry_run, state, attempts, detail, intended_ms, finished_ms, payload`
 
+// recordRetry is the end of Intend's insert: a record already there is
+// replaced only while it is still the failed attempt the caller read. It is
+// the compare-and-set that keeps two analyzers on one shared database
+// (PostgreSQL's read-committed transactions do not serialize the read
+// before it) from both running a step; SQLite and PostgreSQL both read it.
+var recordRetry = func() string {
+	var set []string
+	for _, c := range strings.Split(recordCols, ",") {
+		if c = strings.TrimSpace(c); c != "idem_key" {
+			set = append(set, c+" = excluded."+c)
+		}
+	}
+	return " ON CONFLICT (idem_key) DO UPDATE SET " + strings.Join(set, ", ") +
+		" WHERE actions.state = '" + string(Failed) + "' AND actions.attempts = ?"
+}()
+
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(s scanner) (Record, error) {
@@ -152,10 +169,25 @@ func (l *Log) Intend(ctx context.Context, r Record, at time.Time) (Record, bool,
 	}
 	r.State, r.Intended, r.Finished = Intended, at.UTC(), time.Time{}
 	r.Detail = secret.String(r.Detail)
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO actions (`+recordCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	res, err := tx.ExecContext(ctx, `INSERT INTO actions (`+recordCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`+recordRetry,
 		r.Key, r.FindingKey, r.Episode.UnixMilli(), r.Step, r.Actuator, r.Scheduler, r.Hostname, r.Job, r.User,
-		r.Team, r.Pattern, r.Tier, b2i(r.DryRun), string(r.State), r.Attempts, r.Detail, r.Intended.UnixMilli(), 0, r.Payload); err != nil {
+		r.Team, r.Pattern, r.Tier, b2i(r.DryRun), string(r.State), r.Attempts, r.Detail, r.Intended.UnixMilli(), 0, r.Payload,
+		r.Attempts-1)
+	if err != nil {
 		return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
+	} else if n != 1 {
+		// Another analyzer intended it between our read and our write.
+		if err := tx.Rollback(); err != nil {
+			return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
+		}
+		cur, err := scanRecord(l.db.QueryRowContext(ctx, `SELECT `+recordCols+` FROM actions WHERE idem_key = ?`, r.Key))
+		if err != nil {
+			return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
+		}
+		return cur, false, nil
 	}
 	if err := addEvent(ctx, tx, &r, at); err != nil {
 		return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
@@ -302,7 +334,7 @@ func (l *Log) Events(ctx context.Context, f Filter) ([]Event, error) {
 	}
 	if f.Limit > 0 {
 		// The newest Limit events, still listed oldest first.
-		q = `SELECT * FROM (` + q + ` ORDER BY id DESC LIMIT ?) ORDER BY id`
+		q = `SELECT * FROM (` + q + ` ORDER BY id DESC LIMIT ?) AS newest ORDER BY id`
 		args = append(args, f.Limit)
 	} else {
 		q += ` ORDER BY id`

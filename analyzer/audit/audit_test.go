@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/internal/testpg"
 )
 
 func open(t *testing.T, path string) *Log {
 	t.Helper()
-	st, err := store.Open(path)
+	st, err := store.OpenURL(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,9 +27,12 @@ func open(t *testing.T, path string) *Log {
 	return l
 }
 
-func TestIntendFinishIdempotent(t *testing.T) {
+func TestIntendFinishIdempotent(t *testing.T) { testIntendFinishIdempotent(t, t.TempDir()+"/s.db") }
+
+func TestIntendFinishIdempotentPostgres(t *testing.T) { testIntendFinishIdempotent(t, testpg.URL(t)) }
+
+func testIntendFinishIdempotent(t *testing.T, path string) {
 	ctx := context.Background()
-	path := t.TempDir() + "/s.db"
 	l := open(t, path)
 	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	key := Key("n1|5|cpu_only", t0, "reclaim")
@@ -96,8 +100,14 @@ func TestIntendFinishIdempotent(t *testing.T) {
 }
 
 func TestEpisodes(t *testing.T) {
+	testEpisodes(t, ":memory:")
+}
+
+func TestEpisodesPostgres(t *testing.T) { testEpisodes(t, testpg.URL(t)) }
+
+func testEpisodes(t *testing.T, path string) {
 	ctx := context.Background()
-	l := open(t, ":memory:")
+	l := open(t, path)
 	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	for i, want := range []time.Time{t0, t0, t0} {
 		got, err := l.Observe(ctx, "k", t0.Add(time.Duration(i)*time.Minute))
@@ -153,8 +163,17 @@ func TestReportsReadSettledSteps(t *testing.T) {
 // Two analyzers on one database (a second replica, or a manual --once next
 // to the daemon) race for the same step: exactly one may run it.
 func TestIntendRaceAcrossConnections(t *testing.T) {
+	testIntendRace(t, t.TempDir()+"/s.db")
+}
+
+// The same on a shared PostgreSQL, whose read-committed transactions let
+// both replicas read "not there yet": the insert's compare-and-set decides.
+func TestIntendRaceAcrossReplicasPostgres(t *testing.T) {
+	testIntendRace(t, testpg.URL(t))
+}
+
+func testIntendRace(t *testing.T, path string) {
 	ctx := context.Background()
-	path := t.TempDir() + "/s.db"
 	logs := []*Log{open(t, path), open(t, path)}
 	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	for round := 0; round < 20; round++ {

@@ -26,9 +26,6 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 )
 
-// StepFacts is the audit step that records a decision made without facts.
-const StepFacts = "facts"
-
 // Results counted by the actions metric besides audit states.
 const (
 	ResultRateLimited = "rate_limited"

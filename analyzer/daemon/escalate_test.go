@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/escalation"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
@@ -226,7 +227,7 @@ func TestNeverActs(t *testing.T) {
 		skip   string // expected audit note step, if any
 	}{
 		{"exempt user", func(f *finding.Finding) { f.User = "alice" }, testPolicy, "exempt"},
-		{"scheduler down", func(f *finding.Finding) { f.User = "down" }, testPolicy, StepFacts},
+		{"scheduler down", func(f *finding.Finding) { f.User = "down" }, testPolicy, escalation.NoteFacts},
 		{"stale evidence", func(f *finding.Finding) { f.End = f.End.Add(-time.Hour) }, testPolicy, ""},
 		{"unknown evidence", func(f *finding.Finding) { f.Evidence = map[string]float64{"unknown": 1} }, testPolicy, ""},
 		{"no job", func(f *finding.Finding) { f.Job = "" }, testPolicy, ""},

@@ -409,7 +409,7 @@ func (e *Engine) save(ctx context.Context, st *detect.State, cursor time.Time) e
 	if err != nil {
 		return fmt.Errorf("encode analyzer state: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO analyzer_meta VALUES ('state', ?)`, string(m)); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO analyzer_meta VALUES ('state', ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v`, string(m)); err != nil {
 		return fmt.Errorf("save analyzer state: %w", err)
 	}
 	return tx.Commit()

@@ -59,7 +59,8 @@ func (o *Outbox) Enqueue(ctx context.Context, e Entry) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("report outbox: encode %s/%s/%s: %w", e.Kind, e.Team, e.Period, err)
 	}
-	res, err := o.db.ExecContext(ctx, `INSERT OR IGNORE INTO report_outbox (kind, team, period, created_ms, subject, message) VALUES (?,?,?,?,?,?)`,
+	res, err := o.db.ExecContext(ctx, `INSERT INTO report_outbox (kind, team, period, created_ms, subject, message) VALUES (?,?,?,?,?,?)
+		ON CONFLICT DO NOTHING`,
 		e.Kind, e.Team, e.Period, e.Created.UnixMilli(), e.Subject, string(body))
 	if err != nil {
 		return false, fmt.Errorf("report outbox: enqueue %s/%s/%s: %w", e.Kind, e.Team, e.Period, err)
@@ -74,8 +75,8 @@ func (o *Outbox) Enqueue(ctx context.Context, e Entry) (bool, error) {
 // Skip records that (kind, team, period) needs no report, so that it is
 // neither built again nor sent.
 func (o *Outbox) Skip(ctx context.Context, kind, team, period string, at time.Time, why string) error {
-	_, err := o.db.ExecContext(ctx, `INSERT OR IGNORE INTO report_outbox (kind, team, period, created_ms, subject, message, sent_ms)
-		VALUES (?,?,?,?,?,?,?)`, kind, team, period, at.UnixMilli(), "skipped: "+why, "{}", at.UnixMilli())
+	_, err := o.db.ExecContext(ctx, `INSERT INTO report_outbox (kind, team, period, created_ms, subject, message, sent_ms)
+		VALUES (?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`, kind, team, period, at.UnixMilli(), "skipped: "+why, "{}", at.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("report outbox: skip %s/%s/%s: %w", kind, team, period, err)
 	}

@@ -21,7 +21,7 @@ type JobRef struct {
 // telemetry did) by to. Intervals starting before since are not read.
 func (s *Store) JobsEndedBetween(ctx context.Context, since, from, to time.Time) ([]JobRef, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT hostname, job, MAX(end_ms) AS last FROM usage WHERE start_ms >= ?
-		GROUP BY hostname, job HAVING last >= ? AND last < ? ORDER BY last, hostname, job`,
+		GROUP BY hostname, job HAVING MAX(end_ms) >= ? AND MAX(end_ms) < ? ORDER BY last, hostname, job`,
 		since.UnixMilli(), from.UnixMilli(), to.UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("read ended jobs: %w", err)

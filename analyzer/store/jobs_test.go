@@ -11,13 +11,11 @@ import (
 
 // Job 60 and job 601 on the same host stay apart (finding keys share a
 // prefix), and a job with usage after the window has not ended.
-func TestJobReads(t *testing.T) {
+func TestJobReads(t *testing.T) { backends(t, testJobReads) }
+
+func testJobReads(t *testing.T, open func(t *testing.T) *Store) {
 	ctx := context.Background()
-	st, err := Open(":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := open(t)
 	t0 := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	hour := func(h int, job string, gpus int, active float64) Usage {
 		s := t0.Add(time.Duration(h) * time.Hour)

@@ -28,7 +28,8 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 		return false, errors.New("acquire lease: need a holder and a positive duration")
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO leases (name, holder, expires_ms) VALUES (?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET expires_ms = MAX(excluded.expires_ms, leases.expires_ms + 1)
+		ON CONFLICT (name) DO UPDATE SET expires_ms = CASE WHEN excluded.expires_ms > leases.expires_ms
+			THEN excluded.expires_ms ELSE leases.expires_ms + 1 END
 		WHERE leases.holder = excluded.holder`,
 		name, holder, now.Add(ttl).UnixMilli())
 	if err != nil {
@@ -45,8 +46,10 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 // the row is still the one the taker saw (holder from, stamp seen): a
 // renewal in between keeps the lease where it is.
 func (s *Store) TakeLease(ctx context.Context, name, from string, seen time.Time, holder string, ttl time.Duration, now time.Time) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE leases SET holder = ?, expires_ms = MAX(?, expires_ms + 1) WHERE name = ? AND holder = ? AND expires_ms = ?`,
-		holder, now.Add(ttl).UnixMilli(), name, from, seen.UnixMilli())
+	exp := now.Add(ttl).UnixMilli()
+	res, err := s.db.ExecContext(ctx, `UPDATE leases SET holder = ?, expires_ms = CASE WHEN ? > expires_ms THEN ? ELSE expires_ms + 1 END
+		WHERE name = ? AND holder = ? AND expires_ms = ?`,
+		holder, exp, exp, name, from, seen.UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("take lease %s: %w", name, err)
 	}

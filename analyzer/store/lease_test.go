@@ -23,6 +23,10 @@ func TestLeaseOneHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	testLeaseOneHolder(t, a, b)
+}
+
+func testLeaseOneHolder(t *testing.T, a, b *Store) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	ttl := time.Minute

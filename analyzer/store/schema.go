@@ -105,18 +105,43 @@ func version(ctx context.Context, db querier) (int, error) {
 }
 
 func isNoSuchTable(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "no such table")
+	return err != nil && (strings.Contains(err.Error(), "no such table") || // SQLite
+		strings.Contains(err.Error(), "(SQLSTATE 42P01)")) // PostgreSQL: undefined_table
 }
+
+// migrator is the database or one connection of it.
+type migrator interface {
+	querier
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// migrationLock is the PostgreSQL advisory lock that keeps two replicas
+// starting at once from migrating the shared database together.
+const migrationLock = 0x67707577 // "gpuw"
 
 // migrate brings the database to SchemaVersion, one step per transaction.
 // A database newer than this build is refused rather than written.
 func (s *Store) migrate(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+	var db migrator = s.db
+	if s.postgres {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, migrationLock); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock(?)`, migrationLock) //nolint:errcheck // closing the session frees it too
+		db = conn
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	from, err := version(ctx, s.db)
+	from, err := version(ctx, db)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -124,20 +149,23 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: the database is at schema version %d, newer than this gpuwatch knows (%d)", from, len(migrations))
 	}
 	for v := from + 1; v <= len(migrations); v++ {
-		if err := s.step(ctx, v); err != nil {
+		if err := s.step(ctx, db, v); err != nil {
 			return fmt.Errorf("migrate to schema version %d (%s): %w", v, migrations[v-1].why, err)
 		}
 	}
 	return nil
 }
 
-func (s *Store) step(ctx context.Context, v int) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Store) step(ctx context.Context, db migrator, v int) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	for _, q := range migrations[v-1].stmts {
+		if s.postgres {
+			q = pgDDL(q)
+		}
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return err
 		}

@@ -2,17 +2,14 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 )
 
-func TestUsageSpan(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+func TestUsageSpan(t *testing.T) { backends(t, testUsageSpan) }
+
+func testUsageSpan(t *testing.T, open func(t *testing.T) *Store) {
+	s := open(t)
 	ctx := context.Background()
 	if _, _, ok, err := s.UsageSpan(ctx, ""); err != nil || ok {
 		t.Fatalf("empty store: ok=%v err=%v, want no span", ok, err)

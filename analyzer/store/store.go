@@ -26,6 +26,8 @@ type Store struct {
 	db       *sql.DB
 	mu       sync.Mutex
 	readOnly bool
+	// postgres: the database is PostgreSQL (postgres.go), shared by replicas.
+	postgres bool
 }
 
 // FileMode is the mode of a database file the store creates: it holds the
@@ -173,7 +175,10 @@ func (s *Store) AddUsage(ctx context.Context, us []Usage) error {
 		return fmt.Errorf("add usage: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	st, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?)`)
+	st, err := tx.PrepareContext(ctx, `INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?)
+		ON CONFLICT (hostname, job, start_ms) DO UPDATE SET end_ms = excluded.end_ms, user = excluded.user,
+		team = excluded.team, kind = excluded.kind, model = excluded.model, gpus = excluded.gpus,
+		allocated_gpu_hours = excluded.allocated_gpu_hours, active_gpu_hours = excluded.active_gpu_hours`)
 	if err != nil {
 		return fmt.Errorf("add usage: %w", err)
 	}
@@ -226,7 +231,10 @@ func (s *Store) SaveFindings(ctx context.Context, cycle time.Time, fs []finding.
 		if err != nil {
 			return fmt.Errorf("save finding %s: %w", f.Key(), err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO findings VALUES (?,?,?,?,?,?,?,?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO findings VALUES (?,?,?,?,?,?,?,?)
+			ON CONFLICT (cycle_ms, fkey) DO UPDATE SET pattern = excluded.pattern, team = excluded.team,
+			start_ms = excluded.start_ms, end_ms = excluded.end_ms, wasted_gpu_hours = excluded.wasted_gpu_hours,
+			body = excluded.body`,
 			cycle.UnixMilli(), f.Key(), string(f.Pattern), f.Team, f.Start.UnixMilli(), f.End.UnixMilli(), f.WastedGPUHours, string(body)); err != nil {
 			return fmt.Errorf("save finding %s: %w", f.Key(), err)
 		}

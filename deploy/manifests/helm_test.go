@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -255,7 +256,8 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 		vals map[string]any
 		want string
 	}{
-		"reports without SMTP": {map[string]any{"analyzer": map[string]any{"reports": map[string]any{"enabled": true}}}, "analyzer.reports.smtp.host"},
+		"reports without SMTP":    {map[string]any{"analyzer": map[string]any{"reports": map[string]any{"enabled": true}}}, "analyzer.reports.smtp.host"},
+		"two analyzers on SQLite": {map[string]any{"analyzer": map[string]any{"replicas": 2}}, "analyzer.replicas > 1 needs a shared store"},
 		"ServiceMonitor without Service": {map[string]any{"exporter": map[string]any{
 			"service": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": true}}}, "exporter.service.enabled"},
 	}
@@ -266,5 +268,66 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 				t.Fatalf("error %v, want one naming %s", err, c.want)
 			}
 		})
+	}
+}
+
+// With a PostgreSQL URL the analyzer runs two replicas on the shared store
+// (leader election picks the acting one): the URL reaches it from a Secret,
+// never as an argument, and no SQLite file or volume claim is made. One
+// replica on SQLite stays the default.
+func TestHelmChartSharedStore(t *testing.T) {
+	const url = "postgres://gw:s3cret@db.gpuwatch.svc:5432/gw?sslmode=require"
+	dep := func(objs []Object) (int64, []string, []any) {
+		d := find(t, objs, "Deployment", "gpuwatch-analyzer")
+		n, _ := Nested[any](d.Fields, "spec", "replicas").(float64)
+		if i, ok := Nested[any](d.Fields, "spec", "replicas").(int64); ok {
+			n = float64(i)
+		}
+		env, _ := Nested[[]any](d.Fields, "spec", "template", "spec", "containers")[0].(map[string]any)["env"].([]any)
+		return int64(n), containerArgs(d), env
+	}
+	has := func(objs []Object, kind string) bool {
+		for _, o := range objs {
+			if o.GVK.Kind == kind && strings.HasPrefix(o.Name(), "gpuwatch-analyzer") {
+				return true
+			}
+		}
+		return false
+	}
+	objs := helmTemplate(t, "gpuwatch", "gpuwatch", nil)
+	n, args, _ := dep(objs)
+	if n != 1 || !slices.Contains(args, "--storage.path=/var/lib/gpuwatch/gpuwatch.db") || !has(objs, "PersistentVolumeClaim") {
+		t.Fatalf("defaults: %d replicas, args %v, PVC %v; want 1 on the SQLite file", n, args, has(objs, "PersistentVolumeClaim"))
+	}
+	objs = helmTemplate(t, "gpuwatch", "gpuwatch", map[string]any{"analyzer": map[string]any{"storage": map[string]any{"url": url}}})
+	n, args, env := dep(objs)
+	if n != 2 {
+		t.Errorf("shared store: %d replicas, want 2", n)
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--storage.") || strings.Contains(a, "s3cret") {
+			t.Errorf("shared store: argument %q (the URL goes through the environment, from a Secret)", a)
+		}
+	}
+	if !slices.Contains(args, "--kubernetes.lease-namespace=gpuwatch") {
+		t.Errorf("shared store: no Lease election in %v", args)
+	}
+	if len(env) != 1 || Nested[string](env[0].(map[string]any), "name") != "GPUWATCH_STORAGE_URL" ||
+		Nested[string](env[0].(map[string]any), "valueFrom", "secretKeyRef", "name") != "gpuwatch-analyzer-storage" {
+		t.Errorf("shared store: env %v", env)
+	}
+	sec := find(t, objs, "Secret", "gpuwatch-analyzer-storage")
+	if Nested[string](sec.Fields, "stringData", "url") != url {
+		t.Errorf("storage Secret %v", sec.Fields)
+	}
+	if has(objs, "PersistentVolumeClaim") {
+		t.Error("shared store: a volume claim for a SQLite file nobody writes")
+	}
+	objs = helmTemplate(t, "gpuwatch", "gpuwatch", map[string]any{"analyzer": map[string]any{"replicas": 3,
+		"storage": map[string]any{"existingSecret": map[string]any{"name": "pg", "key": "dsn"}}}})
+	n, _, env = dep(objs)
+	if n != 3 || Nested[string](env[0].(map[string]any), "valueFrom", "secretKeyRef", "name") != "pg" ||
+		Nested[string](env[0].(map[string]any), "valueFrom", "secretKeyRef", "key") != "dsn" || has(objs, "Secret") {
+		t.Errorf("existing Secret: %d replicas, env %v", n, env)
 	}
 }

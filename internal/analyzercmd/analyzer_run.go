@@ -46,6 +46,7 @@ import (
 type analyzerOptions struct {
 	PolicyFile  string
 	StoragePath string
+	StorageURL  string
 	Schedule    string
 	Once        bool
 	// Findings come from the engine over a Prometheus-compatible API, or
@@ -106,7 +107,11 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		}
 		defer ls.Close()
 	}
-	st, err := store.Open(o.StoragePath)
+	target, err := storageTarget(o.StoragePath, o.StorageURL)
+	if err != nil {
+		return err
+	}
+	st, err := store.OpenURL(target)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 func Audit(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("audit", "List the reclamation audit log: every step as intended and as done, failed, skipped or dry-run.")
 	storage := cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite).").Default("gpuwatch.db").String()
+	storageURL := cmd.Flag("storage.url", storageURLHelp).Envar(storageURLEnv).String()
 	since := cmd.Flag("since", "Only events of this recent period (e.g. 24h, 168h); all when 0.").Default("0s").Duration()
 	job := cmd.Flag("job", "Only events of this job.").String()
 	limit := cmd.Flag("limit", "At most this many (newest) events; all when 0.").Default("0").Int()
@@ -27,10 +28,16 @@ func Audit(app *kingpin.Application) (string, func(ctx context.Context) error) {
 		if *since < 0 {
 			return &clikit.UsageError{Err: fmt.Errorf("--since must not be negative, got %s", *since)}
 		}
-		if _, err := os.Stat(*storage); err != nil {
-			return &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+		target, err := storageTarget(*storage, *storageURL)
+		if err != nil {
+			return err
 		}
-		st, err := store.OpenReadOnly(*storage)
+		if *storageURL == "" {
+			if _, err := os.Stat(*storage); err != nil {
+				return &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+			}
+		}
+		st, err := store.OpenReadOnlyURL(target)
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 func Report(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("report", "Preview a waste report from the store without sending it: a team's weekly report, or the fleet's with --team unset.")
 	storage := cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite) the analyzer writes.").Default("gpuwatch.db").String()
+	storageURL := cmd.Flag("storage.url", storageURLHelp).Envar(storageURLEnv).String()
 	var configFile string
 	config := &configFile
 	cmd.Flag("report.config", "Report configuration file (YAML): time zone, prices, Grafana URL, teams. Optional for a preview.").StringVar(config)
@@ -43,10 +44,16 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 				return &clikit.UsageError{Err: fmt.Errorf("--week: %w", err)}
 			}
 		}
-		if _, err := os.Stat(*storage); err != nil {
-			return &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+		target, err := storageTarget(*storage, *storageURL)
+		if err != nil {
+			return err
 		}
-		st, err := store.OpenReadOnly(*storage)
+		if *storageURL == "" {
+			if _, err := os.Stat(*storage); err != nil {
+				return &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+			}
+		}
+		st, err := store.OpenReadOnlyURL(target)
 		if err != nil {
 			return err
 		}

@@ -193,3 +193,27 @@ the cluster serves the CRD. */}}
 {{- else if and (eq $mode "auto") (.ctx.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind)) }}true
 {{- end -}}
 {{- end -}}
+
+{{/* "true" when the analyzer's state is a shared PostgreSQL store. */}}
+{{- define "gpuwatch.analyzer.sharedStore" -}}
+{{- $s := .Values.analyzer.storage -}}
+{{- if or $s.url $s.existingSecret.name }}true{{ end -}}
+{{- end -}}
+
+{{/* The Secret and key holding the shared store's URL. */}}
+{{- define "gpuwatch.analyzer.storageSecretName" -}}
+{{- default (printf "%s-analyzer-storage" (include "gpuwatch.fullname" .)) .Values.analyzer.storage.existingSecret.name -}}
+{{- end -}}
+
+{{/* Analyzer replicas: 1 on SQLite, 2 on a shared store; more than one
+     without a shared store would repeat each other's ladders, so it fails. */}}
+{{- define "gpuwatch.analyzer.replicas" -}}
+{{- $a := .Values.analyzer -}}
+{{- $shared := include "gpuwatch.analyzer.sharedStore" . -}}
+{{- $n := ternary 2 1 (eq $shared "true") -}}
+{{- if not (kindIs "invalid" $a.replicas) }}{{ $n = int $a.replicas }}{{ end -}}
+{{- if and (gt $n 1) (ne $shared "true") -}}
+{{- fail "analyzer.replicas > 1 needs a shared store (analyzer.storage.url or analyzer.storage.existingSecret.name): with the SQLite file each replica keeps its own ladder and a new leader would repeat the warnings and reclaims" -}}
+{{- end -}}
+{{- $n -}}
+{{- end -}}

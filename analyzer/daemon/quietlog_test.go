@@ -1,0 +1,34 @@
+package daemon
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// A finding whose facts are missing is logged once per episode, not once per
+// cycle: the demo logged the same warning 1,056 times.
+func TestMissingFactsLoggedOncePerEpisode(t *testing.T) {
+	r := newRig(t, testPolicy, nil)
+	var buf bytes.Buffer
+	r.esc.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	r.esc.Facts.(*ownerFacts).down = true
+	j := idle("9", "bob", "dev", r.start)
+	for m := 0; m <= 60; m += 5 {
+		if res := r.cycle(t, m, j); res.MissingFacts != 1 {
+			t.Fatalf("+%dm: MissingFacts = %d, want 1 (each cycle still counts it)", m, res.MissingFacts)
+		}
+	}
+	if n := strings.Count(buf.String(), "facts missing"); n != 1 {
+		t.Fatalf("13 cycles of one episode logged %d warnings, want 1:\n%s", n, buf.String())
+	}
+	// The finding goes away (the episode ends) and comes back: a new
+	// episode, logged again.
+	r.cycle(t, 65)
+	r.cycle(t, 70, j)
+	r.cycle(t, 75, j)
+	if n := strings.Count(buf.String(), "facts missing"); n != 2 {
+		t.Fatalf("two episodes logged %d warnings, want 2:\n%s", n, buf.String())
+	}
+}
