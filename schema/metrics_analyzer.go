@@ -15,6 +15,7 @@ const (
 	MeasureUsed      = "used"
 	MeasureWasted    = "wasted"
 	MeasureOverLimit = "over_limit"
+	MeasureDegraded  = "degraded"
 	MeasureOrphan    = "orphan"
 )
 

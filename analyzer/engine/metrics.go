@@ -195,7 +195,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			measure string
 			hours   float64
 		}{{schema.MeasureAllocated, t.Allocated}, {schema.MeasureUsed, t.Used}, {schema.MeasureWasted, t.Wasted},
-			{schema.MeasureOverLimit, t.OverLimit}, {schema.MeasureOrphan, t.Orphan}} {
+			{schema.MeasureOverLimit, t.OverLimit}, {schema.MeasureDegraded, t.Degraded}, {schema.MeasureOrphan, t.Orphan}} {
 			ch <- prometheus.MustNewConstMetric(descAccount, prometheus.GaugeValue, v.hours*3600, v.measure)
 		}
 	}

@@ -60,7 +60,10 @@ type Totals struct {
 	IdleGPUHours      float64 `json:"idle_gpu_hours"`
 	WastedGPUHours    float64 `json:"wasted_gpu_hours"`
 	OverLimitGPUHours float64 `json:"over_limit_gpu_hours"`
-	OrphanGPUHours    float64 `json:"orphan_gpu_hours"`
+	// DegradedGPUHours: slowed by throttled or faulty GPUs (accounting's
+	// Degraded), never waste.
+	DegradedGPUHours float64 `json:"degraded_gpu_hours"`
+	OrphanGPUHours   float64 `json:"orphan_gpu_hours"`
 	// WastedShare = Wasted / Allocated.
 	WastedShare float64 `json:"wasted_share"`
 	Cost        float64 `json:"cost"`

@@ -1,0 +1,199 @@
+package features
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/gpuwatch/gpuwatch/schema"
+)
+
+// Health signals: two queries per fetch, whatever the fleet, read every
+// signal of what slows or ends a job. Each is a union (`or`) of aggregates
+// over several metrics, told apart by a label the expression adds
+// (SignalLabel): a metric the data lacks adds nothing, so the same two
+// queries serve dcgm-exporter's default counters and gpuwatch's own.
+//
+//   - fThrottle (gauges): the share of the step under each throttling
+//     clock-event reason, from gpuwatch_clock_event_reason_active (exact
+//     over samples), else from DCGM_FI_DEV_POWER_VIOLATION and
+//     DCGM_FI_DEV_THERMAL_VIOLATION (ns under the cap, as a rate), else
+//     from DCGM_FI_DEV_CLOCKS_EVENT_REASONS' last value in the step (one
+//     sample per step: an estimate that converges over a job's steps);
+//     and the mean SM clock (DCGM_FI_DEV_SM_CLOCK).
+//   - fFaults (only where nonzero): the levels of the error counters, the
+//     detector counting their rises: XIDs by code from
+//     gpuwatch_xid_errors_total, the last XID of DCGM_FI_DEV_XID_ERRORS
+//     (a change of it is an XID), double-bit ECC errors, uncorrectable row
+//     remaps and PCIe replays; and whether row remapping failed.
+
+// SignalLabel is the label the health queries add to tell their parts apart.
+const SignalLabel = "gpuwatch_signal"
+
+// The parts of the health queries.
+const (
+	sigReason      = "reason"
+	sigPowerViol   = "power_violation"
+	sigThermalViol = "thermal_violation"
+	sigBitmask     = "bitmask"
+	sigSMClock     = "sm_clock"
+	sigXID         = "xid"
+	sigXIDLast     = "xid_last"
+	sigDBE         = "ecc_dbe"
+	sigRemapUncorr = "remap_uncorrectable"
+	sigRemapFail   = "remap_failure"
+	sigPCIe        = "pcie_replay"
+)
+
+// ThrottleReasons are the clock-event reasons that slow a busy GPU: power
+// cap, hardware slowdown, software and hardware thermal slowdown, power
+// brake. Idle, application clocks, sync boost and display clocks lower
+// clocks by design or by request and are no throttling.
+var ThrottleReasons = []string{schema.ReasonSWPowerCap, schema.ReasonHWSlowdown, schema.ReasonSWThermalSlowdown,
+	schema.ReasonHWThermalSlowdown, schema.ReasonHWPowerBrakeSlowdown}
+
+// Where a GPU's throttle shares came from (Health.ThrottleFrom).
+const (
+	FromReasons   = "clock_event_reason_active"
+	FromViolation = "violation_counters"
+	FromBitmask   = "clocks_event_reasons_bitmask"
+)
+
+// Health is what a step says of one GPU's throttling and faults.
+type Health struct {
+	// Throttle is the share (0-1) of the step under each of
+	// ThrottleReasons, in that order; ThrottleFrom says which signal gave
+	// it, "" when the data has none. The violation counters give power
+	// (as sw_power_cap) and thermal (as sw_thermal_slowdown) only.
+	Throttle     [5]float64
+	ThrottleFrom string
+	HasSMClock   bool
+	SMClockMHz   float64
+	// XIDs is gpuwatch_xid_errors_total's level by code; XIDLast is
+	// DCGM_FI_DEV_XID_ERRORS' largest value in the step (0: none).
+	XIDs    map[int]float64
+	XIDLast float64
+	// Levels of the uncorrectable ECC, uncorrectable row-remap and PCIe
+	// replay counters (0: none or not exported); RemapFailure: row
+	// remapping failed.
+	DBE, RemapUncorr, PCIeReplays float64
+	RemapFailure                  bool
+	// bits: the last bitmask value, decoded after the merge.
+	bits    uint64
+	hasBits bool
+}
+
+// ThrottleShare is the step's share under any throttling reason: the
+// largest of the reasons' shares (their union is at least that).
+func (h *Health) ThrottleShare() float64 {
+	var m float64
+	for _, v := range h.Throttle {
+		m = max(m, v)
+	}
+	return m
+}
+
+func healthExprs(w string) (throttle, faults string) {
+	tag := func(expr, sig string) string {
+		return `label_replace(` + expr + `, "` + SignalLabel + `", "` + sig + `", "", "")`
+	}
+	reasons := schema.ClockEventActive.Name + `{` + schema.LabelReason + `=~"` + strings.Join(ThrottleReasons, "|") + `"}`
+	throttle = strings.Join([]string{
+		tag("avg_over_time("+reasons+w+")", sigReason),
+		tag("rate("+schema.PowerViolation.Name+w+") / 1e9", sigPowerViol),
+		tag("rate("+schema.ThermViolation.Name+w+") / 1e9", sigThermalViol),
+		tag("last_over_time("+schema.ClockEvents.Name+w+")", sigBitmask),
+		tag("avg_over_time("+schema.SMClock.Name+w+")", sigSMClock),
+	}, " or ")
+	// Counters are read as their level (the largest value in the step),
+	// not their increase: an increase inside non-overlapping windows misses
+	// the jump between one step's last sample and the next one's first.
+	// The detector compares each level with the step before.
+	level := func(m *schema.Metric) string { return "max_over_time(" + m.Name + w + ") > 0" }
+	faults = strings.Join([]string{
+		tag(level(schema.XIDErrors), sigXID),
+		tag(level(schema.XIDLast), sigXIDLast),
+		tag(level(schema.ECCDBEVol), sigDBE),
+		tag(level(schema.RemapUncorr), sigRemapUncorr),
+		tag(level(schema.RemapFailure), sigRemapFail),
+		tag(level(schema.PCIeReplay), sigPCIe),
+	}, " or ")
+	return throttle, faults
+}
+
+func reasonIndex(name string) int {
+	for i, r := range ThrottleReasons {
+		if r == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// setHealth merges one sample of a health query into a holder's row.
+func setHealth(g *GPU, f feature, m model.Metric, v float64) {
+	h := &g.Health
+	sig := lv(m, SignalLabel)
+	switch f {
+	case fThrottle:
+		switch sig {
+		case sigReason:
+			if i := reasonIndex(lv(m, schema.LabelReason)); i >= 0 {
+				h.Throttle[i] = max(h.Throttle[i], v)
+				h.ThrottleFrom = FromReasons
+			}
+		case sigPowerViol, sigThermalViol:
+			if h.ThrottleFrom == FromReasons {
+				return
+			}
+			i := reasonIndex(schema.ReasonSWPowerCap)
+			if sig == sigThermalViol {
+				i = reasonIndex(schema.ReasonSWThermalSlowdown)
+			}
+			h.Throttle[i] = max(h.Throttle[i], min(v, 1))
+			h.ThrottleFrom = FromViolation
+		case sigBitmask:
+			h.bits, h.hasBits = uint64(v), true
+		case sigSMClock:
+			h.SMClockMHz, h.HasSMClock = max(h.SMClockMHz, v), true
+		}
+	case fFaults:
+		switch sig {
+		case sigXID:
+			code, err := strconv.Atoi(lv(m, schema.LabelXID))
+			if err != nil {
+				return
+			}
+			if h.XIDs == nil {
+				h.XIDs = map[int]float64{}
+			}
+			h.XIDs[code] = max(h.XIDs[code], v)
+		case sigXIDLast:
+			h.XIDLast = max(h.XIDLast, v)
+		case sigDBE:
+			h.DBE = max(h.DBE, v)
+		case sigRemapUncorr:
+			h.RemapUncorr = max(h.RemapUncorr, v)
+		case sigRemapFail:
+			h.RemapFailure = true
+		case sigPCIe:
+			h.PCIeReplays = max(h.PCIeReplays, v)
+		}
+	}
+}
+
+// finishHealth decodes the bitmask where no better signal was found.
+func finishHealth(h *Health) {
+	if h.ThrottleFrom != "" || !h.hasBits {
+		return
+	}
+	for i, name := range ThrottleReasons {
+		for _, r := range schema.ClockEventReasons {
+			if r.Name == name && h.bits&r.Bit != 0 {
+				h.Throttle[i] = 1
+			}
+		}
+	}
+	h.ThrottleFrom = FromBitmask
+}
