@@ -2,6 +2,7 @@ package detect
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/schema"
@@ -64,8 +65,10 @@ func judgeStraggler(j *judge) *verdict {
 		return nil
 	}
 	ev := map[string]float64{"gpus": float64(len(gs)), "throttle_share": w.share, "peer_throttle_share": median(peerShares)}
-	if w.reason >= 0 && w.share > 0 {
-		ev["reason_"+reasonName(w.reason)] = 1
+	for i, hrs := range j.a.GPUs[w.dev].Health.ThrottledHours {
+		if w.busyHours > 0 && hrs/w.busyHours >= throttleMinShare {
+			ev["reason_"+reasonName(i)] = 1
+		}
 	}
 	if w.hasClock {
 		ev["sm_clock_mhz"] = w.clock
@@ -86,18 +89,23 @@ func judgeStraggler(j *judge) *verdict {
 		advice: fmt.Sprintf("GPU %s throttled %.0f%% of its busy time; the job ran about %.0f%% slower", w.uuid, 100*w.share, 100*slowdown)}
 }
 
-// reasonWords names the throttling reason of a finding's evidence.
+// reasonWords names the throttling reasons of a finding's evidence, the
+// thermal ones first (a thermal slowdown also sets hardware slowdown).
 func reasonWords(ev map[string]float64) string {
-	for k, words := range map[string]string{
-		"reason_" + schema.ReasonSWPowerCap:           "power cap",
-		"reason_" + schema.ReasonHWSlowdown:           "hardware slowdown",
-		"reason_" + schema.ReasonSWThermalSlowdown:    "thermal slowdown",
-		"reason_" + schema.ReasonHWThermalSlowdown:    "hardware thermal slowdown",
-		"reason_" + schema.ReasonHWPowerBrakeSlowdown: "power brake",
+	var out []string
+	for _, r := range []struct{ name, words string }{
+		{schema.ReasonHWThermalSlowdown, "hardware thermal slowdown"},
+		{schema.ReasonSWThermalSlowdown, "thermal slowdown"},
+		{schema.ReasonSWPowerCap, "power cap"},
+		{schema.ReasonHWPowerBrakeSlowdown, "power brake"},
+		{schema.ReasonHWSlowdown, "hardware slowdown"},
 	} {
-		if ev[k] > 0 {
-			return words
+		if ev["reason_"+r.name] > 0 {
+			out = append(out, r.words)
 		}
 	}
-	return "lower SM clock, no reason reported"
+	if len(out) == 0 {
+		return "lower SM clock, no throttling reason in the data"
+	}
+	return strings.Join(out, ", ")
 }

@@ -27,7 +27,6 @@ func judgeThrottled(j *judge) *verdict {
 		return nil
 	}
 	var throttled, sumShare, busy, slowdown float64
-	reasons := map[int]float64{}
 	for _, g := range gs {
 		busy = max(busy, g.busyHours)
 		if g.share < throttleMinShare {
@@ -35,7 +34,6 @@ func judgeThrottled(j *judge) *verdict {
 		}
 		throttled++
 		sumShare += g.share
-		reasons[g.reason]++
 		if ref := maxClock(g.model); g.hasClock && ref > 0 {
 			slowdown = max(slowdown, gpuLoss(g.clock, ref))
 		}
@@ -45,14 +43,12 @@ func judgeThrottled(j *judge) *verdict {
 	}
 	ev := map[string]float64{"gpus": float64(len(gs)), "throttled_gpus": throttled, "throttle_share": sumShare / throttled,
 		"slowdown": slowdown, "time_lost_hours": slowdown * busy, schema.EvidenceDegraded: slowdown * busy * float64(len(gs))}
-	top, n := -1, 0.0
-	for r, c := range reasons {
-		if c > n || (c == n && r < top) {
-			top, n = r, c
+	for _, g := range gs {
+		for i, hrs := range j.a.GPUs[g.dev].Health.ThrottledHours {
+			if g.busyHours > 0 && hrs/g.busyHours >= throttleMinShare {
+				ev["reason_"+reasonName(i)] = 1
+			}
 		}
-	}
-	if top >= 0 {
-		ev["reason_"+reasonName(top)] = 1
 	}
 	return &verdict{from: j.a.Start, evidence: ev,
 		advice: fmt.Sprintf("%.0f of %d GPUs throttled %.0f%% of their busy time", throttled, len(gs), 100*sumShare/throttled)}

@@ -112,7 +112,33 @@ func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want
 // TestHealthFindings runs the health scenario in gpuwatch's own counters
 // and checks every label.
 func TestHealthFindings(t *testing.T) {
-	fs := healthFindings(t, simload.Format{})
+	checkHealth(t, healthFindings(t, simload.Format{}), true)
+}
+
+// TestHealthFindingsDCGMDefault: the same scenario in dcgm-exporter's
+// default counters, which have the SM clock, the last XID and the row-remap
+// counters but no clock-event reasons and no violation counters: the
+// straggler is found by its clock, the XIDs by the gauge; uniform
+// throttling cannot be told from a slower board without a reason, and is
+// not reported.
+func TestHealthFindingsDCGMDefault(t *testing.T) {
+	checkHealth(t, healthFindings(t, simload.Format{Stock: true, Counters: simload.DCGMDefault, Host: schema.LabelHostname}), false)
+}
+
+// TestHealthFindingsViolationCounters: gpuwatch's per-reason series left
+// out, the reasons come from DCGM's power and thermal violation counters.
+func TestHealthFindingsViolationCounters(t *testing.T) {
+	var keep []*schema.Metric
+	for _, m := range simload.Read {
+		if m != schema.ClockEventActive {
+			keep = append(keep, m)
+		}
+	}
+	checkHealth(t, healthFindings(t, simload.Format{Counters: keep}), true)
+}
+
+func checkHealth(t *testing.T, fs []finding.Finding, reasons bool) {
+	t.Helper()
 	got := byJob(fs)
 	for _, f := range fs {
 		if f.Pattern.Health() && (f.WastedGPUHours != 0 || f.Action != schema.ActionNotify) {
@@ -121,7 +147,11 @@ func TestHealthFindings(t *testing.T) {
 		t.Logf("%s %s gpu=%s evidence=%v", f.Job, f.Pattern, f.GPU, f.Evidence)
 	}
 	// 3001: throttled by the power cap, no straggler.
-	if f, ok := got["3001"][schema.Throttled]; !ok {
+	if f, ok := got["3001"][schema.Throttled]; !reasons {
+		if ok {
+			t.Errorf("throttled without any reason signal: %v", f.Evidence)
+		}
+	} else if !ok {
 		t.Errorf("power-capped 8-GPU job: no throttled finding")
 	} else {
 		if f.Evidence["reason_"+schema.ReasonSWPowerCap] != 1 || f.Evidence["throttled_gpus"] != 8 {
@@ -141,7 +171,7 @@ func TestHealthFindings(t *testing.T) {
 	if f, ok := got["3002"][schema.Straggler]; !ok {
 		t.Errorf("thermal straggler: not found")
 	} else {
-		if f.GPU == "" || f.Evidence["reason_"+schema.ReasonHWSlowdown]+f.Evidence["reason_"+schema.ReasonSWThermalSlowdown]+f.Evidence["reason_"+schema.ReasonHWThermalSlowdown] == 0 {
+		if f.GPU == "" || (reasons && f.Evidence["reason_"+schema.ReasonSWThermalSlowdown] == 0) {
 			t.Errorf("straggler: GPU %q evidence %v, want the throttled GPU under a thermal reason", f.GPU, f.Evidence)
 		}
 		if !within(f.Evidence["slowdown"], thermalSlowdown, 0.2) {
@@ -177,4 +207,16 @@ func TestHealthFindings(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHealthFindingsBitmask: only DCGM_FI_DEV_CLOCKS_EVENT_REASONS, the
+// bitmask, tells the reasons (its last value in each step).
+func TestHealthFindingsBitmask(t *testing.T) {
+	var keep []*schema.Metric
+	for _, m := range simload.Read {
+		if m != schema.ClockEventActive && m != schema.PowerViolation && m != schema.ThermViolation {
+			keep = append(keep, m)
+		}
+	}
+	checkHealth(t, healthFindings(t, simload.Format{Counters: keep}), true)
 }
