@@ -8,6 +8,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/gpumodel"
 	"github.com/gpuwatch/gpuwatch/analyzer/health"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // What slowed or ended a job, from each GPU's own series (see
@@ -96,7 +97,7 @@ const (
 	levelXIDGauge = "xid_last"
 	levelDBE      = "ecc_dbe"
 	levelRemap    = "remap_uncorrectable"
-	levelPCIe     = "pcie_replay"
+	levelPCIe     = schema.FieldPCIeReplay
 )
 
 // observeHealth adds one step of a GPU's health signals. busy counts the

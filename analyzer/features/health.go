@@ -34,16 +34,16 @@ const SignalLabel = "gpuwatch_signal"
 // The parts of the health queries.
 const (
 	sigReason      = "reason"
-	sigPowerViol   = "power_violation"
-	sigThermalViol = "thermal_violation"
+	sigPowerViol   = schema.FieldPowerViolation
+	sigThermalViol = schema.FieldThermalViolation
 	sigBitmask     = "bitmask"
-	sigSMClock     = "sm_clock"
+	sigSMClock     = schema.FieldSMClock
 	sigXID         = "xid"
 	sigXIDLast     = "xid_last"
 	sigDBE         = "ecc_dbe"
 	sigRemapUncorr = "remap_uncorrectable"
 	sigRemapFail   = "remap_failure"
-	sigPCIe        = "pcie_replay"
+	sigPCIe        = schema.FieldPCIeReplay
 )
 
 // ThrottleReasons are the clock-event reasons that slow a busy GPU: power
@@ -98,7 +98,11 @@ func healthExprs(w string) (throttle, faults string) {
 	tag := func(expr, sig string) string {
 		return `label_replace(` + expr + `, "` + SignalLabel + `", "` + sig + `", "", "")`
 	}
-	reasons := schema.ClockEventActive.Name + `{` + schema.LabelReason + `=~"` + strings.Join(ThrottleReasons, "|") + `"}`
+	// "[sh]w_.*" selects exactly the five throttling reasons of NVML's
+	// list (every other reason's name starts otherwise), without a "|"
+	// that would cut the docs' query table; setHealth keeps only
+	// ThrottleReasons whatever a later driver adds.
+	reasons := schema.ClockEventActive.Name + `{` + schema.LabelReason + `=~"[sh]w_.*"}`
 	throttle = strings.Join([]string{
 		tag("avg_over_time("+reasons+w+")", sigReason),
 		tag("rate("+schema.PowerViolation.Name+w+") / 1e9", sigPowerViol),
