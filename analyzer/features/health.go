@@ -19,10 +19,11 @@ import (
 //     clock-event reason, from gpuwatch_clock_event_reason_active (exact
 //     over samples), else from DCGM_FI_DEV_POWER_VIOLATION and
 //     DCGM_FI_DEV_THERMAL_VIOLATION (ns under the cap, as a rate), else
-//     from DCGM_FI_DEV_CLOCKS_EVENT_REASONS' last value in the step (one
+//     from DCGM_FI_DEV_CLOCKS_EVENT_REASONS' value at the step's end (one
 //     sample per step: an estimate that converges over a job's steps);
 //     and the mean SM clock (DCGM_FI_DEV_SM_CLOCK).
-//   - fFaults (only where nonzero): the levels of the error counters, the
+//   - fFaults (only where nonzero): the levels of the error counters at
+//     each step's end (an instant selector: one sample a step), the
 //     detector counting their rises: XIDs by code from
 //     gpuwatch_xid_errors_total, the last XID of DCGM_FI_DEV_XID_ERRORS
 //     (a change of it is an XID), double-bit ECC errors, uncorrectable row
@@ -71,7 +72,7 @@ type Health struct {
 	HasSMClock   bool
 	SMClockMHz   float64
 	// XIDs is gpuwatch_xid_errors_total's level by code; XIDLast is
-	// DCGM_FI_DEV_XID_ERRORS' largest value in the step (0: none).
+	// DCGM_FI_DEV_XID_ERRORS' value at the step's end (0: none).
 	XIDs    map[int]float64
 	XIDLast float64
 	// Levels of the uncorrectable ECC, uncorrectable row-remap and PCIe
@@ -103,18 +104,25 @@ func healthExprs(w string) (throttle, faults string) {
 	// that would cut the docs' query table; setHealth keeps only
 	// ThrottleReasons whatever a later driver adds.
 	reasons := schema.ClockEventActive.Name + `{` + schema.LabelReason + `=~"[sh]w_.*"}`
+	// Only nonzero throttling comes back: a healthy fleet returns one
+	// series a GPU (the clock), not one per reason and source. A bitmask
+	// of 0 or 1 (idle) holds no throttling reason.
 	throttle = strings.Join([]string{
-		tag("avg_over_time("+reasons+w+")", sigReason),
-		tag("rate("+schema.PowerViolation.Name+w+") / 1e9", sigPowerViol),
-		tag("rate("+schema.ThermViolation.Name+w+") / 1e9", sigThermalViol),
-		tag("last_over_time("+schema.ClockEvents.Name+w+")", sigBitmask),
+		tag("avg_over_time("+reasons+w+") > 0", sigReason),
+		tag("rate("+schema.PowerViolation.Name+w+") / 1e9 > 0", sigPowerViol),
+		tag("rate("+schema.ThermViolation.Name+w+") / 1e9 > 0", sigThermalViol),
+		// The bitmask's value at the step's end: an instant selector at the
+		// step's end (within the lookback) reads one sample, not the step.
+		tag(schema.ClockEvents.Name+" > 1", sigBitmask),
 		tag("avg_over_time("+schema.SMClock.Name+w+")", sigSMClock),
 	}, " or ")
-	// Counters are read as their level (the largest value in the step),
-	// not their increase: an increase inside non-overlapping windows misses
-	// the jump between one step's last sample and the next one's first.
-	// The detector compares each level with the step before.
-	level := func(m *schema.Metric) string { return "max_over_time(" + m.Name + w + ") > 0" }
+	// Counters are read as their level, not their increase: an increase
+	// inside non-overlapping windows misses the jump between one step's
+	// last sample and the next one's first. The level is the value at the
+	// step's end, an instant selector that reads the last sample within
+	// the lookback instead of every sample of the step. The detector
+	// compares each level with the step before.
+	level := func(m *schema.Metric) string { return m.Name + " > 0" }
 	faults = strings.Join([]string{
 		tag(level(schema.XIDErrors), sigXID),
 		tag(level(schema.XIDLast), sigXIDLast),

@@ -44,13 +44,16 @@ var healthSignalSet = []struct {
 }
 
 // healthSignals asks, in one query, which health metrics the job's series
-// carry over its window.
-func healthSignals(ctx context.Context, o Options, ref Ref, w time.Duration, at time.Time) (*Health, error) {
-	sel, r := ref.Selector(), "["+rangeOf(w)+"]"
+// carry at its last sample.
+func healthSignals(ctx context.Context, o Options, ref Ref, at time.Time) (*Health, error) {
+	sel := ref.Selector()
 	var parts []string
 	for _, s := range healthSignalSet {
 		for _, m := range s.metrics {
-			parts = append(parts, `label_replace(count(count_over_time(`+m.Name+sel+r+`)), "metric", "`+m.Name+`", "", "")`)
+			// An instant selector at the job's last sample (the default
+			// five-minute lookback): reading the whole window would cost
+			// as much as every other figure together.
+			parts = append(parts, `label_replace(count(`+m.Name+sel+`), "metric", "`+m.Name+`", "", "")`)
 		}
 	}
 	v, err := o.Querier.Query(ctx, strings.Join(parts, " or "), at)

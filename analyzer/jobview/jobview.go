@@ -268,7 +268,7 @@ func Build(ctx context.Context, o Options, ref Ref) (*Report, error) {
 	}()
 	err = figures(ctx, o, ref, r, devs, w)
 	if err == nil {
-		r.Health, err = healthSignals(ctx, o, ref, w, r.End)
+		r.Health, err = healthSignals(ctx, o, ref, r.End)
 	}
 	if err == nil {
 		err = sparklines(ctx, o, sel, r)
