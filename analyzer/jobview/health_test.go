@@ -51,7 +51,9 @@ func healthStore(t *testing.T, f simload.Format) (*embedded.DB, string) {
 	}
 	t.Cleanup(func() { db.Close() })
 	app, om := db.Appender(), simload.NewOpenMetrics(dir)
-	toDB := f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(context.Background(), ts, fams) })
+	toDB := f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error {
+		return app.AppendFamilies(context.Background(), ts, fams)
+	})
 	toOM := f.Sink(om.Sink)
 	if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: 3, Origin: origin, To: 2*time.Hour + 10*time.Minute, Resolution: 30 * time.Second},
 		func(ts time.Time, fams []*dto.MetricFamily) error {
