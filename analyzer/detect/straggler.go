@@ -83,6 +83,7 @@ func judgeStraggler(j *judge) *verdict {
 	for _, g := range gs {
 		busy = max(busy, g.busyHours)
 	}
+	ev["throttled_gpu_hours"] = w.share * w.busyHours
 	ev["time_lost_hours"] = slowdown * busy
 	ev[schema.EvidenceDegraded] = slowdown * busy * float64(len(gs))
 	return &verdict{from: j.a.Start, evidence: ev, gpu: w.uuid,

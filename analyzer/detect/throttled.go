@@ -26,7 +26,7 @@ func judgeThrottled(j *judge) *verdict {
 	if len(gs) == 0 || len(gs) < len(j.a.GPUs) {
 		return nil
 	}
-	var throttled, sumShare, busy, slowdown float64
+	var throttled, sumShare, busy, slowdown, throttledHours float64
 	for _, g := range gs {
 		busy = max(busy, g.busyHours)
 		if g.share < throttleMinShare {
@@ -34,6 +34,7 @@ func judgeThrottled(j *judge) *verdict {
 		}
 		throttled++
 		sumShare += g.share
+		throttledHours += g.share * g.busyHours
 		if ref := maxClock(g.model); g.hasClock && ref > 0 {
 			slowdown = max(slowdown, gpuLoss(g.clock, ref))
 		}
@@ -42,7 +43,7 @@ func judgeThrottled(j *judge) *verdict {
 		return nil
 	}
 	ev := map[string]float64{"gpus": float64(len(gs)), "throttled_gpus": throttled, "throttle_share": sumShare / throttled,
-		"slowdown": slowdown, "time_lost_hours": slowdown * busy, schema.EvidenceDegraded: slowdown * busy * float64(len(gs))}
+		"slowdown": slowdown, "throttled_gpu_hours": throttledHours, "time_lost_hours": slowdown * busy, schema.EvidenceDegraded: slowdown * busy * float64(len(gs))}
 	for _, g := range gs {
 		for i, hrs := range j.a.GPUs[g.dev].Health.ThrottledHours {
 			if g.busyHours > 0 && hrs/g.busyHours >= throttleMinShare {

@@ -141,6 +141,7 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 	}
 	fr := base("", fleet)
 	fr.Link = cfg.link(cfg.Grafana.TeamDashboard, p)
+	fr.FleetHealth = fleetHealth(usage, findings, p, cfg.Top)
 	for name, a := range aggs {
 		row := TeamRow{Team: name, AllocatedGPUHours: a.alloc, ActiveGPUHours: a.active, WastedGPUHours: a.wasted,
 			WastedShare: ratio(a.wasted, a.alloc), FleetShare: ratio(a.alloc, fleet.alloc), Cost: a.cost, WastedCost: a.wastedCost,

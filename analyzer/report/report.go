@@ -47,6 +47,9 @@ type Report struct {
 	Actions     []ActionEntry `json:"actions,omitempty"`
 	ActionsNote string        `json:"actions_note,omitempty"`
 	Link        string        `json:"link,omitempty"`
+	// FleetHealth ranks the nodes whose GPUs slowed or failed jobs
+	// (administrators' report only; see health.go).
+	FleetHealth []HealthRow `json:"fleet_health,omitempty"`
 	// Planner is the capacity planner's headline (when one is configured).
 	Planner *PlannerSection `json:"planner,omitempty"`
 }
