@@ -148,6 +148,7 @@ var (
 	descAllocs   = desc(schema.AnalyzerAllocationsSeen)
 	descCoverage = desc(schema.AnalyzerCoverage)
 	descAccount  = desc(schema.AnalyzerAccountedGPUSeconds)
+	descThrottle = desc(schema.AnalyzerThrottledGPUSeconds)
 )
 
 func desc(c *schema.Metric) *prometheus.Desc {
@@ -164,6 +165,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descAllocs
 	ch <- descCoverage
 	ch <- descAccount
+	ch <- descThrottle
 }
 
 // Collect implements prometheus.Collector. Waste is published in
@@ -179,6 +181,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range m.open {
 		counts[[4]string{f.Hostname, string(f.Pattern), string(f.Severity), f.Team}]++
 		jobs[[5]string{f.Hostname, f.Job, f.User, f.Team, string(f.Pattern)}] += f.WastedGPUHours
+	}
+	throttled := map[string]float64{}
+	for _, f := range m.open {
+		if f.Pattern == schema.Straggler || f.Pattern == schema.Throttled {
+			throttled[f.Hostname] += f.Evidence["throttled_gpu_hours"]
+		}
+	}
+	for h, v := range throttled {
+		ch <- prometheus.MustNewConstMetric(descThrottle, prometheus.GaugeValue, v*3600, h)
 	}
 	for k, v := range counts {
 		ch <- prometheus.MustNewConstMetric(descFindings, prometheus.GaugeValue, v, k[0], k[1], k[2], k[3])
