@@ -30,6 +30,9 @@ const (
 	// stragglerClockRatio: a GPU whose mean busy SM clock is at most this
 	// share of its peers' is a straggler even with no reason reported.
 	stragglerClockRatio = 0.85
+	// clockMinUtil: the mean util (percent) of a step whose SM clock
+	// counts as the busy clock.
+	clockMinUtil = 50
 	// faultEndWindow: a job that ends within this long of a hardware fault
 	// on one of its GPUs ended of that fault.
 	faultEndWindow = 10 * time.Minute
@@ -94,34 +97,19 @@ func (h *GPUHealth) Clock() (float64, bool) {
 // levelKeys name the counters whose rises are faults (xid levels are
 // "xid:<code>").
 const (
-	levelXIDGauge = "xid_last"
-	levelDBE      = "ecc_dbe"
-	levelRemap    = "remap_uncorrectable"
-	levelPCIe     = schema.FieldPCIeReplay
+	levelXIDGauge  = "xid_last"
+	levelDBE       = "ecc_dbe"
+	levelRemap     = "remap_uncorrectable"
+	levelPCIe      = schema.FieldPCIeReplay
+	levelPowerViol = schema.FieldPowerViolation
+	levelThermViol = schema.FieldThermalViolation
 )
 
 // observeHealth adds one step of a GPU's health signals. busy counts the
 // step's throttling and clock (the step was known and the GPU active).
-func (d *Detector) observeHealth(st *State, gs *GPUState, g features.GPU, end time.Time, hours float64, busy bool) {
+func (d *Detector) observeHealth(st *State, gs *GPUState, g features.GPU, end time.Time, step time.Duration, hours float64, busy bool) {
 	h := &gs.Health
 	in := &g.Health
-	if busy {
-		h.BusySteps++
-		h.BusyHours += hours
-		if len(h.ThrottledHours) != len(features.ThrottleReasons) {
-			h.ThrottledHours = make([]float64, len(features.ThrottleReasons))
-		}
-		if in.ThrottleFrom != "" {
-			h.ThrottleFrom = in.ThrottleFrom
-			for i, v := range in.Throttle {
-				h.ThrottledHours[i] += v * hours
-			}
-		}
-		if in.HasSMClock {
-			h.ClockSteps++
-			h.ClockSum += in.SMClockMHz
-		}
-	}
 	// Counter levels: a rise from the last level is an event. The first
 	// step an allocation is seen in sets its baseline, from the device's
 	// previous step where the detector read one, else from this step (a
@@ -142,6 +130,39 @@ func (d *Detector) observeHealth(st *State, gs *GPUState, g features.GPU, end ti
 			return v - prev
 		}
 		return 0
+	}
+	if busy {
+		h.BusySteps++
+		h.BusyHours += hours
+		if len(h.ThrottledHours) != len(features.ThrottleReasons) {
+			h.ThrottledHours = make([]float64, len(features.ThrottleReasons))
+		}
+		throttle, from := in.Throttle, in.ThrottleFrom
+		// The violation counters' rise over the step is its time under the
+		// power or thermal cap, exactly; it replaces the bitmask's one
+		// sample for those two reasons.
+		for _, v := range []struct {
+			key    string
+			reason string
+		}{{levelPowerViol, schema.ReasonSWPowerCap}, {levelThermViol, schema.ReasonSWThermalSlowdown}} {
+			if _, ok := now[v.key]; !ok || step <= 0 {
+				continue
+			}
+			throttle[reasonAt(v.reason)] = min(rise(v.key)/float64(step.Nanoseconds()), 1)
+			from = features.FromViolation
+		}
+		if from != "" {
+			h.ThrottleFrom = from
+			for i, v := range throttle {
+				h.ThrottledHours[i] += v * hours
+			}
+		}
+		// The clock of a step busy half the time or less mixes idle
+		// clocks in: only mostly busy steps tell the busy clock.
+		if in.HasSMClock && (!g.HasUtil || g.UtilAvg >= clockMinUtil) {
+			h.ClockSteps++
+			h.ClockSum += in.SMClockMHz
+		}
 	}
 	var xids []int
 	for code := range g.Health.XIDs {
@@ -193,7 +214,8 @@ func (d *Detector) observeHealth(st *State, gs *GPUState, g features.GPU, end ti
 func levels(g features.GPU) map[string]float64 {
 	in := &g.Health
 	out := map[string]float64{}
-	for k, v := range map[string]float64{levelXIDGauge: in.XIDLast, levelDBE: in.DBE, levelRemap: in.RemapUncorr, levelPCIe: in.PCIeReplays} {
+	for k, v := range map[string]float64{levelXIDGauge: in.XIDLast, levelDBE: in.DBE, levelRemap: in.RemapUncorr, levelPCIe: in.PCIeReplays,
+		levelPowerViol: in.PowerViolationNs, levelThermViol: in.ThermalViolationNs} {
 		if v > 0 {
 			out[k] = v
 		}
@@ -306,6 +328,16 @@ func median(v []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// reasonAt is a reason's index in features.ThrottleReasons.
+func reasonAt(name string) int {
+	for i, r := range features.ThrottleReasons {
+		if r == name {
+			return i
+		}
+	}
+	panic("detect: " + name + " is no throttling reason")
 }
 
 func reasonName(i int) string {

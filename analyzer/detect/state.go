@@ -245,7 +245,7 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 				gst = &GPUState{UUID: g.UUID, Model: g.Model}
 				a.GPUs[g.Device] = gst
 			}
-			d.observeHealth(st, gst, g, s.End, frac*stepH, act && !unknown)
+			d.observeHealth(st, gst, g, s.End, s.End.Sub(s.Start), frac*stepH, act && !unknown)
 		}
 		res.Usage = append(res.Usage, u)
 		if unknown {

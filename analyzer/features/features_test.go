@@ -3,7 +3,6 @@ package features
 import (
 	"context"
 	"errors"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -187,20 +186,5 @@ func TestExporterRestartIsOneHolder(t *testing.T) {
 	g := steps[0].GPUs[0]
 	if g.Job != "data/etl" || g.Samples != 10 || g.FBMaxMiB != 300 || g.UtilMax != 40 || g.UtilAvg != 20 {
 		t.Errorf("merged row %+v", g)
-	}
-}
-
-// TestThrottleSelectorIsTheThrottleReasons: the reason selector of the
-// health query picks exactly ThrottleReasons among NVML's reasons.
-func TestThrottleSelectorIsTheThrottleReasons(t *testing.T) {
-	re := regexp.MustCompile(`^(?:[sh]w_.*)$`)
-	for _, r := range schema.ClockEventReasons {
-		want := reasonIndex(r.Name) >= 0
-		if got := re.MatchString(r.Name); got != want {
-			t.Errorf("reason %s: selected %v, throttling %v", r.Name, got, want)
-		}
-	}
-	if !strings.Contains(Exprs(5 * time.Minute)[fThrottle], `=~"[sh]w_.*"`) {
-		t.Errorf("the health query no longer selects [sh]w_.*: %s", Exprs(5 * time.Minute)[fThrottle])
 	}
 }

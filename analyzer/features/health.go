@@ -15,13 +15,13 @@ import (
 // (SignalLabel): a metric the data lacks adds nothing, so the same two
 // queries serve dcgm-exporter's default counters and gpuwatch's own.
 //
-//   - fThrottle (gauges): the share of the step under each throttling
-//     clock-event reason, from gpuwatch_clock_event_reason_active (exact
-//     over samples), else from DCGM_FI_DEV_POWER_VIOLATION and
-//     DCGM_FI_DEV_THERMAL_VIOLATION (ns under the cap, as a rate), else
-//     from DCGM_FI_DEV_CLOCKS_EVENT_REASONS' value at the step's end (one
-//     sample per step: an estimate that converges over a job's steps);
-//     and the mean SM clock (DCGM_FI_DEV_SM_CLOCK).
+//   - fThrottle: the levels of DCGM_FI_DEV_POWER_VIOLATION and
+//     DCGM_FI_DEV_THERMAL_VIOLATION (ns under the cap; the detector turns
+//     their rise into the step's share of power cap and thermal
+//     slowdown), DCGM_FI_DEV_CLOCKS_EVENT_REASONS' value at the step's end
+//     (one sample a step: an estimate that converges over a job's steps,
+//     and the only source of the other reasons), and the mean SM clock
+//     (DCGM_FI_DEV_SM_CLOCK).
 //   - fFaults (only where nonzero): the levels of the error counters at
 //     each step's end (an instant selector: one sample a step), the
 //     detector counting their rises: XIDs by code from
@@ -34,7 +34,6 @@ const SignalLabel = "gpuwatch_signal"
 
 // The parts of the health queries.
 const (
-	sigReason      = "reason"
 	sigPowerViol   = schema.FieldPowerViolation
 	sigThermalViol = schema.FieldThermalViolation
 	sigBitmask     = "bitmask"
@@ -56,7 +55,6 @@ var ThrottleReasons = []string{schema.ReasonSWPowerCap, schema.ReasonHWSlowdown,
 
 // Where a GPU's throttle shares came from (Health.ThrottleFrom).
 const (
-	FromReasons   = "clock_event_reason_active"
 	FromViolation = "violation_counters"
 	FromBitmask   = "clocks_event_reasons_bitmask"
 )
@@ -64,9 +62,9 @@ const (
 // Health is what a step says of one GPU's throttling and faults.
 type Health struct {
 	// Throttle is the share (0-1) of the step under each of
-	// ThrottleReasons, in that order; ThrottleFrom says which signal gave
-	// it, "" when the data has none. The violation counters give power
-	// (as sw_power_cap) and thermal (as sw_thermal_slowdown) only.
+	// ThrottleReasons, in that order, from the bitmask; ThrottleFrom says
+	// so, "" when the data has none (the detector adds the violation
+	// counters' shares).
 	Throttle     [5]float64
 	ThrottleFrom string
 	HasSMClock   bool
@@ -80,6 +78,10 @@ type Health struct {
 	// remapping failed.
 	DBE, RemapUncorr, PCIeReplays float64
 	RemapFailure                  bool
+	// PowerViolationNs and ThermalViolationNs are the violation
+	// counters' levels (0: none or not exported); the detector turns
+	// their rise into the share of sw_power_cap and sw_thermal_slowdown.
+	PowerViolationNs, ThermalViolationNs float64
 	// bits: the last bitmask value, decoded after the merge.
 	bits    uint64
 	hasBits bool
@@ -99,20 +101,18 @@ func healthExprs(w string) (throttle, faults string) {
 	tag := func(expr, sig string) string {
 		return `label_replace(` + expr + `, "` + SignalLabel + `", "` + sig + `", "", "")`
 	}
-	// "[sh]w_.*" selects exactly the five throttling reasons of NVML's
-	// list (every other reason's name starts otherwise), without a "|"
-	// that would cut the docs' query table; setHealth keeps only
-	// ThrottleReasons whatever a later driver adds.
-	reasons := schema.ClockEventActive.Name + `{` + schema.LabelReason + `=~"[sh]w_.*"}`
-	// Only nonzero throttling comes back: a healthy fleet returns one
-	// series a GPU (the clock), not one per reason and source. A bitmask
-	// of 0 or 1 (idle) holds no throttling reason.
+	// Instant selectors (one sample a step, at its end) wherever a level
+	// or a state will do, and only nonzero values: the cycle reads each
+	// series once per step, not every sample, and a healthy GPU returns
+	// little more than its clock. The violation counters are levels (ns
+	// under the cap so far): the detector turns their rise over a step into
+	// the step's share. A bitmask of 0 or 1 (idle) holds no throttling
+	// reason. gpuwatch_clock_event_reason_active is not read: gpuwatch's
+	// exporter publishes the bitmask and the violation counters too, and
+	// five series a GPU would double the cycle's cost.
 	throttle = strings.Join([]string{
-		tag("avg_over_time("+reasons+w+") > 0", sigReason),
-		tag("rate("+schema.PowerViolation.Name+w+") / 1e9 > 0", sigPowerViol),
-		tag("rate("+schema.ThermViolation.Name+w+") / 1e9 > 0", sigThermalViol),
-		// The bitmask's value at the step's end: an instant selector at the
-		// step's end (within the lookback) reads one sample, not the step.
+		tag(schema.PowerViolation.Name+" > 0", sigPowerViol),
+		tag(schema.ThermViolation.Name+" > 0", sigThermalViol),
 		tag(schema.ClockEvents.Name+" > 1", sigBitmask),
 		tag("avg_over_time("+schema.SMClock.Name+w+")", sigSMClock),
 	}, " or ")
@@ -134,15 +134,6 @@ func healthExprs(w string) (throttle, faults string) {
 	return throttle, faults
 }
 
-func reasonIndex(name string) int {
-	for i, r := range ThrottleReasons {
-		if r == name {
-			return i
-		}
-	}
-	return -1
-}
-
 // setHealth merges one sample of a health query into a holder's row.
 func setHealth(g *GPU, f feature, m model.Metric, v float64) {
 	h := &g.Health
@@ -150,21 +141,10 @@ func setHealth(g *GPU, f feature, m model.Metric, v float64) {
 	switch f {
 	case fThrottle:
 		switch sig {
-		case sigReason:
-			if i := reasonIndex(lv(m, schema.LabelReason)); i >= 0 {
-				h.Throttle[i] = max(h.Throttle[i], v)
-				h.ThrottleFrom = FromReasons
-			}
-		case sigPowerViol, sigThermalViol:
-			if h.ThrottleFrom == FromReasons {
-				return
-			}
-			i := reasonIndex(schema.ReasonSWPowerCap)
-			if sig == sigThermalViol {
-				i = reasonIndex(schema.ReasonSWThermalSlowdown)
-			}
-			h.Throttle[i] = max(h.Throttle[i], min(v, 1))
-			h.ThrottleFrom = FromViolation
+		case sigPowerViol:
+			h.PowerViolationNs = max(h.PowerViolationNs, v)
+		case sigThermalViol:
+			h.ThermalViolationNs = max(h.ThermalViolationNs, v)
 		case sigBitmask:
 			h.bits, h.hasBits = uint64(v), true
 		case sigSMClock:

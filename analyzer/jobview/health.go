@@ -34,7 +34,7 @@ var healthSignalSet = []struct {
 	metrics []*schema.Metric
 	without string
 }{
-	{"throttle_reasons", []*schema.Metric{schema.ClockEventActive, schema.ClockEvents, schema.PowerViolation, schema.ThermViolation},
+	{"throttle_reasons", []*schema.Metric{schema.ClockEvents, schema.PowerViolation, schema.ThermViolation},
 		"no throttling reason: a throttled job is not reported, a straggler only by its clock"},
 	{schema.FieldSMClock, []*schema.Metric{schema.SMClock}, "no SM clock: no slowdown or time lost is estimated"},
 	{"xid", []*schema.Metric{schema.XIDErrors, schema.XIDLast}, "no XIDs: GPU faults and application errors are not seen"},
