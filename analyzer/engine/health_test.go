@@ -125,18 +125,6 @@ func TestHealthFindingsDCGMDefault(t *testing.T) {
 	checkHealth(t, healthFindings(t, simload.Format{Stock: true, Counters: simload.DCGMDefault, Host: schema.LabelHostname}), false)
 }
 
-// TestHealthFindingsViolationCounters: the bitmask left out, the reasons
-// come from DCGM's power and thermal violation counters alone.
-func TestHealthFindingsViolationCounters(t *testing.T) {
-	var keep []*schema.Metric
-	for _, m := range simload.Read {
-		if m != schema.ClockEvents {
-			keep = append(keep, m)
-		}
-	}
-	checkHealth(t, healthFindings(t, simload.Format{Counters: keep}), true)
-}
-
 func checkHealth(t *testing.T, fs []finding.Finding, reasons bool) {
 	t.Helper()
 	got := byJob(fs)
@@ -207,16 +195,4 @@ func checkHealth(t *testing.T, fs []finding.Finding, reasons bool) {
 			}
 		}
 	}
-}
-
-// TestHealthFindingsBitmask: only DCGM_FI_DEV_CLOCKS_EVENT_REASONS, the
-// bitmask, tells the reasons (its last value in each step).
-func TestHealthFindingsBitmask(t *testing.T) {
-	var keep []*schema.Metric
-	for _, m := range simload.Read {
-		if m != schema.PowerViolation && m != schema.ThermViolation {
-			keep = append(keep, m)
-		}
-	}
-	checkHealth(t, healthFindings(t, simload.Format{Counters: keep}), true)
 }

@@ -15,19 +15,18 @@ import (
 // (SignalLabel): a metric the data lacks adds nothing, so the same two
 // queries serve dcgm-exporter's default counters and gpuwatch's own.
 //
-//   - fThrottle: the levels of DCGM_FI_DEV_POWER_VIOLATION and
-//     DCGM_FI_DEV_THERMAL_VIOLATION (ns under the cap; the detector turns
-//     their rise into the step's share of power cap and thermal
-//     slowdown), DCGM_FI_DEV_CLOCKS_EVENT_REASONS' value at the step's end
-//     (one sample a step: an estimate that converges over a job's steps,
-//     and the only source of the other reasons), and the mean SM clock
-//     (DCGM_FI_DEV_SM_CLOCK).
-//   - fFaults (only where nonzero): the levels of the error counters at
-//     each step's end (an instant selector: one sample a step), the
-//     detector counting their rises: XIDs by code from
-//     gpuwatch_xid_errors_total, the last XID of DCGM_FI_DEV_XID_ERRORS
-//     (a change of it is an XID), double-bit ECC errors, uncorrectable row
-//     remaps and PCIe replays; and whether row remapping failed.
+//   - fThrottle: DCGM_FI_DEV_CLOCKS_EVENT_REASONS' value at each step's
+//     end (one sample a step: an estimate of each reason's share that
+//     converges over a job's steps) and the mean SM clock
+//     (DCGM_FI_DEV_SM_CLOCK);
+//   - fFaults (only where nonzero): the XIDs, as the levels of
+//     gpuwatch_xid_errors_total by code and the last XID of
+//     DCGM_FI_DEV_XID_ERRORS (a change of it is an XID), the detector
+//     counting their rises.
+//
+// Where a fetch returns them (another querier, a later query), the
+// violation counters' and the ECC, row-remap and PCIe counters' levels are
+// read too (setHealth), and the detector uses them.
 
 // SignalLabel is the label the health queries add to tell their parts apart.
 const SignalLabel = "gpuwatch_signal"
@@ -101,35 +100,28 @@ func healthExprs(w string) (throttle, faults string) {
 	tag := func(expr, sig string) string {
 		return `label_replace(` + expr + `, "` + SignalLabel + `", "` + sig + `", "", "")`
 	}
-	// Instant selectors (one sample a step, at its end) wherever a level
-	// or a state will do, and only nonzero values: the cycle reads each
-	// series once per step, not every sample, and a healthy GPU returns
-	// little more than its clock. The violation counters are levels (ns
-	// under the cap so far): the detector turns their rise over a step into
-	// the step's share. A bitmask of 0 or 1 (idle) holds no throttling
-	// reason. gpuwatch_clock_event_reason_active is not read: gpuwatch's
-	// exporter publishes the bitmask and the violation counters too, and
-	// five series a GPU would double the cycle's cost.
+	// Every series a GPU costs the cycle a pass over its samples, so the
+	// health queries read three a GPU: the clock-event bitmask's value at
+	// each step's end (an instant selector; 0 or 1, idle, holds no
+	// throttling reason and is not returned), the mean SM clock, and the
+	// last XID (DCGM's gauge; gpuwatch's per-XID counter exists only on a
+	// GPU that raised one). The violation counters, the per-reason series
+	// and the ECC, row-remap and PCIe counters would double the cycle's
+	// cost; their events reach the analyzer as XIDs (48 double-bit ECC,
+	// 63/64 row remap, 94/95 contained/uncontained ECC), and the detector
+	// reads any of them a fetch does return (setHealth).
 	throttle = strings.Join([]string{
-		tag(schema.PowerViolation.Name+" > 0", sigPowerViol),
-		tag(schema.ThermViolation.Name+" > 0", sigThermalViol),
 		tag(schema.ClockEvents.Name+" > 1", sigBitmask),
 		tag("avg_over_time("+schema.SMClock.Name+w+")", sigSMClock),
 	}, " or ")
-	// Counters are read as their level, not their increase: an increase
-	// inside non-overlapping windows misses the jump between one step's
-	// last sample and the next one's first. The level is the value at the
-	// step's end, an instant selector that reads the last sample within
-	// the lookback instead of every sample of the step. The detector
-	// compares each level with the step before.
+	// Counters are read as their level at each step's end (an instant
+	// selector), not their increase: an increase inside non-overlapping
+	// windows misses the jump between one step's last sample and the next
+	// one's first. The detector compares each level with the step before.
 	level := func(m *schema.Metric) string { return m.Name + " > 0" }
 	faults = strings.Join([]string{
 		tag(level(schema.XIDErrors), sigXID),
 		tag(level(schema.XIDLast), sigXIDLast),
-		tag(level(schema.ECCDBEVol), sigDBE),
-		tag(level(schema.RemapUncorr), sigRemapUncorr),
-		tag(level(schema.RemapFailure), sigRemapFail),
-		tag(level(schema.PCIeReplay), sigPCIe),
 	}, " or ")
 	return throttle, faults
 }

@@ -34,13 +34,10 @@ var healthSignalSet = []struct {
 	metrics []*schema.Metric
 	without string
 }{
-	{"throttle_reasons", []*schema.Metric{schema.ClockEvents, schema.PowerViolation, schema.ThermViolation},
+	{"throttle_reasons", []*schema.Metric{schema.ClockEvents},
 		"no throttling reason: a throttled job is not reported, a straggler only by its clock"},
 	{schema.FieldSMClock, []*schema.Metric{schema.SMClock}, "no SM clock: no slowdown or time lost is estimated"},
 	{"xid", []*schema.Metric{schema.XIDErrors, schema.XIDLast}, "no XIDs: GPU faults and application errors are not seen"},
-	{"ecc_dbe", []*schema.Metric{schema.ECCDBEVol}, "no double-bit ECC counter"},
-	{"row_remap", []*schema.Metric{schema.RemapUncorr, schema.RemapFailure}, "no row-remap counters"},
-	{schema.FieldPCIeReplay, []*schema.Metric{schema.PCIeReplay}, "no PCIe replay counter"},
 }
 
 // healthSignals asks, in one query, which health metrics the job's series

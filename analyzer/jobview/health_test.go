@@ -182,7 +182,7 @@ func TestJobViewHealthSignalsMissing(t *testing.T) {
 	for _, s := range r.Health.Missing {
 		missing[s.Name] = true
 	}
-	if !missing["throttle_reasons"] || !missing["ecc_dbe"] || missing["sm_clock"] || missing["xid"] || missing["row_remap"] {
+	if !missing["throttle_reasons"] || missing["sm_clock"] || missing["xid"] {
 		t.Errorf("dcgm-exporter defaults: missing %+v, present %v", r.Health.Missing, r.Health.Present)
 	}
 	var txt bytes.Buffer
