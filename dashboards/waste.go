@@ -39,6 +39,11 @@ func Waste() (dashboard.Dashboard, error) {
 			query(fmt.Sprintf("count by (hostname, team) (%s and on (hostname, UUID, GPU_I_ID) %s) or 0 * count by (hostname, team) (%s)", holders(), idle, holders()), "{{hostname}} {{team}}"))).
 		WithPanel(timeSeries("Actions taken", "Policy actions per interval, by action and result.", "short", 12,
 			query(fmt.Sprintf("sum by (hostname, action, result) (increase(%s[$__rate_interval]))", sel(c.AnalyzerActions, host)), "{{hostname}} {{action}} {{result}}"))).
+		WithRow(row("Fleet health")).
+		WithPanel(tableOf("Nodes by throttled GPU-hours", "Busy GPU-hours spent throttled (power cap, thermal, hardware slowdown) by the GPUs of open straggler and throttled findings, per node: the nodes that keep slowing jobs down (docs/health.md).", 12, []string{"Throttled GPU-hours"},
+			instant(fmt.Sprintf("topk(10, sum by (hostname) (%s)) / 3600", sel(c.AnalyzerThrottledGPUSeconds, host))))).
+		WithPanel(tableOf("GPU faults and stragglers by node", "Open health findings per node: GPU faults (hardware XIDs, ECC, row remap), stragglers, throttled jobs and application XIDs (the job's own code, not the GPU).", 12, []string{"Findings"},
+			instant(fmt.Sprintf("sum by (hostname, pattern) (%s)", sel(c.AnalyzerFindings, fmt.Sprintf(`%s, %s=~"%s|%s|%s|%s"`, host, c.LabelPattern, c.GPUFault, c.Straggler, c.Throttled, c.AppXID)))))).
 		WithRow(row("Findings and jobs")).
 		WithPanel(tableOf("Current findings", "Open findings by node, team, pattern and severity.", 12, []string{"Findings"},
 			instant(fmt.Sprintf("sum by (hostname, team, pattern, severity) (%s)", sel(c.AnalyzerFindings, team))))).

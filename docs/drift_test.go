@@ -95,7 +95,7 @@ func TestAccountingDocumented(t *testing.T) {
 		want = append(want, "`"+strings.Split(ty.Field(i).Tag.Get("json"), ",")[0]+"`")
 	}
 	want = append(want, "`"+schema.AnalyzerAccountedGPUSeconds.Name+"{"+schema.LabelMeasure+"}`")
-	for _, m := range []string{schema.MeasureAllocated, schema.MeasureUsed, schema.MeasureWasted, schema.MeasureOverLimit, schema.MeasureOrphan} {
+	for _, m := range []string{schema.MeasureAllocated, schema.MeasureUsed, schema.MeasureWasted, schema.MeasureOverLimit, schema.MeasureDegraded, schema.MeasureOrphan} {
 		want = append(want, "| "+strings.ReplaceAll(strings.ReplaceAll(m, "over_limit", "over the limit"), "orphan", "orphaned")+" |")
 	}
 	for _, w := range want {

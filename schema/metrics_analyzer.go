@@ -15,6 +15,7 @@ const (
 	MeasureUsed      = "used"
 	MeasureWasted    = "wasted"
 	MeasureOverLimit = "over_limit"
+	MeasureDegraded  = "degraded"
 	MeasureOrphan    = "orphan"
 )
 
@@ -39,7 +40,10 @@ var (
 		Help: "Allocations (host and job) on those GPUs in the steps the last analyzer cycle read."})
 	AnalyzerAccountedGPUSeconds = def(Metric{Name: "gpuwatch_analyzer_accounted_gpu_seconds", Type: Gauge, Unit: "seconds", Origin: OriginAnalyzer,
 		Labels: []string{LabelMeasure},
-		Help:   "GPU time the analyzer's cycles accounted since it started, in GPU-seconds, by measure, as the reports count it: allocated; used (active, less waste); wasted (at most allocated; spin-wait included); over_limit (past a run-time limit, not waste); orphan (held by processes of no live job, outside allocated). A later cycle may move used time to wasted."})
+		Help:   "GPU time the analyzer's cycles accounted since it started, in GPU-seconds, by measure, as the reports count it: allocated; used (active, less waste); wasted (at most allocated; spin-wait included); over_limit (past a run-time limit, not waste); degraded (slowed by throttled or faulty GPUs, not waste); orphan (held by processes of no live job, outside allocated). A later cycle may move used time to wasted."})
+	AnalyzerThrottledGPUSeconds = def(Metric{Name: "gpuwatch_analyzer_throttled_gpu_seconds", Type: Gauge, Unit: "seconds", Origin: OriginAnalyzer,
+		Labels: []string{LabelHostname},
+		Help:   "Busy GPU time spent under a throttling clock-event reason by the GPUs of the open straggler and throttled findings, in GPU-seconds, by node: the fleet-health ranking (docs/health.md)."})
 	AnalyzerCoverage = def(Metric{Name: "gpuwatch_analyzer_coverage_ratio", Type: Gauge, Unit: "ratio", Origin: OriginAnalyzer,
 		Help: "Share of GPU-steps the last analyzer cycle read with enough samples to judge; the rest is unknown, never idle."})
 )

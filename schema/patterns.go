@@ -83,6 +83,11 @@ func (p Pattern) Spec() (PatternSpec, bool) {
 			return s, true
 		}
 	}
+	for _, s := range healthSpecs {
+		if s.Pattern == p {
+			return s, true
+		}
+	}
 	return PatternSpec{Pattern: p, Label: string(p), Title: string(p)}, false
 }
 

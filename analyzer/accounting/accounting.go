@@ -21,6 +21,10 @@
 //   - OverLimit: GPU-hours past a run-time limit (the overlong pattern's
 //     evidence). Its own total: a busy job over its limit uses its GPUs,
 //     and an idle one's waste is already counted by the idle patterns.
+//   - Degraded: GPU-hours an allocation ran slowed by its GPUs (the
+//     straggler and throttled patterns' evidence degraded_gpu_hours: the
+//     estimated time lost times the GPUs that waited). Its own total, never
+//     waste: the job used its GPUs, they ran slow.
 //   - Orphan: GPU-hours held by processes of no live job. No allocation
 //     holds them, so they are counted apart from Allocated and Wasted.
 package accounting
@@ -47,6 +51,7 @@ type Totals struct {
 	Used      float64 `json:"used_gpu_hours"`
 	Wasted    float64 `json:"wasted_gpu_hours"`
 	OverLimit float64 `json:"over_limit_gpu_hours"`
+	Degraded  float64 `json:"degraded_gpu_hours"`
 	Orphan    float64 `json:"orphan_gpu_hours"`
 }
 
@@ -62,6 +67,9 @@ func (t Totals) WastedShare() float64 {
 func (t Totals) Line() string {
 	s := fmt.Sprintf("GPU-hours: %s allocated, %s used, %s wasted (%s of allocated), %s over the limit",
 		gh(t.Allocated), gh(t.Used), gh(t.Wasted), pct(t.Wasted, t.Allocated), gh(t.OverLimit))
+	if t.Degraded > 0 {
+		s += fmt.Sprintf("; %s degraded (slowed by throttled or faulty GPUs)", gh(t.Degraded))
+	}
 	if t.Orphan > 0 {
 		s += fmt.Sprintf("; %s more held by orphaned processes", gh(t.Orphan))
 	}
@@ -85,7 +93,7 @@ type Entry struct {
 	Finding *finding.Finding
 	// Wasted (allocations' waste), OverLimit and Orphan GPU-hours the
 	// finding adds to the window; at most one of Wasted and Orphan is set.
-	Wasted, OverLimit, Orphan float64
+	Wasted, OverLimit, Degraded, Orphan float64
 }
 
 // Allocation is one allocation's accounting in the window.
@@ -195,6 +203,7 @@ func (l *Ledger) Close() *Book {
 	b.Used += l.settled.Used
 	b.Wasted += l.settled.Wasted
 	b.OverLimit += l.settled.OverLimit
+	b.Degraded += l.settled.Degraded
 	b.Orphan += l.settled.Orphan
 	return b
 }
@@ -232,6 +241,7 @@ func (l *Ledger) Settle(before time.Time) {
 	l.settled.Used += t.Used
 	l.settled.Wasted += t.Wasted
 	l.settled.OverLimit += t.OverLimit
+	l.settled.Degraded += t.Degraded
 	l.settled.Orphan += t.Orphan
 	for k := range done {
 		delete(l.allocs, k)
@@ -252,9 +262,10 @@ func account(from, to time.Time, allocs map[string]*Allocation, fs []*finding.Fi
 		default:
 			e.Wasted = share * f.WastedGPUHours
 			e.OverLimit = share * f.Evidence[EvidenceOverLimit]
+			e.Degraded = share * f.Evidence[schema.EvidenceDegraded]
 			raw[Key(f.Hostname, f.Job)] += e.Wasted
 		}
-		if e.Wasted <= 0 && e.OverLimit <= 0 && e.Orphan <= 0 {
+		if e.Wasted <= 0 && e.OverLimit <= 0 && e.Degraded <= 0 && e.Orphan <= 0 {
 			continue
 		}
 		b.Entries = append(b.Entries, e)
@@ -262,7 +273,7 @@ func account(from, to time.Time, allocs map[string]*Allocation, fs []*finding.Fi
 	for k, a := range allocs {
 		a.Wasted = math.Min(raw[k], a.Allocated)
 		a.Used = math.Max(0, math.Min(a.Active, a.Allocated-a.Wasted))
-		a.OverLimit, a.Orphan = 0, 0
+		a.OverLimit, a.Degraded, a.Orphan = 0, 0, 0
 	}
 	for i := range b.Entries {
 		e := &b.Entries[i]
@@ -275,7 +286,7 @@ func account(from, to time.Time, allocs map[string]*Allocation, fs []*finding.Fi
 		if a == nil {
 			// No interval of this allocation in the window: nothing was
 			// allocated there for the finding to waste.
-			e.Wasted, e.OverLimit = 0, 0
+			e.Wasted, e.OverLimit, e.Degraded = 0, 0, 0
 			continue
 		}
 		if r := raw[k]; r > a.Wasted {
@@ -283,6 +294,8 @@ func account(from, to time.Time, allocs map[string]*Allocation, fs []*finding.Fi
 		}
 		e.OverLimit = math.Min(e.OverLimit, a.Allocated)
 		a.OverLimit += e.OverLimit
+		e.Degraded = math.Min(e.Degraded, a.Allocated-a.Degraded)
+		a.Degraded += e.Degraded
 	}
 	keys := make([]string, 0, len(allocs))
 	for k := range allocs {
@@ -295,6 +308,7 @@ func account(from, to time.Time, allocs map[string]*Allocation, fs []*finding.Fi
 		b.Used += a.Used
 		b.Wasted += a.Wasted
 		b.OverLimit += a.OverLimit
+		b.Degraded += a.Degraded
 	}
 	return b
 }

@@ -152,3 +152,32 @@ func (x schemaFinding) finding() finding.Finding {
 	return finding.Finding{Pattern: x.p, Hostname: "h", Job: x.job, Start: x.start, End: x.end, WastedGPUHours: x.wasted,
 		Evidence: map[string]float64{EvidenceOverLimit: x.overLimit}}
 }
+
+// TestDegradedIsItsOwnTotal: a straggler's degraded GPU-hours are counted
+// apart: never waste, never taken out of used, at most allocated.
+func TestDegradedIsItsOwnTotal(t *testing.T) {
+	from, to := t0, t0.Add(24*time.Hour)
+	us := steps("h", "ddp", from, 4, 4, 1) // 16 allocated, all used
+	fs := []finding.Finding{
+		{Pattern: schema.Straggler, Hostname: "h", Job: "ddp", Start: from, End: from.Add(4 * time.Hour),
+			Evidence: map[string]float64{schema.EvidenceDegraded: 6}},
+		{Pattern: schema.Throttled, Hostname: "h", Job: "other", Start: from, End: from.Add(time.Hour),
+			Evidence: map[string]float64{schema.EvidenceDegraded: 3}}, // no usage: nothing allocated to degrade
+	}
+	b := Build(from, to, us, fs)
+	if !near(b.Degraded, 6) || b.Wasted != 0 || !near(b.Used, 16) || !near(b.Allocated, 16) {
+		t.Errorf("totals %+v: want 6 degraded, 0 wasted, 16 used of 16", b.Totals)
+	}
+	if a := b.Allocations[Key("h", "ddp")]; a == nil || !near(a.Degraded, 6) {
+		t.Errorf("allocation: %+v", a)
+	}
+	l := NewLedger(from, to)
+	for i := range us {
+		l.AddUsage(&us[i])
+	}
+	l.AddFinding(&fs[0])
+	l.Settle(to)
+	if got := l.Close().Degraded; !near(got, 6) {
+		t.Errorf("settled degraded %.2f, want 6", got)
+	}
+}

@@ -89,6 +89,11 @@ func TestSimulateWritesEverything(t *testing.T) {
 	for _, f := range doc.Findings {
 		got[f.Pattern] = true
 		switch {
+		case f.Pattern.Health():
+			// Health findings (what slowed or ended a job) are never waste.
+			if f.WastedGPUHours != 0 {
+				t.Errorf("health finding %s wastes %.2f GPU-hours", f.Key(), f.WastedGPUHours)
+			}
 		case f.Pattern == schema.Overlong && f.Evidence["over_limit_gpu_hours"] <= 0:
 			t.Errorf("finding %s is %.2f GPU-hours over the limit", f.Key(), f.Evidence["over_limit_gpu_hours"])
 		case f.Pattern != schema.Overlong && f.WastedGPUHours <= 0:

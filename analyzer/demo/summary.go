@@ -143,7 +143,7 @@ func WriteSummary(w io.Writer, res *Result) error {
 // sentence.
 func AccountingLine(t report.Totals) string {
 	return accounting.Totals{Allocated: t.AllocatedGPUHours, Used: t.ActiveGPUHours, Wasted: t.WastedGPUHours,
-		OverLimit: t.OverLimitGPUHours, Orphan: t.OrphanGPUHours}.Line()
+		OverLimit: t.OverLimitGPUHours, Degraded: t.DegradedGPUHours, Orphan: t.OrphanGPUHours}.Line()
 }
 
 func gh(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }

@@ -126,6 +126,7 @@ func (d *Detector) evaluate(a *Alloc, t time.Time, withdrawn *[]Withdrawal) []fi
 		if !v.to.IsZero() {
 			f.End = v.to
 		}
+		f.GPU = v.gpu
 		for k, x := range v.evidence {
 			f.Evidence[k] = round(x)
 		}
@@ -147,7 +148,7 @@ func (d *Detector) evaluate(a *Alloc, t time.Time, withdrawn *[]Withdrawal) []fi
 			delete(a.Open, p)
 		}
 	}
-	for _, p := range schema.Patterns {
+	for _, p := range schema.AllPatterns {
 		f, ok := hits[p]
 		if !ok {
 			continue

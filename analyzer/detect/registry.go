@@ -43,6 +43,8 @@ type verdict struct {
 	// treatment the allocation's kind calls for.
 	action   schema.Action
 	severity schema.Severity
+	// gpu is the one GPU a health finding is about (UUID).
+	gpu string
 }
 
 var registry = map[schema.Pattern]*Spec{}
@@ -73,7 +75,7 @@ func Lookup(p schema.Pattern) (Spec, bool) {
 // Specs lists every registered pattern in schema.Patterns' order.
 func Specs() []Spec {
 	out := make([]Spec, 0, len(registry))
-	for _, p := range schema.Patterns {
+	for _, p := range schema.AllPatterns {
 		if s, ok := registry[p]; ok {
 			out = append(out, *s)
 		}

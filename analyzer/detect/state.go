@@ -36,6 +36,8 @@ type GPUState struct {
 	FBMaxMiB    float64 `json:"fb_max_mib"`
 	FBTotalMiB  float64 `json:"fb_total_mib"`
 	PeakUtil    float64 `json:"peak_util"`
+	// Health is the GPU's throttling and faults (health.go).
+	Health GPUHealth `json:"health,omitzero"`
 }
 
 // Alloc is one allocation (host, job) and what the detectors remember of it.
@@ -95,6 +97,10 @@ type State struct {
 	// Memory is what the feature fetches learnt from the data (exporters'
 	// pods, each device's cadence), kept with the state between cycles.
 	Memory *features.Memory `json:"-"`
+	// levels holds each device's last nonzero error-counter levels, the
+	// baseline of the next allocation on it (not persisted: after a
+	// restart an allocation's first step is its baseline).
+	levels map[string]map[string]float64
 }
 
 // NewState returns an empty state.
@@ -170,7 +176,7 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 				allKnown = false
 			}
 		}
-		if allKnown {
+		if allKnown || d.endedOfFault(a, s, known) {
 			d.end(a)
 			continue
 		}
@@ -234,6 +240,12 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 			if !unknown {
 				d.gpu(a, g, act)
 			}
+			gst := a.GPUs[g.Device]
+			if gst == nil {
+				gst = &GPUState{UUID: g.UUID, Model: g.Model}
+				a.GPUs[g.Device] = gst
+			}
+			d.observeHealth(st, gst, g, s.End, s.End.Sub(s.Start), frac*stepH, act && !unknown)
 		}
 		res.Usage = append(res.Usage, u)
 		if unknown {
@@ -269,6 +281,7 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 			forgetIdleStuck(a)
 		}
 	}
+	st.rememberLevels(s)
 	res.Open = append(res.Open, d.orphans(st, s)...)
 	return res
 }
@@ -421,6 +434,7 @@ func (d *Detector) unknown(a *Alloc, s features.Step) {
 
 func (d *Detector) end(a *Alloc) {
 	a.Ended = true
+	d.attributeEnd(a)
 	for p, f := range a.Open {
 		a.Closed = append(a.Closed, *f)
 		delete(a.Open, p)
@@ -467,7 +481,7 @@ func (st *State) Findings(extra []finding.Finding) []finding.Finding {
 		for _, f := range a.Closed {
 			add(f)
 		}
-		for _, p := range schema.Patterns {
+		for _, p := range schema.AllPatterns {
 			if f, ok := a.Open[p]; ok {
 				add(*f)
 			}

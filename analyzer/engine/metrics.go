@@ -148,6 +148,7 @@ var (
 	descAllocs   = desc(schema.AnalyzerAllocationsSeen)
 	descCoverage = desc(schema.AnalyzerCoverage)
 	descAccount  = desc(schema.AnalyzerAccountedGPUSeconds)
+	descThrottle = desc(schema.AnalyzerThrottledGPUSeconds)
 )
 
 func desc(c *schema.Metric) *prometheus.Desc {
@@ -164,6 +165,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descAllocs
 	ch <- descCoverage
 	ch <- descAccount
+	ch <- descThrottle
 }
 
 // Collect implements prometheus.Collector. Waste is published in
@@ -180,6 +182,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counts[[4]string{f.Hostname, string(f.Pattern), string(f.Severity), f.Team}]++
 		jobs[[5]string{f.Hostname, f.Job, f.User, f.Team, string(f.Pattern)}] += f.WastedGPUHours
 	}
+	throttled := map[string]float64{}
+	for _, f := range m.open {
+		if f.Pattern == schema.Straggler || f.Pattern == schema.Throttled {
+			throttled[f.Hostname] += f.Evidence["throttled_gpu_hours"]
+		}
+	}
+	for h, v := range throttled {
+		ch <- prometheus.MustNewConstMetric(descThrottle, prometheus.GaugeValue, v*3600, h)
+	}
 	for k, v := range counts {
 		ch <- prometheus.MustNewConstMetric(descFindings, prometheus.GaugeValue, v, k[0], k[1], k[2], k[3])
 	}
@@ -195,7 +206,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			measure string
 			hours   float64
 		}{{schema.MeasureAllocated, t.Allocated}, {schema.MeasureUsed, t.Used}, {schema.MeasureWasted, t.Wasted},
-			{schema.MeasureOverLimit, t.OverLimit}, {schema.MeasureOrphan, t.Orphan}} {
+			{schema.MeasureOverLimit, t.OverLimit}, {schema.MeasureDegraded, t.Degraded}, {schema.MeasureOrphan, t.Orphan}} {
 			ch <- prometheus.MustNewConstMetric(descAccount, prometheus.GaugeValue, v.hours*3600, v.measure)
 		}
 	}

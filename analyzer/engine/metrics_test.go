@@ -41,3 +41,26 @@ gpuwatch_analyzer_findings{hostname="n1",pattern="cpu_only",severity="critical",
 		t.Errorf("counter series: %d", n)
 	}
 }
+
+// TestMetricsThrottled: the open straggler and throttled findings' throttled
+// GPU-hours are published per node, in GPU-seconds; a GPU fault adds none.
+func TestMetricsThrottled(t *testing.T) {
+	m := NewMetrics()
+	fs := []finding.Finding{
+		{Pattern: schema.Straggler, Severity: schema.SeverityWarning, Job: "1", Hostname: "n1", Evidence: map[string]float64{"throttled_gpu_hours": 1.5}},
+		{Pattern: schema.Throttled, Severity: schema.SeverityInfo, Job: "2", Hostname: "n1", Evidence: map[string]float64{"throttled_gpu_hours": 0.5}},
+		{Pattern: schema.GPUFault, Severity: schema.SeverityCritical, Job: "3", Hostname: "n2", Evidence: map[string]float64{"xid": 79}},
+	}
+	m.Observe(CycleResult{To: base.Add(5 * time.Minute), Findings: fs})
+	want := `
+# HELP gpuwatch_analyzer_throttled_gpu_seconds ` + schema.AnalyzerThrottledGPUSeconds.Help + `
+# TYPE gpuwatch_analyzer_throttled_gpu_seconds gauge
+gpuwatch_analyzer_throttled_gpu_seconds{hostname="n1"} 7200
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), schema.AnalyzerThrottledGPUSeconds.Name); err != nil {
+		t.Error(err)
+	}
+	if w := m.Accounting().Wasted; w != 0 {
+		t.Errorf("health findings accounted %.2f wasted GPU-hours", w)
+	}
+}

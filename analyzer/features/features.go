@@ -66,6 +66,8 @@ type GPU struct {
 	TensorAvg  float64
 	HasMemCopy bool
 	MemCopyAvg float64 // % of time device memory was read or written
+	// Health is the step's throttling and faults (health.go).
+	Health Health
 }
 
 // Info is gpuwatch_allocation_info for one holder of one device.
@@ -106,7 +108,7 @@ func DeviceID(host, device string) string { return host + "|" + device }
 
 // Queries is the number of queries Fetch issues, whatever the fleet size and
 // the number of steps.
-const Queries = 14
+const Queries = 16
 
 // parallel bounds the queries in flight at once.
 const parallel = 4
@@ -128,6 +130,8 @@ const (
 	fMemCopyAvg
 	fInfo
 	fOrphan
+	fThrottle
+	fFaults
 	nFeatures
 )
 
@@ -138,6 +142,7 @@ const (
 func Exprs(step time.Duration) []string {
 	w := fmt.Sprintf("[%dms]", step.Milliseconds()-1)
 	o := func(fn string, m *schema.Metric) string { return fn + "_over_time(" + m.Name + w + ")" }
+	throttle, faults := healthExprs(w)
 	return []string{
 		fCount:   o("count", schema.FBUsed),
 		fUtilAvg: o("avg", schema.GPUUtil),
@@ -155,6 +160,8 @@ func Exprs(step time.Duration) []string {
 		fMemCopyAvg: o("avg", schema.MemCopyUtil),
 		fInfo:       o("max", schema.AllocationInfo),
 		fOrphan:     o("count", schema.ProcessOrphaned),
+		fThrottle:   throttle,
+		fFaults:     faults,
 	}
 }
 
@@ -271,6 +278,10 @@ func FetchWith(ctx context.Context, q query.Querier, end time.Time, n int, step 
 					g = &c
 					rows[i][key] = g
 				}
+				if f := feature(f); f == fThrottle || f == fFaults {
+					setHealth(g, f, ss.Metric, val)
+					continue
+				}
 				set(g, feature(f), val)
 			}
 		}
@@ -284,6 +295,7 @@ func FetchWith(ctx context.Context, q query.Querier, end time.Time, n int, step 
 			if g.HasFB && g.hasFree {
 				g.FBTotalMiB = g.FBMaxMiB + g.fbFreeMin
 			}
+			finishHealth(&g.Health)
 			s.GPUs = append(s.GPUs, *g)
 			d := DeviceID(g.Host, g.Device)
 			s.DeviceSamples[d] += g.Samples

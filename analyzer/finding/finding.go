@@ -27,7 +27,10 @@ type Finding struct {
 	Pod       string `json:"pod,omitempty"`
 	ModelName string `json:"model,omitempty"`
 	// GPUs holds the UUIDs of the allocation's GPUs (UUID/GI for MIG).
-	GPUs           []string           `json:"gpus"`
+	GPUs []string `json:"gpus"`
+	// GPU is the one GPU a health finding (straggler, gpu_fault, app_xid)
+	// is about: its UUID.
+	GPU            string             `json:"gpu,omitempty"`
 	Start          time.Time          `json:"start"`
 	End            time.Time          `json:"end"`
 	WastedGPUHours float64            `json:"wasted_gpu_hours"`

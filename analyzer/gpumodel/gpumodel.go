@@ -29,7 +29,12 @@ type Model struct {
 	// TDPWatts is the board's default power limit; IdleWatts a typical draw
 	// with no context and no work, as nvidia-smi shows it on a quiet node.
 	TDPWatts, IdleWatts float64
-	MIG                 []MIGProfile
+	// MaxSMClockMHz is the board's maximum (boost) SM clock, from the same
+	// data sheets (A100 1410 MHz, H100/H200 SXM 1980, H100 PCIe 1755, H100
+	// NVL 1785, L40S 2520, L4 2040, A10 1695, A30 1440, A40 1740, T4 1590,
+	// V100 SXM2 1530); 0 where not known. Throttling is measured against it.
+	MaxSMClockMHz float64
+	MIG           []MIGProfile
 }
 
 // Power figures: TDP from NVIDIA's data sheets (A100: "NVIDIA A100 Tensor
@@ -43,24 +48,24 @@ type Model struct {
 // ≈ 10 W): they are only a starting point, since the analyzer learns each
 // GPU's own baseline from its history.
 var models = []Model{
-	{Match: []string{"A100", "80GB", "PCIE"}, MemGiB: 80, TDPWatts: 300, IdleWatts: 45, MIG: a100x80},
-	{Match: []string{"A100", "80GB"}, MemGiB: 80, TDPWatts: 400, IdleWatts: 55, MIG: a100x80},
-	{Match: []string{"A100", "PCIE"}, MemGiB: 40, TDPWatts: 250, IdleWatts: 40, MIG: a100x40},
-	{Match: []string{"A100"}, MemGiB: 40, TDPWatts: 400, IdleWatts: 55, MIG: a100x40},
-	{Match: []string{"H100", "NVL"}, MemGiB: 94, TDPWatts: 400, IdleWatts: 60, MIG: h100x94},
-	{Match: []string{"H100", "94GB"}, MemGiB: 94, TDPWatts: 700, IdleWatts: 70, MIG: h100x94},
-	{Match: []string{"H100", "PCIE"}, MemGiB: 80, TDPWatts: 350, IdleWatts: 50, MIG: h100x80},
-	{Match: []string{"H100"}, MemGiB: 80, TDPWatts: 700, IdleWatts: 70, MIG: h100x80},
-	{Match: []string{"H200"}, MemGiB: 141, TDPWatts: 700, IdleWatts: 75, MIG: []MIGProfile{{"1g.18gb", 18, 1}, {"2g.35gb", 35, 2}, {"3g.71gb", 71, 3}, {"4g.71gb", 71, 4}, {"7g.141gb", 141, 7}}},
+	{Match: []string{"A100", "80GB", "PCIE"}, MemGiB: 80, TDPWatts: 300, IdleWatts: 45, MaxSMClockMHz: 1410, MIG: a100x80},
+	{Match: []string{"A100", "80GB"}, MemGiB: 80, TDPWatts: 400, IdleWatts: 55, MaxSMClockMHz: 1410, MIG: a100x80},
+	{Match: []string{"A100", "PCIE"}, MemGiB: 40, TDPWatts: 250, IdleWatts: 40, MaxSMClockMHz: 1410, MIG: a100x40},
+	{Match: []string{"A100"}, MemGiB: 40, TDPWatts: 400, IdleWatts: 55, MaxSMClockMHz: 1410, MIG: a100x40},
+	{Match: []string{"H100", "NVL"}, MemGiB: 94, TDPWatts: 400, IdleWatts: 60, MaxSMClockMHz: 1785, MIG: h100x94},
+	{Match: []string{"H100", "94GB"}, MemGiB: 94, TDPWatts: 700, IdleWatts: 70, MaxSMClockMHz: 1980, MIG: h100x94},
+	{Match: []string{"H100", "PCIE"}, MemGiB: 80, TDPWatts: 350, IdleWatts: 50, MaxSMClockMHz: 1755, MIG: h100x80},
+	{Match: []string{"H100"}, MemGiB: 80, TDPWatts: 700, IdleWatts: 70, MaxSMClockMHz: 1980, MIG: h100x80},
+	{Match: []string{"H200"}, MemGiB: 141, TDPWatts: 700, IdleWatts: 75, MaxSMClockMHz: 1980, MIG: []MIGProfile{{"1g.18gb", 18, 1}, {"2g.35gb", 35, 2}, {"3g.71gb", 71, 3}, {"4g.71gb", 71, 4}, {"7g.141gb", 141, 7}}},
 	{Match: []string{"B200"}, MemGiB: 180, TDPWatts: 1000, IdleWatts: 120, MIG: []MIGProfile{{"1g.23gb", 23, 1}, {"2g.45gb", 45, 2}, {"3g.90gb", 90, 3}, {"4g.90gb", 90, 4}, {"7g.180gb", 180, 7}}},
-	{Match: []string{"A30"}, MemGiB: 24, TDPWatts: 165, IdleWatts: 30, MIG: []MIGProfile{{"1g.6gb", 6, 1}, {"2g.12gb", 12, 2}, {"4g.24gb", 24, 4}}},
-	{Match: []string{"L40"}, MemGiB: 48, TDPWatts: 350, IdleWatts: 35},
-	{Match: []string{"A40"}, MemGiB: 48, TDPWatts: 300, IdleWatts: 30},
-	{Match: []string{"L4"}, MemGiB: 24, TDPWatts: 72, IdleWatts: 16},
-	{Match: []string{"A10"}, MemGiB: 24, TDPWatts: 150, IdleWatts: 20},
-	{Match: []string{"T4"}, MemGiB: 16, TDPWatts: 70, IdleWatts: 10},
-	{Match: []string{"V100", "32GB"}, MemGiB: 32, TDPWatts: 300, IdleWatts: 40},
-	{Match: []string{"V100"}, MemGiB: 16, TDPWatts: 300, IdleWatts: 40},
+	{Match: []string{"A30"}, MemGiB: 24, TDPWatts: 165, IdleWatts: 30, MaxSMClockMHz: 1440, MIG: []MIGProfile{{"1g.6gb", 6, 1}, {"2g.12gb", 12, 2}, {"4g.24gb", 24, 4}}},
+	{Match: []string{"L40"}, MemGiB: 48, TDPWatts: 350, IdleWatts: 35, MaxSMClockMHz: 2520},
+	{Match: []string{"A40"}, MemGiB: 48, TDPWatts: 300, IdleWatts: 30, MaxSMClockMHz: 1740},
+	{Match: []string{"L4"}, MemGiB: 24, TDPWatts: 72, IdleWatts: 16, MaxSMClockMHz: 2040},
+	{Match: []string{"A10"}, MemGiB: 24, TDPWatts: 150, IdleWatts: 20, MaxSMClockMHz: 1695},
+	{Match: []string{"T4"}, MemGiB: 16, TDPWatts: 70, IdleWatts: 10, MaxSMClockMHz: 1590},
+	{Match: []string{"V100", "32GB"}, MemGiB: 32, TDPWatts: 300, IdleWatts: 40, MaxSMClockMHz: 1530},
+	{Match: []string{"V100"}, MemGiB: 16, TDPWatts: 300, IdleWatts: 40, MaxSMClockMHz: 1530},
 }
 
 var (

@@ -142,6 +142,9 @@ type Report struct {
 	NotEnoughData string    `json:"not_enough_data,omitempty"`
 	Findings      []Finding `json:"findings"`
 	Totals        Totals    `json:"totals"`
+	// Health says which of the health signals (docs/health.md) the job's
+	// series carry, and whether the job ended of a GPU fault.
+	Health *Health `json:"health,omitempty"`
 	// Source is where the figures come from: query (Prometheus or the
 	// embedded store) or admin_comment (the end-of-job summary).
 	Source string `json:"source"`
@@ -203,7 +206,10 @@ type Finding struct {
 type Totals struct {
 	GPUHours       float64 `json:"gpu_hours"`
 	WastedGPUHours float64 `json:"wasted_gpu_hours"`
-	EnergyKWh      float64 `json:"energy_kwh"`
+	// DegradedGPUHours: slowed by throttled or faulty GPUs (the
+	// accounting's degraded total), never waste.
+	DegradedGPUHours float64 `json:"degraded_gpu_hours"`
+	EnergyKWh        float64 `json:"energy_kwh"`
 }
 
 const (
@@ -261,6 +267,9 @@ func Build(ctx context.Context, o Options, ref Ref) (*Report, error) {
 		done <- err
 	}()
 	err = figures(ctx, o, ref, r, devs, w)
+	if err == nil {
+		r.Health, err = healthSignals(ctx, o, ref, r.End)
+	}
 	if err == nil {
 		err = sparklines(ctx, o, sel, r)
 	}
@@ -739,6 +748,13 @@ func (r *Report) finish(o Options) {
 	r.Totals.GPUHours = float64(len(r.GPUs)) * r.DurationHours
 	for _, f := range r.Findings {
 		r.Totals.WastedGPUHours += f.WastedGPUHours
+		r.Totals.DegradedGPUHours += f.Evidence[schema.EvidenceDegraded]
+		if f.Pattern == schema.GPUFault && f.Evidence["ended_by_fault"] > 0 {
+			if r.Health == nil {
+				r.Health = &Health{}
+			}
+			r.Health.EndedByFault = report.Advise(&f.Finding)
+		}
 	}
 	switch {
 	case samples < 3:

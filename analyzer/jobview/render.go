@@ -63,6 +63,9 @@ func Text(w io.Writer, r *Report) error {
 	if r.NotEnoughData != "" {
 		p("\nNOT ENOUGH DATA: %s\n", termsafe.String(r.NotEnoughData))
 	}
+	if h := r.Health; h != nil && h.EndedByFault != "" {
+		p("\nENDED BY A GPU FAULT: %s\n", termsafe.String(h.EndedByFault))
+	}
 	p("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GPU\tUTIL MEAN\tPEAK\tSM MEAN\tMEM PEAK\tSHARE\tPOWER\tENERGY\tUTIL\tMEMORY")
@@ -90,7 +93,16 @@ func Text(w io.Writer, r *Report) error {
 		}
 		p("\n")
 	}
-	p("\nTotals: %.2f GPU-hours allocated, %.2f wasted, %.2f kWh\n", r.Totals.GPUHours, r.Totals.WastedGPUHours, r.Totals.EnergyKWh)
+	p("\nTotals: %.2f GPU-hours allocated, %.2f wasted, %.2f kWh", r.Totals.GPUHours, r.Totals.WastedGPUHours, r.Totals.EnergyKWh)
+	if r.Totals.DegradedGPUHours > 0 {
+		p("; %.2f degraded (slowed by its GPUs, not waste)", r.Totals.DegradedGPUHours)
+	}
+	p("\n")
+	if h := r.Health; h != nil {
+		for _, s := range h.Missing {
+			p("Health signal missing: %s (%s): %s\n", termsafe.String(s.Name), termsafe.String(s.Metrics), termsafe.String(s.Without))
+		}
+	}
 	if len(r.Findings) == 0 {
 		p("\nNo waste found.\n")
 	}

@@ -71,6 +71,8 @@ type cfind struct {
 	Start    int64              `json:"b,omitempty"`
 	End      int64              `json:"e,omitempty"`
 	Evidence map[string]float64 `json:"v,omitempty"`
+	// GPU is a health finding's one GPU.
+	GPU string `json:"g,omitempty"`
 }
 
 func r3(v *float64) *float64 {
@@ -101,13 +103,15 @@ func EncodeSummary(r *Report, note string, maxBytes int) (string, error) {
 		}
 		for _, f := range r.Findings {
 			c.Finds = append(c.Finds, cfind{Pattern: f.Pattern, Severity: f.Severity, Wasted: f.WastedGPUHours,
-				Start: f.Start.Unix(), End: f.End.Unix(), Evidence: f.Evidence})
+				Start: f.Start.Unix(), End: f.End.Unix(), Evidence: f.Evidence, GPU: f.GPU})
 		}
 	}
 	shrink := []func(){
 		func() {
+			// Evidence goes, but for what the health findings' sentences
+			// and the totals are made of.
 			for i := range c.Finds {
-				c.Finds[i].Evidence = nil
+				c.Finds[i].Evidence = keepHealth(c.Finds[i].Evidence)
 			}
 		},
 		func() {
@@ -217,11 +221,15 @@ func DecodeSummary(s string) (*Report, error) {
 	}
 	for _, f := range c.Finds {
 		fd := finding.Finding{Pattern: f.Pattern, Severity: f.Severity, Job: c.Job, User: c.User, Team: c.Team, Kind: c.Kind,
-			Hostname: c.Host, ModelName: model, GPUs: uuids, WastedGPUHours: f.Wasted, Evidence: f.Evidence,
+			Hostname: c.Host, ModelName: model, GPUs: uuids, GPU: f.GPU, WastedGPUHours: f.Wasted, Evidence: f.Evidence,
 			Start: time.Unix(f.Start, 0).UTC(), End: time.Unix(f.End, 0).UTC()}
 		fd.Advice = report.Advise(&fd)
 		r.Findings = append(r.Findings, Finding{Finding: fd})
 		r.Totals.WastedGPUHours += f.Wasted
+		r.Totals.DegradedGPUHours += f.Evidence[schema.EvidenceDegraded]
+		if f.Pattern == schema.GPUFault && f.Evidence["ended_by_fault"] > 0 {
+			r.Health = &Health{EndedByFault: fd.Advice}
+		}
 	}
 	return r, nil
 }
@@ -300,4 +308,21 @@ func noteReport(ref Ref, sc *Scheduler) *Report {
 		}
 	}
 	return r
+}
+
+// healthKeys are the evidence a summary keeps when it must shed evidence:
+// what the health findings' sentences and the degraded total are made of.
+var healthKeys = []string{schema.EvidenceDegraded, "ended_by_fault", "xid", "slowdown", "throttle_share"}
+
+func keepHealth(ev map[string]float64) map[string]float64 {
+	var out map[string]float64
+	for _, k := range healthKeys {
+		if v, ok := ev[k]; ok {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -418,8 +418,8 @@ func (v *validator) rule(key string, r *rawRule, p *Policy) Rule {
 	rule := Rule{Pattern: schema.Pattern(r.Pattern), DryRun: r.DryRun, Reclaim: r.Reclaim,
 		MinDuration: v.duration(key+".min_duration", r.MinDuration, 0)}
 	if !rule.Pattern.Valid() {
-		names := make([]string, len(schema.Patterns))
-		for i, q := range schema.Patterns {
+		names := make([]string, len(schema.AllPatterns))
+		for i, q := range schema.AllPatterns {
 			names[i] = string(q)
 		}
 		v.fail(key+".pattern", "unknown pattern %q (one of %s)", r.Pattern, strings.Join(names, ", "))
@@ -447,6 +447,9 @@ func (v *validator) rule(key string, r *rawRule, p *Policy) Rule {
 		}
 		if seen[st.Action] {
 			v.fail(sk+".action", "action %q appears twice in one rule", s.Action)
+		}
+		if st.Action.Disruptive() && rule.Pattern.Health() {
+			v.fail(sk+".action", "pattern %s is a health finding (the job was slowed or ended by its GPU, not wasteful): only notify and warn steps apply", rule.Pattern)
 		}
 		seen[st.Action] = true
 		if st.After < last {

@@ -281,9 +281,27 @@ func (p *Policy) Evaluate(f *finding.Finding, fa *facts.Facts, now time.Time) Ev
 		ev.DryRun = *ev.Rule.DryRun
 	}
 	ev.ReclaimAllowed = ev.Tier.Reclaim && (ev.Rule.Reclaim == nil || *ev.Rule.Reclaim)
+	if f.Pattern.Health() {
+		// A job slowed or ended by its GPU is never disturbed for it,
+		// whatever the rule says: only its notify and warn steps apply.
+		ev.Rule, ev.ReclaimAllowed = withoutDisruptive(ev.Rule), false
+	}
 	ev.Why = p.qualifies(f, ev.Tier, ev.Rule, now)
 	ev.Qualifies = ev.Why == ""
 	return ev
+}
+
+// withoutDisruptive is a copy of r with its checkpoint and reclaim steps
+// left out.
+func withoutDisruptive(r *Rule) *Rule {
+	c := *r
+	c.Steps = nil
+	for _, st := range r.Steps {
+		if !st.Action.Disruptive() {
+			c.Steps = append(c.Steps, st)
+		}
+	}
+	return &c
 }
 
 func (t *Tier) rule(pat schema.Pattern) *Rule {

@@ -141,6 +141,7 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 	}
 	fr := base("", fleet)
 	fr.Link = cfg.link(cfg.Grafana.TeamDashboard, p)
+	fr.FleetHealth = fleetHealth(usage, findings, p, cfg.Top)
 	for name, a := range aggs {
 		row := TeamRow{Team: name, AllocatedGPUHours: a.alloc, ActiveGPUHours: a.active, WastedGPUHours: a.wasted,
 			WastedShare: ratio(a.wasted, a.alloc), FleetShare: ratio(a.alloc, fleet.alloc), Cost: a.cost, WastedCost: a.wastedCost,
@@ -252,7 +253,7 @@ func (b *Builder) trend(ctx context.Context, p Period, teams []string, admin boo
 
 type agg struct {
 	alloc, active, cost, wasted, wastedCost float64
-	overLimit, orphan                       float64
+	overLimit, orphan, degraded             float64
 	daily                                   []DayRow
 	users                                   map[string]*UserRow
 	jobs                                    map[string]*JobRow
@@ -306,6 +307,7 @@ func (a *agg) addUsage(u *store.Usage, used float64, day int, price float64) {
 // user, job and day.
 func (a *agg) addEntry(e *accounting.Entry, price float64, model string, spread []float64) {
 	a.overLimit += e.OverLimit
+	a.degraded += e.Degraded
 	a.orphan += e.Orphan
 	if e.Wasted > 0 {
 		a.addFinding(e.Finding, e.Wasted, price, model, spread)
@@ -347,7 +349,7 @@ func (a *agg) addFinding(f *finding.Finding, w, price float64, model string, spr
 // fill copies the aggregate into r, sorted and cut to the configured top.
 func (a *agg) fill(r *Report, days []Period, cfg *Config, p Period) {
 	r.Totals = Totals{AllocatedGPUHours: a.alloc, ActiveGPUHours: a.active, IdleGPUHours: max(0, a.alloc-a.active),
-		WastedGPUHours: a.wasted, OverLimitGPUHours: a.overLimit, OrphanGPUHours: a.orphan, WastedShare: ratio(a.wasted, a.alloc), Cost: a.cost, WastedCost: a.wastedCost,
+		WastedGPUHours: a.wasted, OverLimitGPUHours: a.overLimit, DegradedGPUHours: a.degraded, OrphanGPUHours: a.orphan, WastedShare: ratio(a.wasted, a.alloc), Cost: a.cost, WastedCost: a.wastedCost,
 		Jobs: len(a.jobIDs), Users: len(a.users)}
 	for i := range a.daily {
 		a.daily[i].Date = days[i].Label

@@ -120,6 +120,11 @@ type EndedJob struct {
 	Cost, WastedCost                                float64
 	Findings                                        []AdviceRow
 	Link                                            string
+	// EndedByFault, when set, says the job ended of a GPU fault (the
+	// gpu_fault finding's advice): the mail goes out whatever the waste.
+	EndedByFault string
+	// DegradedGPUHours: slowed by throttled or faulty GPUs, never waste.
+	DegradedGPUHours float64
 }
 
 // EndedJobOf builds the mail's content from the store: the job's summed
@@ -144,6 +149,10 @@ func EndedJobOf(ctx context.Context, st *store.Store, cfg *Config, hostname, job
 			e.JobName = f.JobName
 		}
 		e.WastedGPUHours += f.WastedGPUHours
+		e.DegradedGPUHours += f.Evidence[schema.EvidenceDegraded]
+		if f.Pattern == schema.GPUFault && f.Evidence["ended_by_fault"] > 0 {
+			e.EndedByFault = Advise(f)
+		}
 		e.Findings = append(e.Findings, AdviceRow{Job: job, User: f.User, Hostname: hostname, Pattern: f.Pattern,
 			WastedGPUHours: f.WastedGPUHours, Advice: Advise(f),
 			Link: cfg.link(cfg.Grafana.JobDashboard, Period{Start: f.Start, End: f.End}, "job", job, "hostname", hostname)})
@@ -243,7 +252,7 @@ func (m *jobMailer) consider(ctx context.Context, now time.Time, j store.JobRef)
 		return err
 	}
 	jm := m.d.Config.JobMail
-	if e.WastedGPUHours < jm.MinWastedGPUHours || e.WastedShare < jm.MinWastedShare {
+	if e.EndedByFault == "" && (e.WastedGPUHours < jm.MinWastedGPUHours || e.WastedShare < jm.MinWastedShare) {
 		return m.outbox.Skip(ctx, KindJobEnd, e.User, period, now, "under the thresholds")
 	}
 	rec := m.record(e, *jm.DryRun)

@@ -143,6 +143,9 @@ type jobView struct {
 
 // JobSubject is the subject of an end-of-job mail.
 func JobSubject(e *EndedJob) string {
+	if e.EndedByFault != "" {
+		return mail.SanitizeHeader(fmt.Sprintf("GPU job %s on %s ended by a GPU fault, not its code: resubmit it", e.Job, e.Hostname))
+	}
 	return mail.SanitizeHeader(fmt.Sprintf("GPU job %s on %s ended: %s of its GPU time wasted", e.Job, e.Hostname, pct(e.WastedShare)))
 }
 

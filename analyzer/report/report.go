@@ -47,6 +47,9 @@ type Report struct {
 	Actions     []ActionEntry `json:"actions,omitempty"`
 	ActionsNote string        `json:"actions_note,omitempty"`
 	Link        string        `json:"link,omitempty"`
+	// FleetHealth ranks the nodes whose GPUs slowed or failed jobs
+	// (administrators' report only; see health.go).
+	FleetHealth []HealthRow `json:"fleet_health,omitempty"`
 	// Planner is the capacity planner's headline (when one is configured).
 	Planner *PlannerSection `json:"planner,omitempty"`
 }
@@ -60,7 +63,10 @@ type Totals struct {
 	IdleGPUHours      float64 `json:"idle_gpu_hours"`
 	WastedGPUHours    float64 `json:"wasted_gpu_hours"`
 	OverLimitGPUHours float64 `json:"over_limit_gpu_hours"`
-	OrphanGPUHours    float64 `json:"orphan_gpu_hours"`
+	// DegradedGPUHours: slowed by throttled or faulty GPUs (accounting's
+	// Degraded), never waste.
+	DegradedGPUHours float64 `json:"degraded_gpu_hours"`
+	OrphanGPUHours   float64 `json:"orphan_gpu_hours"`
 	// WastedShare = Wasted / Allocated.
 	WastedShare float64 `json:"wasted_share"`
 	Cost        float64 `json:"cost"`

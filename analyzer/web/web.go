@@ -299,7 +299,7 @@ func (s *site) load(r *http.Request) (Filter, []finding.Finding, []finding.Findi
 func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 	flt, all, sel, code, err := s.load(r)
 	p := findingsPage{page: s.page("findings", s.Findings != nil), Filter: flt, Query: r.URL.Query(),
-		Patterns: schema.Patterns, Total: len(all), Findings: sel}
+		Patterns: schema.AllPatterns, Total: len(all), Findings: sel}
 	if s.Coverage != nil {
 		if c, ok := s.Coverage.LastCoverage(); ok {
 			p.Coverage = cycleLine(c, len(all))
@@ -343,7 +343,7 @@ func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 		pt.GPUHours += f.WastedGPUHours
 	}
 	p.Jobs = len(jobs)
-	for _, pat := range schema.Patterns {
+	for _, pat := range schema.AllPatterns {
 		if pt := byPat[pat]; pt != nil {
 			p.ByPat = append(p.ByPat, *pt)
 			p.MaxPat = math.Max(p.MaxPat, pt.GPUHours)

@@ -114,7 +114,9 @@ func (f Format) keeps(name string) bool {
 // Read are the families the analyzer queries.
 var Read = []*schema.Metric{schema.GPUUtil, schema.MemCopyUtil, schema.FBUsed, schema.FBFree, schema.PowerUsage,
 	schema.PowerLimit, schema.ProfSMActive, schema.ProfDRAMActive, schema.ProfGrEngineActive, schema.ProfTensorActive,
-	schema.AllocationInfo, schema.ProcessOrphaned}
+	schema.AllocationInfo, schema.ProcessOrphaned,
+	// health signals (analyzer/features/health.go)
+	schema.ClockEvents, schema.SMClock, schema.XIDErrors, schema.XIDLast}
 
 // Options of a replay.
 type Options struct {

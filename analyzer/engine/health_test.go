@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/schema"
+)
+
+// healthScenario: the issue's health cases. The labels come from NVIDIA's
+// documentation, not from gpuwatch's thresholds:
+//
+//   - 3001, 8 GPUs at their power cap for the whole job: NVML's
+//     clocks-event reason SW power cap (nvmlClocksEventReasonSwPowerCap),
+//     every GPU alike; the simulator holds the SM clock at 78-82 % of the
+//     model's maximum, so the job runs about 20 % slower: throttled, no
+//     straggler.
+//   - 3002, 4 GPUs, GPU 2 thermally throttled all along (SW and HW thermal
+//     slowdown and HW slowdown): its SM clock at 52-56 % of the maximum,
+//     the three others waiting for it at every step: a straggler on GPU
+//     2, about 46 % slower.
+//   - 3003, 4 GPUs, XID 79 ("GPU has fallen off the bus", a hardware
+//     XID in NVIDIA's catalogue) on GPU 1 two minutes before the job
+//     ended, the GPU gone: a GPU fault that ended the job.
+//   - 3004, XID 13 ("Graphics Engine Exception", attributed to the user
+//     application) on GPU 0 mid-job: the application's fault, never a GPU
+//     fault.
+//   - 3005, 4 GPUs busy at full load and temperature, no clock-event reason
+//     other than none: nothing to report.
+const healthScenario = `
+name: health
+fleet:
+  - {hostname: pw-01, model: H100-SXM5-80GB, gpus: 8}
+  - {hostname: th-01, model: A100-SXM4-80GB, gpus: 4}
+  - {hostname: xf-01, model: H100-SXM5-80GB, gpus: 4}
+  - {hostname: ap-01, model: A100-SXM4-80GB, gpus: 2}
+  - {hostname: ok-01, model: H100-SXM5-80GB, gpus: 4}
+workloads:
+  - {id: "3001", user: ann, team: llm, job_name: capped, node: pw-01, gpus: [0, 1, 2, 3, 4, 5, 6, 7], start: 0s, duration: 3h, behaviour: training}
+  - {id: "3002", user: ben, team: llm, job_name: ddp, node: th-01, gpus: [0, 1, 2, 3], start: 0s, duration: 3h, behaviour: training}
+  - {id: "3003", user: cat, team: llm, job_name: lost, node: xf-01, gpus: [0, 1, 2, 3], start: 0s, duration: 90m, behaviour: training}
+  - {id: "3004", user: dan, team: vision, job_name: buggy, node: ap-01, gpus: [0, 1], start: 0s, duration: 3h, behaviour: training}
+  - {id: "3005", user: eve, team: vision, job_name: hot, node: ok-01, gpus: [0, 1, 2, 3], start: 0s, duration: 3h, behaviour: training}
+faults:
+  - {kind: power_throttle, node: pw-01, gpus: [0, 1, 2, 3, 4, 5, 6, 7], at: 0s}
+  - {kind: thermal_throttle, node: th-01, gpus: [2], at: 0s}
+  - {kind: xid, node: xf-01, gpus: [1], at: 88m, xid: 79}
+  - {kind: gpu_lost, node: xf-01, gpus: [1], at: 88m30s}
+  - {kind: xid, node: ap-01, gpus: [0], at: 60m, xid: 13}
+`
+
+// The scenario's slowdowns: 1 − the simulator's mean SM clock share under
+// each throttle (exporter/sim gpuSamples).
+const (
+	powerCapSlowdown = 1 - 0.80
+	thermalSlowdown  = 1 - 0.54
+)
+
+func healthFindings(t *testing.T, f simload.Format) []finding.Finding {
+	t.Helper()
+	origin := time.Date(2026, 11, 16, 0, 0, 0, 0, time.UTC)
+	sc, err := sim.ParseScenario("health.yaml", []byte(healthScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	app := db.Appender()
+	const span = 3*time.Hour + 10*time.Minute
+	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 1, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second},
+		f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) })); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{Querier: db, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := e.Analyze(ctx, origin, origin.Add(span))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+func byJob(fs []finding.Finding) map[string]map[schema.Pattern]finding.Finding {
+	out := map[string]map[schema.Pattern]finding.Finding{}
+	for _, f := range fs {
+		if out[f.Job] == nil {
+			out[f.Job] = map[schema.Pattern]finding.Finding{}
+		}
+		out[f.Job][f.Pattern] = f
+	}
+	return out
+}
+
+func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want }
+
+// TestHealthFindings runs the health scenario in gpuwatch's own counters
+// and checks every label.
+func TestHealthFindings(t *testing.T) {
+	checkHealth(t, healthFindings(t, simload.Format{}), true)
+}
+
+// TestHealthFindingsDCGMDefault: the same scenario in dcgm-exporter's
+// default counters, which have the SM clock, the last XID and the row-remap
+// counters but no clock-event reasons and no violation counters: the
+// straggler is found by its clock, the XIDs by the gauge; uniform
+// throttling cannot be told from a slower board without a reason, and is
+// not reported.
+func TestHealthFindingsDCGMDefault(t *testing.T) {
+	checkHealth(t, healthFindings(t, simload.Format{Stock: true, Counters: simload.DCGMDefault, Host: schema.LabelHostname}), false)
+}
+
+func checkHealth(t *testing.T, fs []finding.Finding, reasons bool) {
+	t.Helper()
+	got := byJob(fs)
+	for _, f := range fs {
+		if f.Pattern.Health() && (f.WastedGPUHours != 0 || f.Action != schema.ActionNotify) {
+			t.Errorf("%s: wastes %.2f GPU-hours, action %s; a health finding is never waste and only notifies", f.Key(), f.WastedGPUHours, f.Action)
+		}
+		t.Logf("%s %s gpu=%s evidence=%v", f.Job, f.Pattern, f.GPU, f.Evidence)
+	}
+	// 3001: throttled by the power cap, no straggler.
+	if f, ok := got["3001"][schema.Throttled]; !reasons {
+		if ok {
+			t.Errorf("throttled without any reason signal: %v", f.Evidence)
+		}
+	} else if !ok {
+		t.Errorf("power-capped 8-GPU job: no throttled finding")
+	} else {
+		if f.Evidence["reason_"+schema.ReasonSWPowerCap] != 1 || f.Evidence["throttled_gpus"] != 8 {
+			t.Errorf("power-capped job: evidence %v, want 8 GPUs under sw_power_cap", f.Evidence)
+		}
+		if !within(f.Evidence["slowdown"], powerCapSlowdown, 0.2) {
+			t.Errorf("power-capped job: slowdown %.3f, want %.2f ± 20 %%", f.Evidence["slowdown"], powerCapSlowdown)
+		}
+		if f.Evidence[schema.EvidenceDegraded] <= 0 {
+			t.Errorf("power-capped job: no degraded GPU-hours")
+		}
+	}
+	if _, ok := got["3001"][schema.Straggler]; ok {
+		t.Errorf("power-capped job: a straggler, though all GPUs throttle alike")
+	}
+	// 3002: straggler on GPU 2.
+	if f, ok := got["3002"][schema.Straggler]; !ok {
+		t.Errorf("thermal straggler: not found")
+	} else {
+		if f.GPU == "" || (reasons && f.Evidence["reason_"+schema.ReasonSWThermalSlowdown] == 0) {
+			t.Errorf("straggler: GPU %q evidence %v, want the throttled GPU under a thermal reason", f.GPU, f.Evidence)
+		}
+		if !within(f.Evidence["slowdown"], thermalSlowdown, 0.2) {
+			t.Errorf("straggler: slowdown %.3f, want %.2f ± 20 %%", f.Evidence["slowdown"], thermalSlowdown)
+		}
+	}
+	if _, ok := got["3002"][schema.Throttled]; ok {
+		t.Errorf("one throttled GPU of four reported as a throttled job, not a straggler")
+	}
+	// 3003: ended by XID 79.
+	if f, ok := got["3003"][schema.GPUFault]; !ok {
+		t.Errorf("XID 79: no gpu_fault")
+	} else if f.Evidence["xid"] != 79 || f.Evidence["ended_by_fault"] != 1 {
+		t.Errorf("XID 79: evidence %v, want xid 79 and ended_by_fault", f.Evidence)
+	}
+	// 3004: the application's XID 13, never the GPU's.
+	if f, ok := got["3004"][schema.AppXID]; !ok || f.Evidence["xid"] != 13 {
+		t.Errorf("XID 13: app_xid %v (found %v)", f.Evidence, ok)
+	}
+	if _, ok := got["3004"][schema.GPUFault]; ok {
+		t.Errorf("XID 13 blamed on the GPU")
+	}
+	// 3005: healthy.
+	for p := range got["3005"] {
+		if p.Health() {
+			t.Errorf("healthy hot job: %s", p)
+		}
+	}
+	for job, ps := range got {
+		for p := range ps {
+			if p == schema.CPUOnly || p == schema.Stuck || p == schema.IdleSession {
+				t.Errorf("job %s: reclaiming pattern %s on a busy job", job, p)
+			}
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package report
+
+import (
+	"sort"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
+)
+
+// HealthRow is one node of the fleet-health ranking: how much of its GPUs'
+// used time ran throttled (the straggler and throttled findings'
+// throttled_gpu_hours) and how often they faulted (gpu_fault findings),
+// each beside the same figure over every node of its model.
+type HealthRow struct {
+	Hostname string `json:"hostname"`
+	Model    string `json:"model"`
+	// UsedGPUHours is the node's GPU-active time in the period.
+	UsedGPUHours      float64 `json:"used_gpu_hours"`
+	ThrottledGPUHours float64 `json:"throttled_gpu_hours"`
+	DegradedGPUHours  float64 `json:"degraded_gpu_hours"`
+	Stragglers        int     `json:"stragglers"`
+	Faults            int     `json:"faults"`
+	// ThrottledShare = throttled / used; ModelThrottledShare the same over
+	// the model's nodes. FaultsPer1k are faults per 1,000 used GPU-hours.
+	ThrottledShare       float64 `json:"throttled_share"`
+	ModelThrottledShare  float64 `json:"model_throttled_share"`
+	FaultsPer1k          float64 `json:"faults_per_1k_gpu_hours"`
+	ModelFaultsPer1k     float64 `json:"model_faults_per_1k_gpu_hours"`
+	JobsEndedByGPUFault  int     `json:"jobs_ended_by_gpu_fault"`
+	ApplicationXIDFaults int     `json:"application_xids"`
+}
+
+// fleetHealth ranks the nodes of the period by throttled GPU-hours, then
+// faults; only nodes with a health finding are listed, at most top.
+func fleetHealth(usage []store.Usage, fs []finding.Finding, p Period, top int) []HealthRow {
+	rows := map[string]*HealthRow{}
+	row := func(host, model string) *HealthRow {
+		r := rows[host]
+		if r == nil {
+			r = &HealthRow{Hostname: host}
+			rows[host] = r
+		}
+		if r.Model == "" {
+			r.Model = model
+		}
+		return r
+	}
+	for i := range usage {
+		u := &usage[i]
+		if !u.Start.Before(p.Start) && u.Start.Before(p.End) {
+			row(u.Hostname, u.Model).UsedGPUHours += u.ActiveGPUHours
+		}
+	}
+	listed := map[string]bool{}
+	for i := range fs {
+		f := &fs[i]
+		if !f.Pattern.Health() {
+			continue
+		}
+		share := accounting.Clip(f.Start, f.End, p.Start, p.End)
+		if share <= 0 {
+			continue
+		}
+		r := row(f.Hostname, f.ModelName)
+		switch f.Pattern {
+		case schema.Straggler, schema.Throttled:
+			r.ThrottledGPUHours += share * f.Evidence["throttled_gpu_hours"]
+			r.DegradedGPUHours += share * f.Evidence[schema.EvidenceDegraded]
+			if f.Pattern == schema.Straggler {
+				r.Stragglers++
+			}
+		case schema.GPUFault:
+			r.Faults++
+			if f.Evidence["ended_by_fault"] > 0 {
+				r.JobsEndedByGPUFault++
+			}
+		case schema.AppXID:
+			r.ApplicationXIDFaults++
+		}
+		listed[f.Hostname] = true
+	}
+	type peers struct{ used, throttled, faults float64 }
+	byModel := map[string]*peers{}
+	for _, r := range rows {
+		m := byModel[r.Model]
+		if m == nil {
+			m = &peers{}
+			byModel[r.Model] = m
+		}
+		m.used += r.UsedGPUHours
+		m.throttled += r.ThrottledGPUHours
+		m.faults += float64(r.Faults)
+	}
+	var out []HealthRow
+	for host, r := range rows {
+		if !listed[host] || (r.ThrottledGPUHours == 0 && r.Faults == 0 && r.ApplicationXIDFaults == 0) {
+			continue
+		}
+		m := byModel[r.Model]
+		r.ThrottledShare, r.ModelThrottledShare = ratio(r.ThrottledGPUHours, r.UsedGPUHours), ratio(m.throttled, m.used)
+		r.FaultsPer1k, r.ModelFaultsPer1k = 1000*ratio(float64(r.Faults), r.UsedGPUHours), 1000*ratio(m.faults, m.used)
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.ThrottledGPUHours != b.ThrottledGPUHours {
+			return a.ThrottledGPUHours > b.ThrottledGPUHours
+		}
+		if a.Faults != b.Faults {
+			return a.Faults > b.Faults
+		}
+		return a.Hostname < b.Hostname
+	})
+	if top > 0 && len(out) > top {
+		out = out[:top]
+	}
+	return out
+}
