@@ -206,8 +206,15 @@ func TestSlurmJobsOnSeries(t *testing.T) {
 	// (through SLURM_JOB_ID: proctrack/linuxproc makes no cgroups).
 	var pids []int
 	for deadline := time.Now().Add(15 * time.Second); len(pids) == 0; time.Sleep(200 * time.Millisecond) {
-		// Right after the job starts, slurmstepd may list its task as pid -1.
-		for _, line := range strings.Split(slurm(t, conf, "scontrol", "listpids", a), "\n")[1:] {
+		// Right after the job starts, slurmstepd may list its task as pid -1,
+		// or scontrol may find no step yet and exit 1: both mean "not yet".
+		listpids := exec.Command("scontrol", "listpids", a)
+		listpids.Env = append(os.Environ(), "SLURM_CONF="+conf)
+		out, err := listpids.CombinedOutput()
+		if err != nil && !strings.Contains(string(out), "no steps") {
+			t.Fatalf("scontrol listpids %s: %v\n%s", a, err, out)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
 			if f := strings.Fields(line); len(f) > 0 {
 				if pid, err := strconv.Atoi(f[0]); err == nil && pid > 0 {
 					pids = append(pids, pid)
