@@ -65,7 +65,9 @@ type ReportSummary struct {
 	ActiveGPUHours    float64
 	WastedGPUHours    float64
 	OverLimitGPUHours float64
-	OrphanGPUHours    float64
+	// DegradedGPUHours: slowed by throttled or faulty GPUs, never waste.
+	DegradedGPUHours float64
+	OrphanGPUHours   float64
 	TopPattern        schema.Pattern
 }
 
