@@ -68,7 +68,7 @@ type ReportSummary struct {
 	// DegradedGPUHours: slowed by throttled or faulty GPUs, never waste.
 	DegradedGPUHours float64
 	OrphanGPUHours   float64
-	TopPattern        schema.Pattern
+	TopPattern       schema.Pattern
 }
 
 // AccountingSource gives the fleet's accounting of the latest report
