@@ -110,6 +110,14 @@ func TestAccountingIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	surfaces["terminal"] = fromLine(t, "terminal", term.String())
+	if !testtool.Race {
+		// The demo week shows each thing that slows or ends a job.
+		for _, want := range []string{"SLOWED OR ENDED BY GPUS", "straggler", "throttled", "XID 79, ended the job", "XID 13, the job's own code"} {
+			if !strings.Contains(term.String(), want) {
+				t.Errorf("the demo's summary lacks %q", want)
+			}
+		}
+	}
 
 	fleet := readFile(t, filepath.Join(out, "reports", "fleet.html"))
 	m := match(t, "fleet report", `([\d.,]+) GPU-hours wasted, [\d.,]+% of ([\d.,]+) allocated\.`, fleet)
