@@ -11,7 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
-	"github.com/gpuwatch/gpuwatch/analyzer/internal/cronspec"
+	"github.com/gpuwatch/gpuwatch/internal/cronspec"
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/internal/cronspec"
+	"github.com/gpuwatch/gpuwatch/internal/cronspec"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )

@@ -9,7 +9,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
+	"github.com/gpuwatch/gpuwatch/cmd/internal/analyzercmd"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 

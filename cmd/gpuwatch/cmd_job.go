@@ -14,7 +14,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
-	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
+	"github.com/gpuwatch/gpuwatch/cmd/internal/analyzercmd"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
-	"github.com/gpuwatch/gpuwatch/internal/analyzercmd"
+	"github.com/gpuwatch/gpuwatch/cmd/internal/analyzercmd"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 )
 

@@ -67,11 +67,11 @@ func TestUnitEnvironmentArgsParse(t *testing.T) {
 }
 
 // analyzerFlags reads the flag names the analyzer daemon registers from its
-// source (internal/analyzercmd, shared by gpuwatch and gpuwatch-analyzer), plus
+// source (cmd/internal/analyzercmd, shared by gpuwatch and gpuwatch-analyzer), plus
 // exporter-toolkit's web flags.
 func analyzerFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	src, err := os.ReadFile("../../internal/analyzercmd/analyzer.go")
+	src, err := os.ReadFile("../../cmd/internal/analyzercmd/analyzer.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func analyzerFlags(t *testing.T) map[string]bool {
 		flags[string(m[1])] = true
 	}
 	if len(flags) < 6 || !flags["policy.file"] {
-		t.Fatalf("could not read the analyzer's flags from internal/analyzercmd/analyzer.go (got %v)", flags)
+		t.Fatalf("could not read the analyzer's flags from cmd/internal/analyzercmd/analyzer.go (got %v)", flags)
 	}
 	return flags
 }
