@@ -147,7 +147,15 @@ func TestAccountingIdentity(t *testing.T) {
 		}
 		return string(b)
 	}
-	page := match(t, "web page", `(?s)<p id="accounting">.*?</p>`, get("/"))[0]
+	home := get("/")
+	page := match(t, "web page", `(?s)<p id="accounting">.*?</p>`, home)[0]
+	if !testtool.Race {
+		// The straggler's node heads the fleet-health ranking.
+		health := match(t, "web page", `(?s)<table id="fleet-health">.*?</table>`, home)[0]
+		if !strings.Contains(health, ">a100-01</a>") {
+			t.Errorf("the web page's fleet health lacks the straggler's node a100-01:\n%s", health)
+		}
+	}
 	var web figures
 	for i, class := range []string{"allocated", "used", "wasted", "over-limit", "orphan", "degraded"} {
 		v := num(t, "web page", match(t, "web page", `<b class="`+class+`">([\d.,]+)</b>`, page)[1])

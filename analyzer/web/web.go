@@ -27,6 +27,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
+	"github.com/gpuwatch/gpuwatch/analyzer/report"
 )
 
 // FindingsSource gives the current findings (for the daemon: those of the
@@ -68,7 +69,10 @@ type ReportSummary struct {
 	// DegradedGPUHours: slowed by throttled or faulty GPUs, never waste.
 	DegradedGPUHours float64
 	OrphanGPUHours   float64
-	TopPattern       schema.Pattern
+	// Health ranks the nodes whose GPUs slowed or failed jobs (the fleet
+	// report's ranking, at most five); empty for a team's report.
+	Health     []report.HealthRow
+	TopPattern schema.Pattern
 }
 
 // AccountingSource gives the fleet's accounting of the latest report
