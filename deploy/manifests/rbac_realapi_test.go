@@ -128,7 +128,9 @@ func TestRBACOnRealAPIServer(t *testing.T) {
 			t.Cleanup(func() { _ = admin.RbacV1().ClusterRoles().Delete(context.Background(), r.Name, metav1.DeleteOptions{}) })
 		case *rbacv1.ClusterRoleBinding:
 			_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, r, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), r.Name, metav1.DeleteOptions{}) })
+			t.Cleanup(func() {
+				_ = admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), r.Name, metav1.DeleteOptions{})
+			})
 		case *rbacv1.Role:
 			granted = append(granted, expand(t, r.Rules)...)
 			_, err = admin.RbacV1().Roles(ns).Create(ctx, r, metav1.CreateOptions{})
@@ -164,7 +166,9 @@ func TestRBACOnRealAPIServer(t *testing.T) {
 		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "gpuwatch.invalid/" + app + ":1"}}}}
 	}
-	sel := func(app string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}} }
+	sel := func(app string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	}
 	if _, err := admin.AppsV1().Deployments(work).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: sel("web"), Template: tmpl("web")}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
