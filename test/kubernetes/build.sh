@@ -27,12 +27,23 @@ kwok_version=${GPUWATCH_KWOK_VERSION:-v0.8.0}
 command -v go >/dev/null 2>&1 || die "go not found"
 mkdir -p "$cache"
 
+# kwok, and its stages: the kwok binary has no default ones (kwokctl
+# brings them), so the module's own are kept beside it. pod-complete is left
+# out: it finishes a Job's pods at once, where a training Job runs.
 build_kwok() {
 	out=$cache/kwok-$kwok_version
-	[ -x "$out/kwok" ] && return 0
+	[ -x "$out/kwok" ] && [ -s "$out/stages.yaml" ] && return 0
 	say "building kwok $kwok_version"
+	rm -rf "$out.tmp"
 	mkdir -p "$out.tmp"
 	GOBIN=$out.tmp GOFLAGS=-buildvcs=false go install "sigs.k8s.io/kwok/cmd/kwok@$kwok_version" >&2 || return 1
+	kdir=$(go mod download -json "sigs.k8s.io/kwok@$kwok_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	st=$kdir/kustomize/stage
+	for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml; do
+		[ -s "$st/$f" ] || { say "kwok's stage $f not found in $kdir"; return 1; }
+		cat "$st/$f"
+		printf '\n---\n'
+	done >"$out.tmp/stages.yaml"
 	rm -rf "$out" && mv "$out.tmp" "$out"
 }
 

@@ -151,17 +151,18 @@ api() {
 	curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$@" "https://127.0.0.1:$api_port$p"
 }
 # ready NODE: whether NODE's Ready condition is True.
-ready() { api "/api/v1/nodes/$1" | grep -q '"type":"Ready","status":"True"'; }
+ready() { api "/api/v1/nodes/$1" | tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; }
 
-# wait_for WHAT LOG COMMAND...: run COMMAND every 0.2 s until it succeeds.
+# wait_for WHAT PIDFILE LOG COMMAND...: run COMMAND every 0.2 s until it
+# succeeds; fail when the process of PIDFILE ends or after the timeout.
 wait_for() {
-	what=$1 log=$2
-	shift 2
+	what=$1 pidfile=$2 log=$3
+	shift 3
 	i=0
 	until "$@" >/dev/null 2>&1; do
 		i=$((i + 1))
-		if [ "$i" -gt $((timeout * 5)) ]; then
-			say "$what not ready after ${timeout}s; the end of $log:"
+		if [ "$i" -gt $((timeout * 5)) ] || ! alive "$pidfile"; then
+			say "$what not ready (after $((i / 5))s); the end of $log:"
 			tail -n 30 "$log" >&2 || true
 			exit 1
 		fi
@@ -184,7 +185,7 @@ setsid etcd --name gpuwatch --data-dir "$shm" \
 	--unsafe-no-fsync --quota-backend-bytes 1073741824 \
 	</dev/null >"$dir/log/etcd.log" 2>&1 &
 echo $! >"$dir/run/etcd.pid"
-wait_for etcd "$dir/log/etcd.log" curl -sf "http://127.0.0.1:$etcd_port/health"
+wait_for etcd "$dir/run/etcd.pid" "$dir/log/etcd.log" curl -sf "http://127.0.0.1:$etcd_port/health"
 
 say "starting kube-apiserver $version (https://127.0.0.1:$api_port)"
 setsid "$bin/kube-apiserver" \
@@ -196,10 +197,11 @@ setsid "$bin/kube-apiserver" \
 	--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
 	--authorization-mode=Node,RBAC --anonymous-auth=false \
 	--service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
+	--endpoint-reconciler-type=none \
 	--profiling=false --v=0 \
 	</dev/null >"$dir/log/kube-apiserver.log" 2>&1 &
 echo $! >"$dir/run/kube-apiserver.pid"
-wait_for kube-apiserver "$dir/log/kube-apiserver.log" api /readyz
+wait_for kube-apiserver "$dir/run/kube-apiserver.pid" "$dir/log/kube-apiserver.log" api /readyz
 
 say "starting kube-controller-manager"
 setsid "$bin/kube-controller-manager" \
@@ -213,7 +215,7 @@ setsid "$bin/kube-controller-manager" \
 	</dev/null >"$dir/log/kube-controller-manager.log" 2>&1 &
 echo $! >"$dir/run/kube-controller-manager.pid"
 # Ready when it has made the default namespace's ServiceAccount.
-wait_for kube-controller-manager "$dir/log/kube-controller-manager.log" \
+wait_for kube-controller-manager "$dir/run/kube-controller-manager.pid" "$dir/log/kube-controller-manager.log" \
 	api /api/v1/namespaces/default/serviceaccounts/default
 
 # Fake GPU nodes, each with 8 GPUs and, as MIG slices of them, 14
@@ -231,13 +233,13 @@ for n in $nodes; do
 NODE
 		die "could not register node $n"
 done
-setsid "$kwok" --kubeconfig="$dir/kwok.kubeconfig" \
+setsid "$kwok" --kubeconfig="$dir/kwok.kubeconfig" --config="$(dirname "$kwok")/stages.yaml" \
 	--manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
 	--cidr=10.244.0.0/16 --node-ip=127.0.0.1 --server-address=127.0.0.1:0 \
 	</dev/null >"$dir/log/kwok.log" 2>&1 &
 echo $! >"$dir/run/kwok.pid"
 for n in $nodes; do
-	wait_for "node $n" "$dir/log/kwok.log" ready "$n"
+	wait_for "node $n" "$dir/run/kwok.pid" "$dir/log/kwok.log" ready "$n"
 done
 t2=$(date +%s.%N)
 say "ready: build (or cache check) $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}")s, start-up $(awk "BEGIN{printf \"%.1f\", $t2 - $t1}")s; logs in $dir/log"
