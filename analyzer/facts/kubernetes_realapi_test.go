@@ -125,7 +125,7 @@ func TestKubernetesFactsOnRealPods(t *testing.T) {
 		{ns: research, pod: "nb-alice", tier: "notebooks", team: "nlp"},
 		{ns: research, pod: "nb-bob", tier: "notebooks", team: "nlp", exempt: schema.ExemptKey + "=demo on Friday"},
 		{ns: research, pod: jobPod, tier: "batch", team: "vision", owner: "Job"},
-		{ns: prod, pod: deployPod, tier: "services", team: "ml-infra", owner: "ReplicaSet", exempt: "exemption: platform team"},
+		{ns: prod, pod: deployPod, tier: "production", team: "ml-infra", owner: "ReplicaSet", exempt: "exemption: platform team"},
 		{ns: research, pod: "gone", missing: "does not know job " + research + "/gone (gone)"},
 	}
 	fs := make([]finding.Finding, len(want))
