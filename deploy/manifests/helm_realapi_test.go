@@ -106,7 +106,7 @@ func TestHelmInstallOnRealAPIServer(t *testing.T) {
 			flags := genericclioptions.NewConfigFlags(false)
 			flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
 			ac := new(action.Configuration)
-			if err := ac.Init(flags, ns, "secret", t.Logf); err != nil {
+			if err := ac.Init(flags, ns, "secret", func(string, ...any) {}); err != nil {
 				t.Fatal(err)
 			}
 			chrt, err := loader.Load(chartDir)
@@ -153,7 +153,9 @@ func TestHelmInstallOnRealAPIServer(t *testing.T) {
 						return r.Namespace(objNS).Get(context.Background(), o.Name(), metav1.GetOptions{})
 					}
 				} else {
-					get = func() (*unstructured.Unstructured, error) { return r.Get(context.Background(), o.Name(), metav1.GetOptions{}) }
+					get = func() (*unstructured.Unstructured, error) {
+						return r.Get(context.Background(), o.Name(), metav1.GetOptions{})
+					}
 				}
 				if _, err := get(); err != nil {
 					t.Errorf("%s after helm install: %v", o.ID(), err)

@@ -229,6 +229,15 @@ func TestRBACOnRealAPIServer(t *testing.T) {
 			t.Errorf("the chart grants %q, which no call of the analyzer used", g)
 		}
 	}
+	// The recorder sees a refusal: the namespace's default ServiceAccount,
+	// bound to nothing, may not list namespaces.
+	none := &recorder{}
+	noneCfg := testkube.ServiceAccountConfig(t, adminCfg, ns, "default")
+	noneCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { none.next = rt; return none })
+	if _, err := testkube.Client(t, noneCfg).CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1}); !apierrors.IsForbidden(err) ||
+		len(none.calls) != 1 || none.calls[0].status != http.StatusForbidden || none.calls[0].rule != " namespaces list" {
+		t.Errorf("an unbound ServiceAccount listing namespaces: %v, recorded %+v; want one 403 for \" namespaces list\"", err, none.calls)
+	}
 	var all []string
 	for u := range used {
 		all = append(all, u)
