@@ -50,7 +50,8 @@ eval "$(sh test/postgres/start.sh)"
 trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true; sh "$root/test/postgres/stop.sh" >/dev/null 2>&1 || true' EXIT
 step "start a Kubernetes control plane on loopback (etcd, kube-apiserver, kube-controller-manager, kwok)"
 # start.sh builds kube-apiserver and kube-controller-manager from the module
-# proxy once (about 10 CPU-minutes; cached in ~/.cache/gpuwatch/kubernetes)
+# proxy once (18 min on 2 cores with a cold Go build cache, 1 min with a
+# warm one; the binaries are cached in ~/.cache/gpuwatch/kubernetes)
 # and prints KUBECONFIG, GPUWATCH_KUBE_DIR and GPUWATCH_KUBE_NODES
 # (internal/testkube reads them: a namespace per test, ServiceAccount tokens).
 trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true; sh "$root/test/postgres/stop.sh" >/dev/null 2>&1 || true; sh "$root/test/kubernetes/stop.sh" >/dev/null 2>&1 || true' EXIT

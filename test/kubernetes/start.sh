@@ -66,7 +66,7 @@ if [ -s "$dir/env" ] && alive "$dir/run/etcd.pid" && alive "$dir/run/kube-apiser
 	cat "$dir/env"
 	exit 0
 fi
-sh "$here/stop.sh" 2>/dev/null || true
+GPUWATCH_KUBE_DIR=$dir sh "$here/stop.sh" 2>/dev/null || true
 
 t0=$(date +%s.%N)
 built=$(sh "$here/build.sh") || die "build.sh failed"
