@@ -37,6 +37,9 @@ const (
 	ActionReclaim    Action = "reclaim"
 	ActionKill       Action = "kill"   // orphaned process
 	ActionResize     Action = "resize" // ask for fewer or smaller GPUs (MIG)
+	// ActionDrain takes a node out of service after its GPUs faulted:
+	// Slurm drains it, Kubernetes cordons it. Running jobs are left alone.
+	ActionDrain Action = "drain"
 )
 
 // PatternSpec is what every part of gpuwatch knows of a waste pattern besides

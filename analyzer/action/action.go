@@ -87,6 +87,14 @@ var (
 	ErrRefused = errors.New("refused by the local check")
 )
 
+// Moot reports whether an actuator's error means the step is skipped, not
+// failed: the target is gone or already so, the step does not apply to it,
+// it failed validation, or its host refused it.
+func Moot(err error) bool {
+	return errors.Is(err, ErrGone) || errors.Is(err, ErrAlready) || errors.Is(err, ErrUnsupported) ||
+		errors.Is(err, ErrInvalid) || errors.Is(err, ErrRefused)
+}
+
 // Summary is a one-line description of the finding for messages.
 func Summary(req *Request) string {
 	f := &req.Finding

@@ -299,6 +299,20 @@ func (l *Log) History(ctx context.Context, findingKey string, episode time.Time,
 	return own, jobs, nil
 }
 
+// Latest returns the newest record (by episode) of step for findingKey in
+// the given dry-run mode, if any: a node's last drain, say.
+func (l *Log) Latest(ctx context.Context, findingKey, step string, dryRun bool) (Record, bool, error) {
+	rs, err := l.records(ctx, `SELECT `+recordCols+` FROM actions WHERE finding_key = ? AND step = ? AND dry_run = ?
+		ORDER BY episode_ms DESC, intended_ms DESC LIMIT 1`, findingKey, step, b2i(dryRun))
+	if err != nil {
+		return Record{}, false, fmt.Errorf("audit latest %s: %w", findingKey, err)
+	}
+	if len(rs) == 0 {
+		return Record{}, false, nil
+	}
+	return rs[0], true, nil
+}
+
 func (l *Log) records(ctx context.Context, q string, args ...any) ([]Record, error) {
 	rows, err := l.db.QueryContext(ctx, q, args...)
 	if err != nil {

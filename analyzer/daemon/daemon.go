@@ -43,6 +43,9 @@ type Job struct {
 type Daemon struct {
 	Source    Source
 	Escalator *Escalator
+	// Drainer, when set, takes nodes out of service after each escalation
+	// (the policy's out_of_service), under the same leadership.
+	Drainer *Drainer
 	// Spec schedules the cycles (e.g. "@every 1m", "*/5 * * * *").
 	Spec     string
 	Jobs     []Job
@@ -136,7 +139,14 @@ func (d *Daemon) cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	if m := d.Escalator.Metrics; m != nil {
 		m.ObserveFindings(now, fs)
 	}
-	return d.Escalator.Cycle(ctx, now, fs)
+	res, err := d.Escalator.Cycle(ctx, now, fs)
+	if err != nil || d.Drainer == nil {
+		return res, err
+	}
+	if _, err := d.Drainer.Cycle(ctx, now); err != nil {
+		return res, fmt.Errorf("out of service: %w", err)
+	}
+	return res, nil
 }
 
 // Run schedules cycles and jobs until ctx ends.

@@ -11,7 +11,6 @@ import (
 
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -387,7 +386,7 @@ func (e *Escalator) run(ctx context.Context, req *action.Request, a policy.StepA
 		switch {
 		case err == nil:
 			details = append(details, d)
-		case errors.Is(err, action.ErrGone), errors.Is(err, action.ErrUnsupported), errors.Is(err, action.ErrInvalid), errors.Is(err, action.ErrRefused):
+		case action.Moot(err):
 			details = append(details, a.Name()+": "+err.Error())
 			if len(acts) == 1 {
 				state = audit.Skipped

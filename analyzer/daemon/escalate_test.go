@@ -101,6 +101,7 @@ type rig struct {
 	reg    *prometheus.Registry
 	start  time.Time
 	policy *policy.Policy
+	st     *store.Store
 }
 
 func newRig(t testing.TB, doc string, st *store.Store) *rig {
@@ -120,7 +121,7 @@ func newRig(t testing.TB, doc string, st *store.Store) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{log: lg, policy: p, reg: prometheus.NewRegistry(),
+	r := &rig{log: lg, policy: p, reg: prometheus.NewRegistry(), st: st,
 		slurm: &fakeActuator{name: "slurm", stopped: map[string]bool{}},
 		hook:  &fakeActuator{name: "webhook", stopped: map[string]bool{}},
 		start: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}

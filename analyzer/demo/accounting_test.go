@@ -31,14 +31,14 @@ import (
 
 // figures are one surface's reading of the accounting, in GPU-hours.
 type figures struct {
-	allocated, used, wasted, overLimit, orphan float64
+	allocated, used, wasted, overLimit, orphan, degraded float64
 }
 
 func (f figures) values() []float64 {
-	return []float64{f.allocated, f.used, f.wasted, f.overLimit, f.orphan}
+	return []float64{f.allocated, f.used, f.wasted, f.overLimit, f.orphan, f.degraded}
 }
 
-var measures = []string{"allocated", "used", "wasted", "over the limit", "orphan"}
+var measures = []string{"allocated", "used", "wasted", "over the limit", "orphan", "degraded"}
 
 // num reads a number a surface printed.
 func num(t *testing.T, where, s string) float64 {
@@ -62,13 +62,16 @@ func match(t *testing.T, where, re, s string) []string {
 
 // lineRE is the accounting's one sentence, as the terminal and analyze
 // print it.
-const lineRE = `GPU-hours: ([\d.,]+) allocated, ([\d.,]+) used, ([\d.,]+) wasted \([\d.,]+% of allocated\), ([\d.,]+) over the limit(?:; ([\d.,]+) more held by orphaned processes)?`
+const lineRE = `GPU-hours: ([\d.,]+) allocated, ([\d.,]+) used, ([\d.,]+) wasted \([\d.,]+% of allocated\), ([\d.,]+) over the limit(?:; ([\d.,]+) degraded \(slowed by throttled or faulty GPUs\))?(?:; ([\d.,]+) more held by orphaned processes)?`
 
 func fromLine(t *testing.T, where, s string) figures {
 	m := match(t, where, lineRE, s)
-	f := figures{num(t, where, m[1]), num(t, where, m[2]), num(t, where, m[3]), num(t, where, m[4]), 0}
+	f := figures{num(t, where, m[1]), num(t, where, m[2]), num(t, where, m[3]), num(t, where, m[4]), 0, 0}
 	if m[5] != "" {
-		f.orphan = num(t, where, m[5])
+		f.degraded = num(t, where, m[5])
+	}
+	if m[6] != "" {
+		f.orphan = num(t, where, m[6])
 	}
 	return f
 }
@@ -107,6 +110,14 @@ func TestAccountingIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	surfaces["terminal"] = fromLine(t, "terminal", term.String())
+	if !testtool.Race {
+		// The demo week shows each thing that slows or ends a job.
+		for _, want := range []string{"SLOWED OR ENDED BY GPUS", "straggler", "throttled", "XID 79, ended the job", "XID 13, the job's own code"} {
+			if !strings.Contains(term.String(), want) {
+				t.Errorf("the demo's summary lacks %q", want)
+			}
+		}
+	}
 
 	fleet := readFile(t, filepath.Join(out, "reports", "fleet.html"))
 	m := match(t, "fleet report", `([\d.,]+) GPU-hours wasted, [\d.,]+% of ([\d.,]+) allocated\.`, fleet)
@@ -114,6 +125,7 @@ func TestAccountingIdentity(t *testing.T) {
 	rep.used = num(t, "report", match(t, "fleet report", `>([\d.,]+)</div>\s*<div[^>]*>GPU-hours active<`, fleet)[1])
 	rep.overLimit = num(t, "report", match(t, "fleet report", `<b>([\d.,]+)</b> GPU-hours over the limit`, fleet)[1])
 	rep.orphan = num(t, "report", match(t, "fleet report", `<b>([\d.,]+)</b> GPU-hours orphaned`, fleet)[1])
+	rep.degraded = num(t, "report", match(t, "fleet report", `<b>([\d.,]+)</b> GPU-hours degraded`, fleet)[1])
 	surfaces["report"] = rep
 
 	h, err := d.Handler(ctx, "test")
@@ -137,18 +149,18 @@ func TestAccountingIdentity(t *testing.T) {
 	}
 	page := match(t, "web page", `(?s)<p id="accounting">.*?</p>`, get("/"))[0]
 	var web figures
-	for i, class := range []string{"allocated", "used", "wasted", "over-limit", "orphan"} {
+	for i, class := range []string{"allocated", "used", "wasted", "over-limit", "orphan", "degraded"} {
 		v := num(t, "web page", match(t, "web page", `<b class="`+class+`">([\d.,]+)</b>`, page)[1])
-		*[]*float64{&web.allocated, &web.used, &web.wasted, &web.overLimit, &web.orphan}[i] = v
+		*[]*float64{&web.allocated, &web.used, &web.wasted, &web.overLimit, &web.orphan, &web.degraded}[i] = v
 	}
 	surfaces["web page"] = web
 	row := match(t, "web reports", `(?s)Fleet \(administrators\)</a></td>.*?</tr>`, get("/reports"))[0]
 	cells := regexp.MustCompile(`<td class="num">(?:<b>)?([\d.,]+)`).FindAllStringSubmatch(row, -1)
-	if len(cells) != 6 {
+	if len(cells) != 7 {
 		t.Fatalf("web reports: fleet row %q", row)
 	}
 	surfaces["web reports"] = figures{num(t, "web reports", cells[0][1]), num(t, "web reports", cells[1][1]),
-		num(t, "web reports", cells[2][1]), num(t, "web reports", cells[4][1]), num(t, "web reports", cells[5][1])}
+		num(t, "web reports", cells[2][1]), num(t, "web reports", cells[4][1]), num(t, "web reports", cells[6][1]), num(t, "web reports", cells[5][1])}
 
 	db, err := embedded.Open(filepath.Join(out, "tsdb"), embedded.Options{Retention: 30 * 24 * time.Hour})
 	if err != nil {
@@ -179,7 +191,7 @@ func TestAccountingIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := doc.Accounting
-	surfaces["analyze json"] = figures{x.Allocated, x.Used, x.Wasted, x.OverLimit, x.Orphan}
+	surfaces["analyze json"] = figures{x.Allocated, x.Used, x.Wasted, x.OverLimit, x.Orphan, x.Degraded}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(d.seen)
@@ -199,10 +211,10 @@ func TestAccountingIdentity(t *testing.T) {
 		byMeasure[s.Label[0].GetValue()] = s.GetGauge().GetValue() / 3600
 	}
 	surfaces["metrics"] = figures{byMeasure[schema.MeasureAllocated], byMeasure[schema.MeasureUsed], byMeasure[schema.MeasureWasted],
-		byMeasure[schema.MeasureOverLimit], byMeasure[schema.MeasureOrphan]}
+		byMeasure[schema.MeasureOverLimit], byMeasure[schema.MeasureOrphan], byMeasure[schema.MeasureDegraded]}
 
 	ref := surfaces["terminal"]
-	if ref.allocated <= 0 || ref.wasted <= 0 || ref.overLimit <= 0 || ref.orphan <= 0 || ref.used <= 0 {
+	if ref.allocated <= 0 || ref.wasted <= 0 || ref.overLimit <= 0 || ref.orphan <= 0 || ref.used <= 0 || (ref.degraded <= 0 && !testtool.Race) {
 		t.Fatalf("the demo week lacks a figure: %+v\n%s", ref, term.String())
 	}
 	for name, f := range surfaces {

@@ -97,6 +97,8 @@ func WriteSummary(w io.Writer, res *Result) error {
 		}
 	}
 
+	writeHealth(p, res.Findings)
+
 	p("\nWORST JOBS\tGPU-HOURS\tTEAM\tUSER\tHOST\tPATTERNS\t\n")
 	for _, j := range fleet.TopJobs[:min(5, len(fleet.TopJobs))] {
 		pats := make([]string, len(j.Patterns))
@@ -153,4 +155,56 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writeHealth lists what slowed or ended jobs (never waste): per health
+// pattern, the degraded GPU-hours, the findings and the first one found.
+func writeHealth(p func(string, ...any), fs []finding.Finding) {
+	type row struct {
+		degraded float64
+		n        int
+		first    *finding.Finding
+	}
+	rows := map[schema.Pattern]*row{}
+	for i := range fs {
+		f := &fs[i]
+		if !f.Pattern.Health() {
+			continue
+		}
+		r := rows[f.Pattern]
+		if r == nil {
+			r = &row{}
+			rows[f.Pattern] = r
+		}
+		r.n++
+		r.degraded += f.Evidence[schema.EvidenceDegraded]
+		if r.first == nil || f.Start.Before(r.first.Start) {
+			r.first = f
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	p("\nSLOWED OR ENDED BY GPUS\tDEGRADED GPU-H\tFINDINGS\tFIRST\t\n")
+	for _, pat := range schema.HealthPatterns {
+		r := rows[pat]
+		if r == nil {
+			continue
+		}
+		f := r.first
+		what := f.Job + " on " + f.Hostname
+		switch {
+		case f.Evidence["xid"] > 0:
+			what += fmt.Sprintf(", XID %d", int(f.Evidence["xid"]))
+			if pat == schema.AppXID {
+				what += ", the job's own code"
+			}
+			if f.Evidence["ended_by_fault"] > 0 {
+				what += ", ended the job"
+			}
+		case f.Evidence["slowdown"] > 0:
+			what += fmt.Sprintf(", about %.0f%% slower", 100*f.Evidence["slowdown"])
+		}
+		p("  %s\t%s\t%d\t%s\t\n", pat, gh(r.degraded), r.n, what)
+	}
 }

@@ -122,6 +122,10 @@ type Result struct {
 	// allocation's whole history now says otherwise, so the earlier verdict
 	// is no finding.
 	Withdrawn []Withdrawal
+	// Ended holds the findings of allocations that ended in this step and
+	// were changed by the end: a gpu_fault now marked ended_by_fault. An
+	// incremental cycle saves them, since no later step shows them open.
+	Ended []finding.Finding
 }
 
 // Withdrawal names a withdrawn verdict: its finding key and the start of
@@ -177,7 +181,9 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 			}
 		}
 		if allKnown || d.endedOfFault(a, s, known) {
-			d.end(a)
+			if f := d.end(a); f != nil {
+				res.Ended = append(res.Ended, *f)
+			}
 			continue
 		}
 		d.unknown(a, s)
@@ -432,13 +438,21 @@ func (d *Detector) unknown(a *Alloc, s features.Step) {
 	}
 }
 
-func (d *Detector) end(a *Alloc) {
+// end closes the allocation's findings and returns its gpu_fault when the
+// end was attributed to it.
+func (d *Detector) end(a *Alloc) *finding.Finding {
 	a.Ended = true
 	d.attributeEnd(a)
+	var attributed *finding.Finding
+	if f := a.Open[schema.GPUFault]; f != nil && f.Evidence["ended_by_fault"] > 0 {
+		c := *f
+		attributed = &c
+	}
 	for p, f := range a.Open {
 		a.Closed = append(a.Closed, *f)
 		delete(a.Open, p)
 	}
+	return attributed
 }
 
 func hours(from, to time.Time) float64 { return to.Sub(from).Hours() }

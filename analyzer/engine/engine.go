@@ -251,6 +251,9 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 		for _, w := range r.Withdrawn {
 			withdrawn[w.Key] = w.Since
 		}
+		// A job ended of a GPU fault: its finding's last form, which no
+		// later step returns open.
+		oneOffs = append(oneOffs, r.Ended...)
 		if i == len(steps)-1 {
 			open = r.Open
 			res.Unknown = r.Unknown

@@ -66,7 +66,55 @@ const (
 	thermalSlowdown  = 1 - 0.54
 )
 
+const healthSpan = 3*time.Hour + 10*time.Minute
+
 func healthFindings(t *testing.T, f simload.Format) []finding.Finding {
+	t.Helper()
+	db, origin := healthDB(t, f)
+	e, err := New(Options{Querier: db, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := e.Analyze(context.Background(), origin, origin.Add(healthSpan))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// TestHealthFaultAttributionInCycles: the daemon's incremental cycles
+// save the job that ended of XID 79 as ended by it, as the one-shot
+// analysis reports it. No step after the end shows the finding open, so
+// the cycle in which the job ends must save its last form.
+func TestHealthFaultAttributionInCycles(t *testing.T) {
+	db, origin := healthDB(t, simload.Format{})
+	st := openStore(t)
+	e, err := New(Options{Querier: db, Store: st, Config: config.Default(), WarmUp: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for at := origin.Add(5 * time.Minute); !at.After(origin.Add(healthSpan)); at = at.Add(5 * time.Minute) {
+		if _, err := e.Cycle(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs, err := st.FindingsBetween(ctx, origin, origin.Add(healthSpan))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byJob(fs)
+	f, ok := got["3003"][schema.GPUFault]
+	if !ok || f.Evidence["ended_by_fault"] != 1 || f.Evidence["xid"] != 79 {
+		t.Fatalf("3003's gpu_fault as the store holds it: %v %v, want XID 79 ended_by_fault", ok, f.Evidence)
+	}
+	if f, ok := got["3004"][schema.GPUFault]; ok {
+		t.Errorf("the application's XID 13 saved as a GPU fault: %v", f.Evidence)
+	}
+}
+
+// healthDB replays the health scenario in format f into an embedded TSDB.
+func healthDB(t *testing.T, f simload.Format) (*embedded.DB, time.Time) {
 	t.Helper()
 	origin := time.Date(2026, 11, 16, 0, 0, 0, 0, time.UTC)
 	sc, err := sim.ParseScenario("health.yaml", []byte(healthScenario))
@@ -80,20 +128,11 @@ func healthFindings(t *testing.T, f simload.Format) []finding.Finding {
 	t.Cleanup(func() { db.Close() })
 	ctx := context.Background()
 	app := db.Appender()
-	const span = 3*time.Hour + 10*time.Minute
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 1, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second},
+	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 1, Origin: origin, From: 30 * time.Second, To: healthSpan, Resolution: 30 * time.Second},
 		f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) })); err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(Options{Querier: db, Config: config.Default()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := e.Analyze(ctx, origin, origin.Add(span))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs
+	return db, origin
 }
 
 func byJob(fs []finding.Finding) map[string]map[schema.Pattern]finding.Finding {

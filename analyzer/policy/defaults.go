@@ -34,6 +34,14 @@ const (
 	// DefaultAlertDuration is how long an Alertmanager alert stays firing
 	// unless the next warning renews it.
 	DefaultAlertDuration = time.Hour
+	// A node is taken out of service (out_of_service, off unless enabled)
+	// after DefaultOutOfServiceFaults hardware faults on its GPUs within
+	// DefaultOutOfServiceWindow, or after one row-remap failure: one XID 79
+	// can be a loose riser that a reseat fixes, a second within the week
+	// is a board to replace before it kills more jobs.
+	DefaultOutOfServiceFaults  = 2
+	DefaultOutOfServiceWindow  = 7 * 24 * time.Hour
+	DefaultOutOfServiceOnRemap = true
 )
 
 // DefaultChannels are where notify and warn steps go when a step names none

@@ -29,6 +29,7 @@ type rawPolicy struct {
 	RateLimits       *rawRate       `yaml:"rate_limits"`
 	Retry            *rawRetry      `yaml:"retry"`
 	Kubernetes       *rawKube       `yaml:"kubernetes"`
+	OutOfService     *rawOutOfSvc   `yaml:"out_of_service"`
 	Process          *rawProcess    `yaml:"process"`
 	Channels         *rawChannels   `yaml:"channels"`
 	Tiers            []rawTier      `yaml:"tiers"`
@@ -50,6 +51,15 @@ type rawKube struct {
 	Reclaim             string `yaml:"reclaim"`
 	DeleteAfterRefusals *int   `yaml:"delete_after_refusals"`
 	JupyterHubFallback  string `yaml:"jupyterhub_fallback"`
+}
+
+type rawOutOfSvc struct {
+	Enabled           bool     `yaml:"enabled"`
+	DryRun            *bool    `yaml:"dry_run"`
+	Faults            *int     `yaml:"faults"`
+	Window            string   `yaml:"window"`
+	OnRowRemapFailure *bool    `yaml:"on_row_remap_failure"`
+	ExemptNodes       []string `yaml:"exempt_nodes"`
 }
 
 type rawProcess struct {
@@ -257,6 +267,7 @@ func (v *validator) policy(r *rawPolicy) *Policy {
 			v.fail("kubernetes.jupyterhub_fallback", "must be %s or %s; got %q", HubFallbackNone, HubFallbackEvict, r.Kubernetes.JupyterHubFallback)
 		}
 	}
+	p.OutOfService = v.outOfService(r.OutOfService, p.DryRun)
 	if r.Process != nil {
 		p.ProcessGrace = v.duration("process.grace", r.Process.Grace, DefaultProcessGrace)
 	}
@@ -292,6 +303,32 @@ func (v *validator) policy(r *rawPolicy) *Policy {
 		p.Exemptions = append(p.Exemptions, x)
 	}
 	return p
+}
+
+func (v *validator) outOfService(r *rawOutOfSvc, dryRun bool) OutOfService {
+	o := OutOfService{DryRun: dryRun, Faults: DefaultOutOfServiceFaults, Window: DefaultOutOfServiceWindow,
+		OnRowRemapFailure: DefaultOutOfServiceOnRemap}
+	if r == nil {
+		return o
+	}
+	o.Enabled = r.Enabled
+	if r.DryRun != nil {
+		o.DryRun = *r.DryRun
+	}
+	o.Faults = v.count("out_of_service.faults", r.Faults, DefaultOutOfServiceFaults)
+	if o.Faults == 0 {
+		v.fail("out_of_service.faults", "must be at least 1")
+	}
+	o.Window = v.duration("out_of_service.window", r.Window, DefaultOutOfServiceWindow)
+	if o.Window == 0 {
+		v.fail("out_of_service.window", "must be greater than zero")
+	}
+	if r.OnRowRemapFailure != nil {
+		o.OnRowRemapFailure = *r.OnRowRemapFailure
+	}
+	v.globs("out_of_service.exempt_nodes", r.ExemptNodes)
+	o.ExemptNodes = r.ExemptNodes
+	return o
 }
 
 func nonEmpty(s string) []string {

@@ -57,6 +57,7 @@ type Policy struct {
 	RateLimits       RateLimits
 	Retry            Retry
 	Kubernetes       Kubernetes
+	OutOfService     OutOfService
 	ProcessGrace     time.Duration
 	Channels         Channels
 	Tiers            []Tier
@@ -90,6 +91,41 @@ func (r Retry) Backoff(attempts int) time.Duration {
 
 // GivesUp reports whether a step that failed attempts times is given up.
 func (r Retry) GivesUp(attempts int) bool { return r.MaxAttempts > 0 && attempts >= r.MaxAttempts }
+
+// OutOfService says when a node whose GPUs keep faulting is taken out of
+// service: drained in Slurm (running jobs finish, no new one starts),
+// cordoned in Kubernetes (running pods stay, no new one is scheduled).
+// An operator undoes it (scontrol update State=RESUME, kubectl uncordon);
+// the analyzer never undoes it and never repeats it for the faults it
+// already acted on.
+type OutOfService struct {
+	// Enabled is false by default: nothing is drained unless a policy says so.
+	Enabled bool
+	// DryRun records what would be drained without draining; it defaults
+	// to the policy's dry_run.
+	DryRun bool
+	// Faults is how many hardware faults (hardware XIDs, uncorrectable ECC
+	// errors, row-remap failures; never an application's XID nor the
+	// driver's) on one node's GPUs within Window take it out.
+	Faults int
+	Window time.Duration
+	// OnRowRemapFailure takes a node out at its first row-remap failure:
+	// the GPU has no spare rows left and needs a reset or replacement.
+	OnRowRemapFailure bool
+	// ExemptNodes are host name globs never taken out (canaries, nodes
+	// under repair that an operator watches).
+	ExemptNodes []string
+}
+
+// Exempt reports whether host is never taken out of service.
+func (o OutOfService) Exempt(host string) bool {
+	for _, g := range o.ExemptNodes {
+		if ok, _ := path.Match(g, host); ok {
+			return true
+		}
+	}
+	return false
+}
 
 // Kubernetes says how pods are reclaimed.
 type Kubernetes struct {

@@ -1,5 +1,5 @@
 // Package slurm is gpuwatch's one adapter to Slurm: every call to squeue,
-// sacct, scancel, scontrol and sacctmgr is made here, for the facts of a
+// sacct, sinfo, scancel, scontrol and sacctmgr is made here, for the facts of a
 // policy decision, the job view, the end-of-job summary, the actuator and
 // reconcile.
 //
@@ -57,6 +57,7 @@ type Client struct {
 	Scancel  string
 	Scontrol string
 	Sacctmgr string
+	Sinfo    string
 }
 
 func orDefault(s, def string) string {

@@ -104,7 +104,7 @@ func (b BuiltReports) FleetAccounting(ctx context.Context) (ReportSummary, error
 func summarize(r *report.Report, p report.Period) ReportSummary {
 	s := ReportSummary{Team: r.Team, Period: p.Label, GeneratedAt: r.GeneratedAt,
 		AllocatedGPUHours: r.Totals.AllocatedGPUHours, ActiveGPUHours: r.Totals.ActiveGPUHours, WastedGPUHours: r.Totals.WastedGPUHours,
-		OverLimitGPUHours: r.Totals.OverLimitGPUHours, OrphanGPUHours: r.Totals.OrphanGPUHours}
+		OverLimitGPUHours: r.Totals.OverLimitGPUHours, DegradedGPUHours: r.Totals.DegradedGPUHours, OrphanGPUHours: r.Totals.OrphanGPUHours}
 	top := 0.0
 	for _, row := range r.ByPattern {
 		if row.WastedGPUHours > top {

@@ -65,8 +65,10 @@ type ReportSummary struct {
 	ActiveGPUHours    float64
 	WastedGPUHours    float64
 	OverLimitGPUHours float64
-	OrphanGPUHours    float64
-	TopPattern        schema.Pattern
+	// DegradedGPUHours: slowed by throttled or faulty GPUs, never waste.
+	DegradedGPUHours float64
+	OrphanGPUHours   float64
+	TopPattern       schema.Pattern
 }
 
 // AccountingSource gives the fleet's accounting of the latest report

@@ -27,11 +27,11 @@ import (
 
 // actuatorCalls runs the Kubernetes fact source (analyzer/facts) and the Kubernetes actuator of analyzer/action through every
 // mode it has (evict; evict refused by a disruption budget, then delete;
-// delete; scale the owning Deployment or StatefulSet) and the crash-recovery
-// reconcile, against client-go's fake clientset, and returns every API call
+// delete; scale the owning Deployment or StatefulSet), the crash-recovery
+// reconcile, and with cordon the out_of_service cordon, against client-go's fake clientset, and returns every API call
 // it made as "group resource[/subresource] verb". This is the permission set
 // the analyzer's ClusterRole must grant: no more, no less.
-func actuatorCalls(t *testing.T) []string {
+func actuatorCalls(t *testing.T, cordon bool) []string {
 	t.Helper()
 	yes := true
 	two := int32(2)
@@ -107,6 +107,21 @@ func actuatorCalls(t *testing.T) []string {
 			calls[a.GetResource().Group+" "+res+" "+a.GetVerb()] = true
 		}
 	}
+	// The policy's out_of_service cordons a node (only when enabled).
+	if cordon {
+		client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-7"}})
+		c := &action.KubernetesCordon{Core: client.CoreV1()}
+		req := &action.Request{Step: action.StepDrain, Finding: finding.Finding{Pattern: schema.GPUFault, Hostname: "gpu-7", Job: "ml/bare"}}
+		if _, err := c.Act(context.Background(), req); err != nil {
+			t.Fatalf("cordon: %v", err)
+		}
+		if out, _, err := c.Reconcile(context.Background(), req); err != nil || out != action.Applied {
+			t.Fatalf("reconcile cordon: %v %v", out, err)
+		}
+		for _, a := range client.Actions() {
+			calls[a.GetResource().Group+" "+a.GetResource().Resource+" "+a.GetVerb()] = true
+		}
+	}
 	// The policy's facts: one list of pods and one of namespaces per cycle.
 	client := fake.NewClientset(objects...)
 	src := &facts.KubernetesSource{Client: client.CoreV1()}
@@ -165,7 +180,7 @@ func leaseCalls(t *testing.T) []string {
 // chart; chart values without Kubernetes actions grant nothing. When the
 // actuator changes, this fails until the roles are reviewed.
 func TestRBACIsExactlyWhatTheActuatorUses(t *testing.T) {
-	want := actuatorCalls(t)
+	want := actuatorCalls(t, false)
 	if len(want) < 3 {
 		t.Fatalf("the actuator made only %v: the exercise is broken", want)
 	}
@@ -198,6 +213,10 @@ func TestRBACIsExactlyWhatTheActuatorUses(t *testing.T) {
 	for _, dir := range append([]string{"base"}, overlays...) {
 		t.Run(dir, func(t *testing.T) { check(t, renderDir(t, dir), want) })
 	}
+	t.Run("helm out_of_service enabled", func(t *testing.T) {
+		vals := map[string]any{"analyzer": map[string]any{"policy": map[string]any{"out_of_service": map[string]any{"enabled": true}}}}
+		check(t, helmTemplate(t, "gpuwatch", "gpuwatch", vals), actuatorCalls(t, true))
+	})
 	for _, file := range chartValues {
 		t.Run("helm "+file, func(t *testing.T) {
 			objs := helmTemplate(t, "gpuwatch", "gpuwatch", readValues(t, file))

@@ -30,6 +30,8 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 	cmd.Flag("slurm.scancel", "scancel command.").Default("scancel").StringVar(&o.Scancel)
 	cmd.Flag("slurm.squeue", "squeue command: checks job states, and once per cycle (squeue --json) reads every job's partition, QoS, account, user and name for the policy.").Default("squeue").StringVar(&o.Squeue)
 	cmd.Flag("slurm.sacct", "sacct command, asked (--json) for the state of jobs the controller no longer keeps; without accounting they count as gone.").Default("sacct").StringVar(&o.Sacct)
+	cmd.Flag("slurm.scontrol", "scontrol command, used only to drain a node (scontrol update State=DRAIN) when the policy's out_of_service is enabled; never parsed.").Default("scontrol").StringVar(&o.Scontrol)
+	cmd.Flag("slurm.sinfo", "sinfo command, asked (--json) for a node's state before and after a drain.").Default("sinfo").StringVar(&o.Sinfo)
 	cmd.Flag("command.timeout", "Time limit of each scheduler command.").Default("30s").DurationVar(&o.CommandTimeout)
 	cmd.Flag("kubernetes.kubeconfig", "Kubeconfig for reclaiming pods (Eviction API, owner scale-down) and for reading pod labels, annotations and namespace labels for the policy; no Kubernetes actions or facts when empty.").StringVar(&o.Kubeconfig)
 	cmd.Flag("kubernetes.in-cluster", "Use the pod's service account for Kubernetes actions.").BoolVar(&o.InCluster)

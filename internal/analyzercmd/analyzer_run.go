@@ -55,8 +55,8 @@ type analyzerOptions struct {
 	AnalyzerConfig string
 	FindingsFile   string
 	// Slurm commands.
-	Scancel, Squeue, Sacct string
-	CommandTimeout         time.Duration
+	Scancel, Squeue, Sacct, Scontrol, Sinfo string
+	CommandTimeout                          time.Duration
 	// Kubernetes: a kubeconfig file, or the in-cluster service account.
 	Kubeconfig string
 	InCluster  bool
@@ -178,7 +178,8 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	}
 	storeLease := &leader.StoreLease{Store: st, Identity: leader.Identity(), TTL: ttl}
 	defer func() { _ = storeLease.Release(context.WithoutCancel(ctx)) }()
-	d := &daemon.Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger, Leader: storeLease, RenewEvery: ttl / 3}
+	d := &daemon.Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger, Leader: storeLease, RenewEvery: ttl / 3,
+		Drainer: drainer(pol, lg, st, acts, esc.Metrics, logger)}
 	if o.Once {
 		res, err := d.RunOnce(ctx)
 		// A standby takes over only once it has seen the lease unrenewed for
@@ -326,6 +327,24 @@ func (o *analyzerOptions) source(st *store.Store, logger *slog.Logger) (daemon.S
 	return nil, &clikit.UsageError{Err: errors.New("findings need --prometheus.url (or --findings.file to replay findings)")}
 }
 
+// drainer takes nodes out of service through the drain and cordon
+// actuators, which acts also holds under their names so that Reconcile
+// settles an interrupted drain; nil when the policy leaves it off.
+func drainer(pol *policy.Policy, lg *audit.Log, st *store.Store, acts map[string]action.Actuator, m *daemon.Metrics, logger *slog.Logger) *daemon.Drainer {
+	if !pol.OutOfService.Enabled {
+		return nil
+	}
+	by := map[string]action.Actuator{}
+	for sched, name := range map[string]string{schema.SchedulerSlurm: action.SlurmDrainName, schema.SchedulerKubernetes: action.KubernetesCordonName} {
+		if a := acts[name]; a != nil {
+			by[sched] = a
+		}
+	}
+	logger.Info("nodes whose GPUs keep faulting are taken out of service", "dry_run", pol.OutOfService.DryRun,
+		"faults", pol.OutOfService.Faults, "window", pol.OutOfService.Window, "schedulers", len(by))
+	return &daemon.Drainer{Policy: pol, Log: lg, History: st, Actuators: by, Logger: logger, Metrics: m}
+}
+
 // kubeClient is the API client of the Kubernetes actuator and facts, or nil.
 func (o *analyzerOptions) kubeClient() (kubernetes.Interface, error) {
 	if o.Kubeconfig == "" && !o.InCluster {
@@ -376,6 +395,14 @@ func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube
 			Scancel: o.Scancel, Squeue: o.Squeue, Sacct: o.Sacct}
 	} else if slurmOK {
 		logger.Info("no Slurm actuator: scancel not found", "scancel", cmp.Or(o.Scancel, "scancel"))
+	}
+	if pol.OutOfService.Enabled {
+		if _, err := exec.LookPath(cmp.Or(o.Scontrol, "scontrol")); err == nil && slurmOK {
+			acts[action.SlurmDrainName] = &action.SlurmDrain{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Scontrol: o.Scontrol, Sinfo: o.Sinfo}
+		}
+		if kube != nil {
+			acts[action.KubernetesCordonName] = &action.KubernetesCordon{Core: kube.CoreV1()}
+		}
 	}
 	if kube != nil {
 		acts[schema.SchedulerKubernetes] = &action.Kubernetes{Core: kube.CoreV1(), Apps: kube.AppsV1(), Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}

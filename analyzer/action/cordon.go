@@ -1,0 +1,101 @@
+package action
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// CordonReasonAnnotation holds why gpuwatch cordoned a node; it stays
+// after an operator uncordons it, as the node's history.
+const CordonReasonAnnotation = "gpuwatch.io/cordon-reason"
+
+// KubernetesCordon cordons the fault finding's node (spec.unschedulable,
+// as kubectl cordon does): running pods stay, no new pod is scheduled
+// there. It never evicts: draining the pods is the operator's call.
+type KubernetesCordon struct {
+	// Core gets and patches nodes; nothing else of the API is used.
+	Core corev1client.CoreV1Interface
+}
+
+// Name implements Actuator.
+func (k *KubernetesCordon) Name() string { return KubernetesCordonName }
+
+func (k *KubernetesCordon) target(req *Request) (string, error) {
+	n := req.Finding.Hostname
+	if !dnsName.MatchString(n) {
+		return "", fmt.Errorf("node %q: %w", n, ErrInvalid)
+	}
+	return n, nil
+}
+
+// Act implements Actuator for drain steps.
+func (k *KubernetesCordon) Act(ctx context.Context, req *Request) (string, error) {
+	if req.Step != StepDrain {
+		return "", fmt.Errorf("kubernetes cordon %s: %w", req.Step, ErrUnsupported)
+	}
+	name, err := k.target(req)
+	if err != nil {
+		return "", err
+	}
+	node, err := k.Core.Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("node %s: %w", name, ErrGone)
+	}
+	if err != nil {
+		return "", fmt.Errorf("get node %s: %w", name, err)
+	}
+	if node.Spec.Unschedulable {
+		return "", fmt.Errorf("node %s is already cordoned: %w", name, ErrAlready)
+	}
+	reason := OutOfServiceReason(req, "kubectl uncordon "+name)
+	// A merge patch of the one field (and the reason), guarded by the
+	// resourceVersion read above: a node an operator changed meanwhile is
+	// read again by the next cycle rather than overwritten.
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": node.ResourceVersion,
+			"annotations": map[string]string{CordonReasonAnnotation: reason}},
+		"spec": map[string]any{"unschedulable": true},
+	})
+	if err != nil {
+		return "", err
+	}
+	after, err := k.Core.Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", fmt.Errorf("node %s: %w", name, ErrGone)
+	case apierrors.IsConflict(err):
+		return "", fmt.Errorf("cordon node %s: changed while cordoning: %w", name, ErrRetryLater)
+	case err != nil:
+		return "", fmt.Errorf("cordon node %s: %w", name, err)
+	case !after.Spec.Unschedulable:
+		return "", errors.New("node " + name + " still schedulable after the patch")
+	}
+	return fmt.Sprintf("cordoned node %s: %s", name, reason), nil
+}
+
+// Reconcile implements Reconciler: a cordon took effect when the node is
+// unschedulable or gone.
+func (k *KubernetesCordon) Reconcile(ctx context.Context, req *Request) (Outcome, string, error) {
+	name, err := k.target(req)
+	if err != nil {
+		return 0, "", err
+	}
+	node, err := k.Core.Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return Applied, "the node is gone", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("get node %s: %w", name, err)
+	}
+	if node.Spec.Unschedulable {
+		return Applied, "node " + name + " is cordoned", nil
+	}
+	return NotApplied, "node " + name + " is schedulable", nil
+}

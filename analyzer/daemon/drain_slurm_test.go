@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
+)
+
+// A node whose GPUs keep faulting, on a real Slurm: the simulator's XIDs
+// reach the engine as gpu_fault and app_xid findings, and the drainer
+// takes the node out through scontrol. In dry run it only records; for
+// real it drains once; the operator's resume is not fought; two new
+// hardware faults drain it again. The application's XID 13 never counts.
+// The node is drained for a second or two at a time: other packages'
+// jobs on this Slurm wait at most that long.
+func TestFaultingNodeDrainedOnRealSlurm(t *testing.T) {
+	conf := os.Getenv("GPUWATCH_SLURM_CONF")
+	if conf == "" {
+		testtool.Missing(t, "GPUWATCH_SLURM_CONF not set: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does")
+	}
+	t.Setenv("SLURM_CONF", conf)
+	ctx := context.Background()
+	sl := &slurm.Client{Runner: execrun.Exec{Timeout: 30 * time.Second}}
+	node := slurmNode(t, sl)
+	resume := func() {
+		if out, err := exec.Command("scontrol", "update", "NodeName="+node, "State=RESUME").CombinedOutput(); err != nil &&
+			!strings.Contains(string(out), "Invalid node state") {
+			t.Errorf("resume %s: %v: %s", node, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		if n, _ := sl.Node(ctx, node); n != nil && n.Drained() {
+			resume()
+		}
+	})
+	scenario := fmt.Sprintf(`
+name: faulting-node
+fleet:
+  - {hostname: %[1]s, model: H100-SXM5-80GB, gpus: 8}
+workloads:
+  - {id: "5001", user: ann, account: dev-a, node: %[1]s, gpus: [0, 1], start: 0s, duration: 5h, behaviour: training}
+  - {id: "5002", user: ben, account: dev-a, node: %[1]s, gpus: [2], start: 0s, duration: 5h, behaviour: training}
+  - {id: "5003", user: cat, account: dev-a, node: %[1]s, gpus: [3], start: 0s, duration: 5h, behaviour: training}
+  - {id: "5004", user: dan, account: dev-a, node: %[1]s, gpus: [4], start: 0s, duration: 5h, behaviour: training}
+  - {id: "5005", user: eve, account: dev-a, node: %[1]s, gpus: [5], start: 0s, duration: 5h, behaviour: training}
+faults:
+  - {kind: xid, node: %[1]s, gpus: [2], at: 30m, xid: 13}
+  - {kind: xid, node: %[1]s, gpus: [1], at: 60m, xid: 48}
+  - {kind: xid, node: %[1]s, gpus: [3], at: 100m, xid: 94}
+  - {kind: xid, node: %[1]s, gpus: [4], at: 200m, xid: 79}
+  - {kind: xid, node: %[1]s, gpus: [5], at: 230m, xid: 95}
+`, node)
+	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	r, d := engineRigFor(t, scenario, origin, 0, 0)
+	polDoc := func(dry bool) *policy.Policy {
+		p, err := policy.Parse([]byte(fmt.Sprintf("dry_run: true\nout_of_service: {enabled: true, dry_run: %v}\ntiers: [{name: all}]\n", dry)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	drainAct := &action.SlurmDrain{Runner: execrun.Exec{Timeout: 30 * time.Second}}
+	r.esc.Policy = polDoc(true)
+	r.esc.Actuators[action.SlurmDrainName] = drainAct
+	d.Drainer = &Drainer{Policy: r.esc.Policy, Log: r.log, History: r.st, Actuators: map[string]action.Actuator{schema.SchedulerSlurm: drainAct}}
+	drained := map[time.Duration]bool{}
+	for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5 * time.Hour)); now = now.Add(5 * time.Minute) {
+		at := now.Sub(origin)
+		if at == 2*time.Hour {
+			// The policy goes live: dry-run records do not stand for real drains.
+			d.Drainer.Policy, r.esc.Policy = polDoc(false), polDoc(false)
+		}
+		d.Now = func() time.Time { return now }
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatalf("cycle at +%s: %v", at, err)
+		}
+		n, err := sl.Node(ctx, node)
+		if err != nil || n == nil {
+			t.Fatalf("node %s: %v %v", node, n, err)
+		}
+		if n.Drained() {
+			drained[at] = true
+			if !strings.Contains(n.Reason, "gpuwatch: GPU ") || !strings.Contains(n.Reason, "State=RESUME") {
+				t.Errorf("drain reason %q", n.Reason)
+			}
+			// The operator looks at the GPU and puts the node back.
+			resume()
+		}
+	}
+	evs, err := r.log.Events(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		if e.Step == action.StepDrain {
+			got = append(got, fmt.Sprintf("%s:%s:%s", e.At.Sub(origin), e.State, e.Job))
+			if e.State == audit.Done && (!strings.Contains(e.Detail, "2 hardware faults") || !strings.Contains(e.Detail, "drained node "+node)) {
+				t.Errorf("done drain's detail %q", e.Detail)
+			}
+		}
+	}
+	// The second hardware fault (XID 94 at 100m) is seen in the cycle
+	// that ends at it; the dry run records it once. Live at 2h, the same two
+	// faults drain the node once; the resume is not answered until XID 79
+	// and XID 95 come.
+	want := []string{"1h40m0s:intended:5003", "1h40m0s:dry_run:5003", "2h0m0s:intended:5003", "2h0m0s:done:5003",
+		"3h50m0s:intended:5005", "3h50m0s:done:5005"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("drain audit:\n got %v\nwant %v", got, want)
+	}
+	if testing.Verbose() {
+		for _, e := range evs {
+			t.Logf("%s %s %s %s", e.At.Sub(origin), e.Step, e.State, e.Detail)
+		}
+	}
+	if len(drained) != 2 || !drained[2*time.Hour] || !drained[3*time.Hour+50*time.Minute] {
+		t.Errorf("node drained after the cycles at %v, want +2h and +3h50m", drained)
+	}
+}
+
+// slurmNode is the one node of test/slurm/start.sh's cluster.
+func slurmNode(t *testing.T, sl *slurm.Client) string {
+	t.Helper()
+	out, err := exec.Command("sinfo", "--noheader", "--format=%n").Output()
+	if err != nil {
+		t.Fatalf("sinfo: %v", err)
+	}
+	name := strings.Fields(string(out))[0]
+	if n, err := sl.Node(context.Background(), name); err != nil || n == nil || n.Drained() {
+		t.Fatalf("node %s: %+v %v: want an up, undrained node", name, n, err)
+	}
+	return name
+}
