@@ -223,3 +223,51 @@ func TestRealScaleOwnerToZero(t *testing.T) {
 		t.Fatalf("the Job's pod %s is still there after its eviction", sweep[0])
 	}
 }
+
+// TestRealCordon: the out_of_service cordon on a real node marks it
+// unschedulable with its reason, a second cordon is refused as already
+// done (an operator's cordon is not taken over), reconcile reads it back,
+// and an uncordoned node reconciles as not applied.
+func TestRealCordon(t *testing.T) {
+	cs := testkube.Admin(t)
+	ctx := context.Background()
+	ns := testkube.Namespace(t, cs, nil) // names the node, and makes it this test's
+	node := "cordon-" + ns[strings.LastIndex(ns, "-")+1:]
+	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	c := &action.KubernetesCordon{Core: cs.CoreV1()}
+	req := &action.Request{Step: action.StepDrain, Finding: finding.Finding{Pattern: schema.GPUFault, Hostname: node, Job: ns + "/train"}}
+	if out, _, err := c.Reconcile(ctx, req); err != nil || out != action.NotApplied {
+		t.Fatalf("reconcile before: %v %v, want not applied", out, err)
+	}
+	// The controller-manager annotates a new node at once (its TTL): a
+	// cordon in between is refused as a conflict, and the next try goes
+	// through, as the next cycle's would.
+	detail, err := c.Act(ctx, req)
+	for i := 0; i < 20 && errors.Is(err, action.ErrRetryLater); i++ {
+		t.Logf("cordon try %d: %v", i+1, err)
+		time.Sleep(200 * time.Millisecond)
+		detail, err = c.Act(ctx, req)
+	}
+	if err != nil || !strings.HasPrefix(detail, "cordoned node "+node) {
+		t.Fatalf("cordon: %q %v", detail, err)
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil || !n.Spec.Unschedulable || n.Annotations[action.CordonReasonAnnotation] == "" {
+		t.Fatalf("node after the cordon: unschedulable %v, annotations %v, %v", n.Spec.Unschedulable, n.Annotations, err)
+	}
+	if _, err := c.Act(ctx, req); !errors.Is(err, action.ErrAlready) {
+		t.Fatalf("second cordon: %v, want ErrAlready", err)
+	}
+	if out, _, err := c.Reconcile(ctx, req); err != nil || out != action.Applied {
+		t.Fatalf("reconcile after: %v %v, want applied", out, err)
+	}
+	if err := cs.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Act(ctx, req); !errors.Is(err, action.ErrGone) {
+		t.Fatalf("cordon of a deleted node: %v, want ErrGone", err)
+	}
+}

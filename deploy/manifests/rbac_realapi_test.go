@@ -103,14 +103,22 @@ func ruleOf(req *http.Request) string {
 // facts' lists, each reclaim mode of the actuator (an eviction that goes
 // through, one a disruption budget refuses, the delete after refusals, the
 // delete mode, the scale of a Deployment and of a StatefulSet) and leader
-// election. No call is forbidden, and no rule of the chart goes unused.
+// election; with the policy's out_of_service enabled, the cordon of a node
+// too. No call is forbidden, and no rule of the chart goes unused.
 func TestRBACOnRealAPIServer(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) { realRBAC(t, map[string]any{}, false) })
+	t.Run("out_of_service enabled", func(t *testing.T) {
+		realRBAC(t, map[string]any{"analyzer": map[string]any{"policy": map[string]any{"out_of_service": map[string]any{"enabled": true}}}}, true)
+	})
+}
+
+func realRBAC(t *testing.T, vals map[string]any, cordon bool) {
 	adminCfg := testkube.Config(t)
 	admin := testkube.Client(t, adminCfg)
 	ctx := context.Background()
 	ns := testkube.Namespace(t, admin, nil)
 	release := "gw" + ns[strings.LastIndex(ns, "-"):] // cluster-scoped names differ per run
-	objs := helmTemplate(t, release, ns, map[string]any{})
+	objs := helmTemplate(t, release, ns, vals)
 
 	var sa string
 	var granted []string
@@ -214,6 +222,31 @@ func TestRBACOnRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	analyzerCalls(t, cs, ns, work, webPod)
+	if cordon {
+		// A node of its own (kwok leaves it alone), so no other test's
+		// node is cordoned.
+		node := "cordon-" + release
+		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+		c := &action.KubernetesCordon{Core: cs.CoreV1()}
+		req := &action.Request{Step: action.StepDrain, Finding: finding.Finding{Pattern: schema.GPUFault, Hostname: node, Job: work + "/evict-me"}}
+		// A new node is annotated by the controller-manager's TTL and
+		// node-lifecycle controllers at once: a cordon between its read and
+		// its patch is refused as a conflict, to retry, as the next cycle would.
+		detail, err := c.Act(ctx, req)
+		for i := 0; i < 20 && errors.Is(err, action.ErrRetryLater); i++ {
+			time.Sleep(200 * time.Millisecond)
+			detail, err = c.Act(ctx, req)
+		}
+		if err != nil || !strings.HasPrefix(detail, "cordoned node "+node) {
+			t.Fatalf("cordon as the ServiceAccount: %q %v", detail, err)
+		}
+		if out, _, err := c.Reconcile(ctx, req); err != nil || out != action.Applied {
+			t.Fatalf("reconcile the cordon: %v %v", out, err)
+		}
+	}
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
