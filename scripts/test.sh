@@ -48,6 +48,14 @@ step "start PostgreSQL on loopback (the shared store's tests)"
 # start.sh prints GPUWATCH_TEST_POSTGRES_URL (internal/testpg makes a database per test on it).
 eval "$(sh test/postgres/start.sh)"
 trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true; sh "$root/test/postgres/stop.sh" >/dev/null 2>&1 || true' EXIT
+step "start a Kubernetes control plane on loopback (etcd, kube-apiserver, kube-controller-manager, kwok)"
+# start.sh builds kube-apiserver and kube-controller-manager from the module
+# proxy once (18 min on 2 cores with a cold Go build cache, 1 min with a
+# warm one; the binaries are cached in ~/.cache/gpuwatch/kubernetes)
+# and prints KUBECONFIG, GPUWATCH_KUBE_DIR and GPUWATCH_KUBE_NODES
+# (internal/testkube reads them: a namespace per test, ServiceAccount tokens).
+trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true; sh "$root/test/postgres/stop.sh" >/dev/null 2>&1 || true; sh "$root/test/kubernetes/stop.sh" >/dev/null 2>&1 || true' EXIT
+eval "$(sh test/kubernetes/start.sh)"
 
 step "build the commands once"
 # Tests that run a command take it from here (testtool.Binary) instead of
