@@ -11,8 +11,8 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
-	"github.com/gpuwatch/gpuwatch/internal/cronspec"
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
+	"github.com/gpuwatch/gpuwatch/internal/cronspec"
 )
 
 // Source yields each cycle's findings (the analyzer engine, or a replay).

@@ -9,9 +9,9 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	"github.com/gpuwatch/gpuwatch/internal/cronspec"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
+	"github.com/gpuwatch/gpuwatch/internal/cronspec"
 )
 
 // Config is the reports' configuration file.
