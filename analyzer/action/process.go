@@ -139,39 +139,9 @@ func (p *Processes) Act(ctx context.Context, req *Request) (string, error) {
 	if p.GPUs == nil {
 		return "", fmt.Errorf("%w: %w", ErrNoNVML, ErrRefused)
 	}
-	type target struct {
-		pid   int
-		start time.Time
-	}
-	var targets []target
-	var notes []string
-	refused := false
-	for _, pid := range req.Finding.PIDs {
-		if pid <= 1 {
-			return "", fmt.Errorf("pid %d: %w", pid, ErrInvalid)
-		}
-		start, ok, err := p.orphan(req, pid)
-		if err != nil {
-			return "", err
-		}
-		if !ok {
-			if start.IsZero() {
-				notes = append(notes, fmt.Sprintf("pid %d gone", pid))
-			} else {
-				notes = append(notes, fmt.Sprintf("pid %d reused (started %s, after the evidence)", pid, start.UTC().Format(time.RFC3339)))
-			}
-			continue
-		}
-		why, err := p.confirm(ctx, req, pid)
-		if err != nil {
-			return "", err
-		}
-		if why != "" {
-			notes = append(notes, why+": not killed")
-			refused = true
-			continue
-		}
-		targets = append(targets, target{pid, start})
+	targets, notes, refused, err := p.targets(ctx, req)
+	if err != nil {
+		return "", err
 	}
 	if len(targets) == 0 {
 		if refused {
@@ -188,16 +158,76 @@ func (p *Processes) Act(ctx context.Context, req *Request) (string, error) {
 	if poll <= 0 {
 		poll = 100 * time.Millisecond
 	}
+	left, err := p.awaitTerm(ctx, targets, poll)
+	if err != nil {
+		return "", err
+	}
+	if len(left) == 0 {
+		notes = append(notes, "all ended after SIGTERM")
+		return strings.Join(notes, "; "), nil
+	}
+	killed, err := p.killLeft(ctx, left, poll)
+	if err != nil {
+		return "", err
+	}
+	notes = append(notes, killed...)
+	return strings.Join(notes, "; "), nil
+}
+
+// procTarget is a process to end, known by its PID and start time so that
+// a reused PID is never signalled.
+type procTarget struct {
+	pid   int
+	start time.Time
+}
+
+// targets are the finding's processes that are still its orphans and that
+// confirm allows to kill, with a note for each that is not; refused says
+// whether confirm refused one (else those left out are gone or reused).
+func (p *Processes) targets(ctx context.Context, req *Request) (targets []procTarget, notes []string, refused bool, err error) {
+	for _, pid := range req.Finding.PIDs {
+		if pid <= 1 {
+			return nil, nil, false, fmt.Errorf("pid %d: %w", pid, ErrInvalid)
+		}
+		start, ok, err := p.orphan(req, pid)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if !ok {
+			if start.IsZero() {
+				notes = append(notes, fmt.Sprintf("pid %d gone", pid))
+			} else {
+				notes = append(notes, fmt.Sprintf("pid %d reused (started %s, after the evidence)", pid, start.UTC().Format(time.RFC3339)))
+			}
+			continue
+		}
+		why, err := p.confirm(ctx, req, pid)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if why != "" {
+			notes = append(notes, why+": not killed")
+			refused = true
+			continue
+		}
+		targets = append(targets, procTarget{pid, start})
+	}
+	return targets, notes, refused, nil
+}
+
+// awaitTerm polls the SIGTERMed targets until all have ended or the grace
+// is over, and returns those still running.
+func (p *Processes) awaitTerm(ctx context.Context, targets []procTarget, poll time.Duration) ([]procTarget, error) {
 	deadline := time.NewTimer(p.Grace)
 	defer deadline.Stop()
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
-		var left []target
+		var left []procTarget
 		for _, t := range targets {
 			same, err := p.same(t.pid, t.start)
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			if same {
 				left = append(left, t)
@@ -205,37 +235,42 @@ func (p *Processes) Act(ctx context.Context, req *Request) (string, error) {
 		}
 		targets = left
 		if len(targets) == 0 {
-			notes = append(notes, "all ended after SIGTERM")
-			return strings.Join(notes, "; "), nil
+			return nil, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for pids to end: %w", ctx.Err())
+			return nil, fmt.Errorf("waiting for pids to end: %w", ctx.Err())
 		case <-tick.C:
 			continue
 		case <-deadline.C:
 		}
-		break
+		return targets, nil
 	}
+}
+
+// killLeft SIGKILLs the targets that outlived the grace and waits for each
+// to disappear, returning a note per process killed.
+func (p *Processes) killLeft(ctx context.Context, targets []procTarget, poll time.Duration) ([]string, error) {
+	var notes []string
 	for _, t := range targets {
 		// Checked once more right before SIGKILL: the PID must still be ours.
 		same, err := p.same(t.pid, t.start)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if !same {
 			continue
 		}
 		if err := p.signal(t.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return "", fmt.Errorf("SIGKILL pid %d: %w", t.pid, err)
+			return nil, fmt.Errorf("SIGKILL pid %d: %w", t.pid, err)
 		}
 		// SIGKILL is delivered asynchronously: confirm before reporting.
 		if err := p.waitGone(ctx, t.pid, t.start, poll); err != nil {
-			return "", err
+			return nil, err
 		}
 		notes = append(notes, fmt.Sprintf("pid %d killed after %s grace", t.pid, p.Grace))
 	}
-	return strings.Join(notes, "; "), nil
+	return notes, nil
 }
 
 // killWait bounds the wait for a SIGKILLed process to disappear (a process

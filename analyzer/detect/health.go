@@ -110,72 +110,13 @@ const (
 func (d *Detector) observeHealth(st *State, gs *GPUState, g features.GPU, end time.Time, step time.Duration, hours float64, busy bool) {
 	h := &gs.Health
 	in := &g.Health
-	// Counter levels: a rise from the last level is an event. The first
-	// step an allocation is seen in sets its baseline, from the device's
-	// previous step where the detector read one, else from this step (a
-	// fault in that step is then missed). A level that drops is a reset
-	// (exporter or driver restart): a new baseline.
 	now := levels(g)
-	dev := features.DeviceID(g.Host, g.Device)
-	if !h.Based {
-		h.Based = true
-		prev, ok := st.levels[dev]
-		if !ok {
-			prev = now
-		}
-		h.Levels = copyLevels(prev)
-	}
-	rise := func(k string) float64 {
-		if v, prev := now[k], h.Levels[k]; v > prev {
-			return v - prev
-		}
-		return 0
-	}
+	setBaseline(st, h, g, now)
 	if busy {
-		h.BusySteps++
-		h.BusyHours += hours
-		if len(h.ThrottledHours) != len(features.ThrottleReasons) {
-			h.ThrottledHours = make([]float64, len(features.ThrottleReasons))
-		}
-		throttle, from := in.Throttle, in.ThrottleFrom
-		// The violation counters' rise over the step is its time under the
-		// power or thermal cap, exactly; it replaces the bitmask's one
-		// sample for those two reasons.
-		for _, v := range []struct {
-			key    string
-			reason string
-		}{{levelPowerViol, schema.ReasonSWPowerCap}, {levelThermViol, schema.ReasonSWThermalSlowdown}} {
-			if _, ok := now[v.key]; !ok || step <= 0 {
-				continue
-			}
-			throttle[reasonAt(v.reason)] = min(rise(v.key)/float64(step.Nanoseconds()), 1)
-			from = features.FromViolation
-		}
-		if from != "" {
-			h.ThrottleFrom = from
-			for i, v := range throttle {
-				h.ThrottledHours[i] += v * hours
-			}
-		}
-		// The clock of a step busy half the time or less mixes idle
-		// clocks in: only mostly busy steps tell the busy clock.
-		if in.HasSMClock && (!g.HasUtil || g.UtilAvg >= clockMinUtil) {
-			h.ClockSteps++
-			h.ClockSum += in.SMClockMHz
-		}
+		observeBusy(h, g, now, step, hours)
 	}
-	var xids []int
-	for code := range g.Health.XIDs {
-		for range int(rise(xidKey(code))) {
-			xids = append(xids, code)
-		}
-	}
-	// DCGM's gauge holds the last XID: a change of it is one XID, unless
-	// gpuwatch's counter already counted the step's.
-	if v := now[levelXIDGauge]; v > 0 && v != h.Levels[levelXIDGauge] && len(xids) == 0 {
-		xids = append(xids, int(v))
-	}
-	dbe, remap, pcie := rise(levelDBE), rise(levelRemap), rise(levelPCIe)
+	xids := newXIDs(g, now, h.Levels)
+	dbe, remap, pcie := rise(now, h.Levels, levelDBE), rise(now, h.Levels, levelRemap), rise(now, h.Levels, levelPCIe)
 	h.Levels = now
 	h.DBE += dbe
 	h.RemapUncorr += remap
@@ -184,7 +125,102 @@ func (d *Detector) observeHealth(st *State, gs *GPUState, g features.GPU, end ti
 	if in.RemapFailure {
 		h.RemapFailed = true
 	}
+	if countXIDs(h, xids, end) {
+		fault = true
+	}
+	if fault {
+		if dbe > 0 && len(xids) == 0 {
+			h.FaultXID = 0
+		}
+		h.FaultAt = end
+		if h.FirstFaultAt.IsZero() {
+			h.FirstFaultAt = end
+		}
+	}
+}
+
+// setBaseline gives h its counter levels the first step an allocation is
+// seen in. Counter levels: a rise from the last level is an event. The
+// baseline comes from the device's previous step where the detector read
+// one, else from this step (a fault in that step is then missed). A level
+// that drops is a reset (exporter or driver restart): a new baseline.
+func setBaseline(st *State, h *GPUHealth, g features.GPU, now map[string]float64) {
+	if h.Based {
+		return
+	}
+	h.Based = true
+	prev, ok := st.levels[features.DeviceID(g.Host, g.Device)]
+	if !ok {
+		prev = now
+	}
+	h.Levels = copyLevels(prev)
+}
+
+// rise is counter k's rise from its level in base to now; a drop (a reset)
+// is no rise.
+func rise(now, base map[string]float64, k string) float64 {
+	if v, prev := now[k], base[k]; v > prev {
+		return v - prev
+	}
+	return 0
+}
+
+// observeBusy adds a busy step's throttling and SM clock to h.
+func observeBusy(h *GPUHealth, g features.GPU, now map[string]float64, step time.Duration, hours float64) {
+	in := &g.Health
+	h.BusySteps++
+	h.BusyHours += hours
+	if len(h.ThrottledHours) != len(features.ThrottleReasons) {
+		h.ThrottledHours = make([]float64, len(features.ThrottleReasons))
+	}
+	throttle, from := in.Throttle, in.ThrottleFrom
+	// The violation counters' rise over the step is its time under the
+	// power or thermal cap, exactly; it replaces the bitmask's one
+	// sample for those two reasons.
+	for _, v := range []struct {
+		key    string
+		reason string
+	}{{levelPowerViol, schema.ReasonSWPowerCap}, {levelThermViol, schema.ReasonSWThermalSlowdown}} {
+		if _, ok := now[v.key]; !ok || step <= 0 {
+			continue
+		}
+		throttle[reasonAt(v.reason)] = min(rise(now, h.Levels, v.key)/float64(step.Nanoseconds()), 1)
+		from = features.FromViolation
+	}
+	if from != "" {
+		h.ThrottleFrom = from
+		for i, v := range throttle {
+			h.ThrottledHours[i] += v * hours
+		}
+	}
+	// The clock of a step busy half the time or less mixes idle
+	// clocks in: only mostly busy steps tell the busy clock.
+	if in.HasSMClock && (!g.HasUtil || g.UtilAvg >= clockMinUtil) {
+		h.ClockSteps++
+		h.ClockSum += in.SMClockMHz
+	}
+}
+
+// newXIDs are the XIDs of the step, sorted, one per occurrence.
+func newXIDs(g features.GPU, now, base map[string]float64) []int {
+	var xids []int
+	for code := range g.Health.XIDs {
+		for range int(rise(now, base, xidKey(code))) {
+			xids = append(xids, code)
+		}
+	}
+	// DCGM's gauge holds the last XID: a change of it is one XID, unless
+	// gpuwatch's counter already counted the step's.
+	if v := now[levelXIDGauge]; v > 0 && v != base[levelXIDGauge] && len(xids) == 0 {
+		xids = append(xids, int(v))
+	}
 	sort.Ints(xids)
+	return xids
+}
+
+// countXIDs adds the step's XIDs to h, noting the first application XID,
+// and reports whether one of them is a fault that is not the job's.
+func countXIDs(h *GPUHealth, xids []int, end time.Time) (fault bool) {
 	for _, code := range xids {
 		if h.XIDs == nil {
 			h.XIDs = map[int]int{}
@@ -199,15 +235,7 @@ func (d *Detector) observeHealth(st *State, gs *GPUState, g features.GPU, end ti
 			h.AppXIDAt, h.AppXID = end, code
 		}
 	}
-	if fault {
-		if dbe > 0 && len(xids) == 0 {
-			h.FaultXID = 0
-		}
-		h.FaultAt = end
-		if h.FirstFaultAt.IsZero() {
-			h.FirstFaultAt = end
-		}
-	}
+	return fault
 }
 
 // levels are a row's nonzero counter levels.

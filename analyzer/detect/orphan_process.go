@@ -24,8 +24,16 @@ func init() {
 // orphans tracks orphaned processes: present in this step or gone (an
 // absent series ends the episode, which can only suppress a finding).
 func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
-	c := d.cfg.Patterns.OrphanProcess
-	spec, _ := Lookup(schema.OrphanProcess)
+	trackOrphans(st, s)
+	if d.cfg.Patterns.OrphanProcess.Disabled {
+		return nil
+	}
+	return d.orphanFindings(st, s.End)
+}
+
+// trackOrphans brings st.Orphans up to step s: a process seen again extends
+// its episode, a new one starts one, and one not seen ends its own.
+func trackOrphans(st *State, s features.Step) {
 	seen := map[string]bool{}
 	step := s.End.Sub(s.Start)
 	for _, o := range s.Orphans {
@@ -50,10 +58,13 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 			delete(st.Orphans, k)
 		}
 	}
-	if c.Disabled {
-		return nil
-	}
-	// One finding per host and job: a job's leftover processes are one mess.
+}
+
+// orphanFindings makes one finding per host and job of the orphans that
+// have lasted long enough: a job's leftover processes are one mess.
+func (d *Detector) orphanFindings(st *State, end time.Time) []finding.Finding {
+	c := d.cfg.Patterns.OrphanProcess
+	spec, _ := Lookup(schema.OrphanProcess)
 	byJob := map[string]*finding.Finding{}
 	keys := make([]string, 0, len(st.Orphans))
 	for k := range st.Orphans {
@@ -74,27 +85,10 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 		if f == nil {
 			f = &finding.Finding{Pattern: schema.OrphanProcess, Severity: spec.Severity,
 				Action: spec.Action, Job: job, User: o.User, Hostname: o.Host, ModelName: o.Model,
-				Start: o.Since, End: s.End, Evidence: map[string]float64{"threshold_minutes": c.MinDuration.D().Minutes()}}
+				Start: o.Since, End: end, Evidence: map[string]float64{"threshold_minutes": c.MinDuration.D().Minutes()}}
 			byJob[fk] = f
 		}
-		if !contains(f.GPUs, o.Device) {
-			f.GPUs = append(f.GPUs, o.Device)
-		}
-		var pid int
-		if _, err := fmt.Sscanf(o.PID, "%d", &pid); err == nil {
-			f.PIDs = append(f.PIDs, pid)
-			if f.Commands == nil {
-				f.Commands = map[int]string{}
-			}
-			f.Commands[pid] = o.Command
-		}
-		if o.Since.Before(f.Start) {
-			f.Start = o.Since
-		}
-		f.WastedGPUHours = round(f.WastedGPUHours + o.Orphaned.Hours())
-		f.Evidence["orphan_minutes"] = round(math.Max(f.Evidence["orphan_minutes"], o.Orphaned.Minutes()))
-		f.Evidence["processes"]++
-		f.Advice = fmt.Sprintf("Process %s (%s) holds GPU memory with no live job: kill it.", o.PID, o.Command)
+		addOrphan(f, o)
 	}
 	out := make([]finding.Finding, 0, len(byJob))
 	for _, f := range byJob {
@@ -104,4 +98,26 @@ func (d *Detector) orphans(st *State, s features.Step) []finding.Finding {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out
+}
+
+// addOrphan folds one orphaned process into its job's finding.
+func addOrphan(f *finding.Finding, o *OrphanState) {
+	if !contains(f.GPUs, o.Device) {
+		f.GPUs = append(f.GPUs, o.Device)
+	}
+	var pid int
+	if _, err := fmt.Sscanf(o.PID, "%d", &pid); err == nil {
+		f.PIDs = append(f.PIDs, pid)
+		if f.Commands == nil {
+			f.Commands = map[int]string{}
+		}
+		f.Commands[pid] = o.Command
+	}
+	if o.Since.Before(f.Start) {
+		f.Start = o.Since
+	}
+	f.WastedGPUHours = round(f.WastedGPUHours + o.Orphaned.Hours())
+	f.Evidence["orphan_minutes"] = round(math.Max(f.Evidence["orphan_minutes"], o.Orphaned.Minutes()))
+	f.Evidence["processes"]++
+	f.Advice = fmt.Sprintf("Process %s (%s) holds GPU memory with no live job: kill it.", o.PID, o.Command)
 }

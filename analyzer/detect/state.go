@@ -150,13 +150,28 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 	if st.Origin.IsZero() || s.Start.Before(st.Origin) {
 		st.Origin = s.Start
 	}
-	stepH := s.End.Sub(s.Start).Hours()
 	known := func(dev string) bool { return s.Known(dev, float64(d.cfg.MinCoverage)) }
 	if st.Power == nil {
 		st.Power = PowerBook{}
 	}
-	// Group this step's rows by allocation; every row, allocated or not,
-	// teaches its GPU's power range.
+	rows := d.groupRows(st, s, known)
+	d.endMissing(st, s, rows, known, &res)
+	keys := make([]string, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		d.stepAlloc(st, s, k, rows[k], known, &res)
+	}
+	st.rememberLevels(s)
+	res.Open = append(res.Open, d.orphans(st, s)...)
+	return res
+}
+
+// groupRows groups this step's rows by allocation; every row, allocated or
+// not, teaches its GPU's power range.
+func (d *Detector) groupRows(st *State, s features.Step, known func(string) bool) map[string][]features.GPU {
 	rows := map[string][]features.GPU{}
 	for _, g := range s.GPUs {
 		if known(features.DeviceID(g.Host, g.Device)) {
@@ -168,8 +183,12 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		k := AllocKey(g.Host, g.Job)
 		rows[k] = append(rows[k], g)
 	}
-	// Allocations not seen this step: ended if their devices report without
-	// them, unknown if their devices are silent.
+	return rows
+}
+
+// endMissing handles the allocations not seen this step: ended if their
+// devices report without them, unknown if their devices are silent.
+func (d *Detector) endMissing(st *State, s features.Step, rows map[string][]features.GPU, known func(string) bool, res *Result) {
 	for k, a := range st.Allocs {
 		if _, ok := rows[k]; ok || a.Ended {
 			continue
@@ -189,107 +208,128 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		d.unknown(a, s)
 		res.Unknown = append(res.Unknown, k)
 	}
-	keys := make([]string, 0, len(rows))
-	for k := range rows {
-		keys = append(keys, k)
+}
+
+// stepAlloc advances allocation k by its rows gs of this step: its usage,
+// its GPUs' state, and, when the step is known for all its GPUs, its runs
+// and findings.
+func (d *Detector) stepAlloc(st *State, s features.Step, k string, gs []features.GPU, known func(string) bool, res *Result) {
+	a := st.Allocs[k]
+	if a == nil || a.Ended {
+		a = d.newAlloc(st, s, gs, known)
+		st.Allocs[k] = a
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		gs := rows[k]
-		a := st.Allocs[k]
-		if a == nil || a.Ended {
-			a = d.newAlloc(st, s, gs, known)
-			st.Allocs[k] = a
-		}
-		d.meta(a, s, gs)
-		if l, ok := st.TimeLimits[a.Job]; ok && a.Scheduler == schema.SchedulerSlurm {
-			a.TimeLimit = l
-		}
-		a.LastSeen, a.LastStep = s.End, s.End
-		u := store.Usage{Start: s.Start, End: s.End, Hostname: a.Host, Job: a.Job, User: a.User, Team: a.Team,
-			Kind: a.Kind, Model: a.Model}
-		unknown := false
-		seen := map[string]bool{}
-		for _, g := range gs {
-			seen[g.Device] = true
-			// A device with no activity signal (util, SM or graphics
-			// engine) cannot be judged.
-			if !known(features.DeviceID(g.Host, g.Device)) || (!g.HasUtil && !g.HasSM && !g.HasGR) {
-				unknown = true
-			}
-		}
-		for dev := range a.GPUs {
-			if !seen[dev] && !known(features.DeviceID(a.Host, dev)) {
-				unknown = true
-			}
-		}
-		allIdle, anyActive, held, allSpin := true, false, false, true
-		for _, g := range gs {
-			frac := s.Share(features.DeviceID(g.Host, g.Device), g.Samples)
-			act, spinning := d.active(st, g), d.spin(st, g)
-			u.GPUs++
-			u.AllocatedGPUHours += frac * stepH
-			// A spin-waiting GPU reads busy and does nothing: wasted, not used.
-			if act && !spinning && !unknown {
-				u.ActiveGPUHours += frac * stepH
-			}
-			if act {
-				allIdle = false
-				anyActive = true
-			}
-			if g.HasFB && g.FBMaxMiB > d.cfg.Idle.MemoryHeldMiB {
-				held = true
-			}
-			if !spinning {
-				allSpin = false
-			}
-			if !unknown {
-				d.gpu(a, g, act)
-			}
-			gst := a.GPUs[g.Device]
-			if gst == nil {
-				gst = &GPUState{UUID: g.UUID, Model: g.Model}
-				a.GPUs[g.Device] = gst
-			}
-			d.observeHealth(st, gst, g, s.End, s.End.Sub(s.Start), frac*stepH, act && !unknown)
-		}
-		res.Usage = append(res.Usage, u)
-		if unknown {
-			d.unknown(a, s)
-			res.Unknown = append(res.Unknown, k)
-			continue
-		}
-		a.Unknown = false
-		a.KnownSteps++
-		a.KnownHours += stepH
-		runStart := s.Start
-		if a.KnownSteps == 1 {
-			runStart = a.Start
-		}
-		if anyActive && a.FirstActive.IsZero() {
-			a.FirstActive = runStart
-			if a.KnownSteps > 1 {
-				// Work began somewhere in this step, after an idle one: its
-				// middle is the unbiased guess, where its start would
-				// shorten every staging delay by half a step.
-				a.FirstActive = runStart.Add(s.End.Sub(s.Start) / 2)
-			}
-		}
-		resumed := anyActive && !a.IdleHeldSince.IsZero() && runStart.Sub(a.IdleHeldSince) >= d.cfg.Patterns.Stuck.IdleDuration.D()
-		a.IdleSince = run(a.IdleSince, allIdle, runStart)
-		a.IdleHeldSince = run(a.IdleHeldSince, allIdle && held, runStart)
-		a.SpinSince = run(a.SpinSince, allSpin, runStart)
-		if resumed {
-			a.Resumes++
-		}
-		res.Open = append(res.Open, d.evaluate(a, s.End, &res.Withdrawn)...)
-		if resumed {
-			forgetIdleStuck(a)
+	d.meta(a, s, gs)
+	if l, ok := st.TimeLimits[a.Job]; ok && a.Scheduler == schema.SchedulerSlurm {
+		a.TimeLimit = l
+	}
+	a.LastSeen, a.LastStep = s.End, s.End
+	u := store.Usage{Start: s.Start, End: s.End, Hostname: a.Host, Job: a.Job, User: a.User, Team: a.Team,
+		Kind: a.Kind, Model: a.Model}
+	unknown := allocUnknown(a, gs, known)
+	act := d.stepGPUs(st, a, s, gs, unknown, &u)
+	res.Usage = append(res.Usage, u)
+	if unknown {
+		d.unknown(a, s)
+		res.Unknown = append(res.Unknown, k)
+		return
+	}
+	d.advanceRuns(a, s, act, res)
+}
+
+// allocUnknown reports whether the step cannot be judged for allocation a:
+// one of its GPUs is not known, or has no activity signal (util, SM or
+// graphics engine).
+func allocUnknown(a *Alloc, gs []features.GPU, known func(string) bool) bool {
+	unknown := false
+	seen := map[string]bool{}
+	for _, g := range gs {
+		seen[g.Device] = true
+		if !known(features.DeviceID(g.Host, g.Device)) || (!g.HasUtil && !g.HasSM && !g.HasGR) {
+			unknown = true
 		}
 	}
-	st.rememberLevels(s)
-	res.Open = append(res.Open, d.orphans(st, s)...)
-	return res
+	for dev := range a.GPUs {
+		if !seen[dev] && !known(features.DeviceID(a.Host, dev)) {
+			unknown = true
+		}
+	}
+	return unknown
+}
+
+// stepActivity is what an allocation's GPUs did in one step.
+type stepActivity struct {
+	allIdle, anyActive, held, allSpin bool
+}
+
+// stepGPUs adds each of the allocation's GPUs' step to its usage u and its
+// GPU state (activity only when the step is known), and returns what the
+// GPUs did together.
+func (d *Detector) stepGPUs(st *State, a *Alloc, s features.Step, gs []features.GPU, unknown bool, u *store.Usage) stepActivity {
+	stepH := s.End.Sub(s.Start).Hours()
+	act := stepActivity{allIdle: true, allSpin: true}
+	for _, g := range gs {
+		frac := s.Share(features.DeviceID(g.Host, g.Device), g.Samples)
+		active, spinning := d.active(st, g), d.spin(st, g)
+		u.GPUs++
+		u.AllocatedGPUHours += frac * stepH
+		// A spin-waiting GPU reads busy and does nothing: wasted, not used.
+		if active && !spinning && !unknown {
+			u.ActiveGPUHours += frac * stepH
+		}
+		if active {
+			act.allIdle = false
+			act.anyActive = true
+		}
+		if g.HasFB && g.FBMaxMiB > d.cfg.Idle.MemoryHeldMiB {
+			act.held = true
+		}
+		if !spinning {
+			act.allSpin = false
+		}
+		if !unknown {
+			d.gpu(a, g, active)
+		}
+		gst := a.GPUs[g.Device]
+		if gst == nil {
+			gst = &GPUState{UUID: g.UUID, Model: g.Model}
+			a.GPUs[g.Device] = gst
+		}
+		d.observeHealth(st, gst, g, s.End, s.End.Sub(s.Start), frac*stepH, active && !unknown)
+	}
+	return act
+}
+
+// advanceRuns advances a known step of allocation a: its first activity,
+// its idle, idle-held and spin runs, and the findings they make.
+func (d *Detector) advanceRuns(a *Alloc, s features.Step, act stepActivity, res *Result) {
+	a.Unknown = false
+	a.KnownSteps++
+	a.KnownHours += s.End.Sub(s.Start).Hours()
+	runStart := s.Start
+	if a.KnownSteps == 1 {
+		runStart = a.Start
+	}
+	if act.anyActive && a.FirstActive.IsZero() {
+		a.FirstActive = runStart
+		if a.KnownSteps > 1 {
+			// Work began somewhere in this step, after an idle one: its
+			// middle is the unbiased guess, where its start would
+			// shorten every staging delay by half a step.
+			a.FirstActive = runStart.Add(s.End.Sub(s.Start) / 2)
+		}
+	}
+	resumed := act.anyActive && !a.IdleHeldSince.IsZero() && runStart.Sub(a.IdleHeldSince) >= d.cfg.Patterns.Stuck.IdleDuration.D()
+	a.IdleSince = run(a.IdleSince, act.allIdle, runStart)
+	a.IdleHeldSince = run(a.IdleHeldSince, act.allIdle && act.held, runStart)
+	a.SpinSince = run(a.SpinSince, act.allSpin, runStart)
+	if resumed {
+		a.Resumes++
+	}
+	res.Open = append(res.Open, d.evaluate(a, s.End, &res.Withdrawn)...)
+	if resumed {
+		forgetIdleStuck(a)
+	}
 }
 
 func run(since time.Time, cond bool, at time.Time) time.Time {

@@ -221,17 +221,10 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	if err != nil {
 		return res, fmt.Errorf("cycle: %w", err)
 	}
-	n := max(1, int(e.o.WarmUp/step))
-	if !cursor.IsZero() {
-		n = int(end.Sub(cursor) / step)
-	}
+	n := e.stepsToRead(cursor, end)
 	if n < 1 {
 		res.Allocations = len(st.Allocs)
 		return res, nil
-	}
-	if !cursor.IsZero() && n > e.o.MaxCatchUp {
-		e.o.Logger.Warn("analyzer fell behind; skipping steps", "missed_steps", n-e.o.MaxCatchUp, "since", cursor)
-		n = e.o.MaxCatchUp
 	}
 	steps, err := features.FetchWith(ctx, e.o.Querier, end, n, step, st.Memory)
 	res.Queries = features.Queries
@@ -240,6 +233,44 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	}
 	res.From, res.To, res.Steps = end.Add(-time.Duration(n)*step), end, n
 	e.timeLimits(ctx, st, steps)
+	usage, withdrawn := e.detectSteps(st, steps, &res)
+	st.Prune(end.Add(-e.o.Retain))
+	st.Memory.Prune(end.Add(-e.o.Retain))
+	for _, a := range st.Allocs {
+		// Closed episodes were returned and saved by the cycle that closed
+		// them; the daemon's state need not grow with history.
+		a.Closed = nil
+	}
+	if err := e.record(ctx, st, end, usage, withdrawn, &res); err != nil {
+		return res, fmt.Errorf("cycle: %w", err)
+	}
+	res.Allocations = len(st.Allocs)
+	return res, nil
+}
+
+// stepsToRead is how many steps ending at end the cycle reads: WarmUp's
+// worth on the first cycle, else those since the cursor, at most
+// MaxCatchUp (an analyzer that fell behind skips, and says so).
+func (e *Engine) stepsToRead(cursor, end time.Time) int {
+	step := e.Step()
+	n := max(1, int(e.o.WarmUp/step))
+	if !cursor.IsZero() {
+		n = int(end.Sub(cursor) / step)
+	}
+	if n < 1 {
+		return n
+	}
+	if !cursor.IsZero() && n > e.o.MaxCatchUp {
+		e.o.Logger.Warn("analyzer fell behind; skipping steps", "missed_steps", n-e.o.MaxCatchUp, "since", cursor)
+		n = e.o.MaxCatchUp
+	}
+	return n
+}
+
+// detectSteps runs detection over steps in order, setting res's findings,
+// unknown allocations and coverage, and returns the usage intervals and
+// the withdrawn findings (key to since) to record.
+func (e *Engine) detectSteps(st *detect.State, steps []features.Step, res *CycleResult) ([]store.Usage, map[string]time.Time) {
 	var usage []store.Usage
 	var oneOffs, open []finding.Finding
 	withdrawn := map[string]time.Time{}
@@ -269,32 +300,27 @@ func (e *Engine) Cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	detect.Sort(res.Findings)
 	res.Coverage = cov.result(res.From, res.To, len(res.Findings))
 	res.Coverage.Exporters = st.Memory.Exporters.List()
-	st.Prune(end.Add(-e.o.Retain))
-	st.Memory.Prune(end.Add(-e.o.Retain))
-	for _, a := range st.Allocs {
-		// Closed episodes were returned and saved by the cycle that closed
-		// them; the daemon's state need not grow with history.
-		a.Closed = nil
-	}
+	return usage, withdrawn
+}
+
+// record stores the cycle's usage, withdrawals and findings, then the state
+// with its cursor at end, in that order, stopping at the first error.
+func (e *Engine) record(ctx context.Context, st *detect.State, end time.Time, usage []store.Usage, withdrawn map[string]time.Time, res *CycleResult) error {
 	if err := e.o.Store.AddUsage(ctx, usage); err != nil {
-		return res, fmt.Errorf("cycle: %w", err)
+		return err
 	}
 	res.Usage, res.Intervals = len(usage), usage
 	if err := e.o.Store.WithdrawFindings(ctx, withdrawn); err != nil {
-		return res, fmt.Errorf("cycle: %w", err)
+		return err
 	}
 	for k := range withdrawn {
 		res.Withdrawn = append(res.Withdrawn, k)
 	}
 	sort.Strings(res.Withdrawn)
 	if err := e.o.Store.SaveFindings(ctx, end, res.Findings); err != nil {
-		return res, fmt.Errorf("cycle: %w", err)
+		return err
 	}
-	if err := e.save(ctx, st, end); err != nil {
-		return res, fmt.Errorf("cycle: %w", err)
-	}
-	res.Allocations = len(st.Allocs)
-	return res, nil
+	return e.save(ctx, st, end)
 }
 
 // timeLimits asks the scheduler for the time limits of the batch jobs in

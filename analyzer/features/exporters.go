@@ -131,7 +131,24 @@ func plainPod(m model.Metric) (ns, pod string, ok bool) {
 // shows to be exporters to x. stepEnds are the fetch's step ends.
 func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds []time.Time) {
 	last := stepEnds[len(stepEnds)-1]
-	// Label evidence: beside exported_pod, or named so.
+	x.fromLabels(results, last)
+	if !x.keepKnown(count, last) {
+		return
+	}
+	hs := readHoldings(count, stepEnds)
+	keys := make([]string, 0, len(hs.pods))
+	for k := range hs.pods {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	x.movers(hs, keys, len(stepEnds), last)
+	x.everyGPU(hs, keys, last)
+	x.families(keys, last)
+}
+
+// fromLabels adds the pods the label evidence shows: beside exported_pod,
+// or named so.
+func (x Exporters) fromLabels(results []model.Matrix, last time.Time) {
 	for _, m := range results {
 		for _, ss := range m {
 			if lv(ss.Metric, schema.LabelUUID) == "" {
@@ -150,9 +167,12 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 			}
 		}
 	}
-	// Holding evidence is needed only for pods not yet told apart; known
-	// exporters seen again are kept while they serve.
-	unknown := false
+}
+
+// keepKnown marks known exporters seen again (they are kept while they
+// serve) and reports whether a plain pod is not yet told apart: holding
+// evidence is needed only for those.
+func (x Exporters) keepKnown(count model.Matrix, last time.Time) (unknown bool) {
 	for _, ss := range count {
 		if ns, pod, ok := plainPod(ss.Metric); ok && lv(ss.Metric, schema.LabelUUID) != "" {
 			if x.has(ns, pod) {
@@ -162,42 +182,37 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 			}
 		}
 	}
-	if !unknown {
-		return
-	}
-	// Holding evidence, from the sample counts: who held which device in
-	// which step.
-	type holding struct {
-		host string
-		devs map[string][]int // device -> steps held
-	}
-	var step time.Duration
-	if len(stepEnds) > 1 {
-		step = stepEnds[1].Sub(stepEnds[0])
-	}
-	index := func(t time.Time) int {
-		i := 0
-		if step > 0 {
-			i = int(t.Sub(stepEnds[0]) / step)
-		}
-		if i < 0 || i >= len(stepEnds) || !stepEnds[i].Equal(t) {
-			return -1
-		}
-		return i
-	}
-	pods := map[string]*holding{}            // ns/pod -> holding (plain pods only)
-	holders := map[string]map[int][]string{} // host|device -> step -> holder keys
-	hostDevs := map[string]map[string]bool{}
+	return unknown
+}
+
+// holding is the devices a plain pod held, with the steps it held each.
+type holding struct {
+	host string
+	devs map[string][]int // device -> steps held
+}
+
+// holdings is the holding evidence of one fetch, from the sample counts:
+// who held which device in which step.
+type holdings struct {
+	pods     map[string]*holding         // ns/pod -> holding (plain pods only)
+	holders  map[string]map[int][]string // host|device -> step -> holder keys
+	hostDevs map[string]map[string]bool  // host -> its devices seen
+}
+
+// readHoldings reads the holding evidence from the sample counts.
+func readHoldings(count model.Matrix, stepEnds []time.Time) holdings {
+	index := stepIndex(stepEnds)
+	hs := holdings{pods: map[string]*holding{}, holders: map[string]map[int][]string{}, hostDevs: map[string]map[string]bool{}}
 	for _, ss := range count {
 		id, ok := identifyRaw(ss.Metric)
 		if !ok {
 			continue
 		}
 		d := DeviceID(id.Host, id.Device)
-		if hostDevs[id.Host] == nil {
-			hostDevs[id.Host] = map[string]bool{}
+		if hs.hostDevs[id.Host] == nil {
+			hs.hostDevs[id.Host] = map[string]bool{}
 		}
-		hostDevs[id.Host][id.Device] = true
+		hs.hostDevs[id.Host][id.Device] = true
 		ns, pod, plain := plainPod(ss.Metric)
 		holder := id.Job
 		if plain {
@@ -209,36 +224,56 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 				continue
 			}
 			if holder != "" {
-				if holders[d] == nil {
-					holders[d] = map[int][]string{}
+				if hs.holders[d] == nil {
+					hs.holders[d] = map[int][]string{}
 				}
-				holders[d][i] = append(holders[d][i], holder)
+				hs.holders[d][i] = append(hs.holders[d][i], holder)
 			}
 			if !plain {
 				continue
 			}
-			h := pods[podKey(ns, pod)]
+			h := hs.pods[podKey(ns, pod)]
 			if h == nil {
 				h = &holding{host: id.Host, devs: map[string][]int{}}
-				pods[podKey(ns, pod)] = h
+				hs.pods[podKey(ns, pod)] = h
 			}
 			h.devs[id.Device] = append(h.devs[id.Device], i)
 		}
 	}
-	keys := make([]string, 0, len(pods))
-	for k := range pods {
-		keys = append(keys, k)
+	return hs
+}
+
+// stepIndex returns the index of a step end among stepEnds, -1 for a time
+// that is none of them.
+func stepIndex(stepEnds []time.Time) func(time.Time) int {
+	var step time.Duration
+	if len(stepEnds) > 1 {
+		step = stepEnds[1].Sub(stepEnds[0])
 	}
-	sort.Strings(keys)
-	split := func(k string) (string, string) { ns, pod, _ := strings.Cut(k, "/"); return ns, pod }
-	// A pod whose GPUs changed while it ran: another holder had one of its
-	// devices, alone, at a step of the pod's life. A workload's GPUs are
-	// its own from its start to its end (pods sharing a GPU share it all
-	// along); only the target's label, filling whatever GPU is free, moves
-	// so.
+	return func(t time.Time) int {
+		i := 0
+		if step > 0 {
+			i = int(t.Sub(stepEnds[0]) / step)
+		}
+		if i < 0 || i >= len(stepEnds) || !stepEnds[i].Equal(t) {
+			return -1
+		}
+		return i
+	}
+}
+
+// splitPodKey is podKey's inverse.
+func splitPodKey(k string) (string, string) { ns, pod, _ := strings.Cut(k, "/"); return ns, pod }
+
+// movers adds the pods whose GPUs changed while they ran: another holder
+// had one of its devices, alone, at a step of the pod's life. A workload's
+// GPUs are its own from its start to its end (pods sharing a GPU share it
+// all along); only the target's label, filling whatever GPU is free, moves
+// so. steps is the fetch's number of steps.
+func (x Exporters) movers(hs holdings, keys []string, steps int, last time.Time) {
 	for _, k := range keys {
-		h := pods[k]
-		ns, pod := split(k)
+		h := hs.pods[k]
+		ns, pod := splitPodKey(k)
 		if x.has(ns, pod) {
 			continue
 		}
@@ -248,7 +283,7 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 				life[i] = true
 			}
 		}
-		lo, hi := len(stepEnds), -1
+		lo, hi := steps, -1
 		for i := range life {
 			lo, hi = min(lo, i), max(hi, i)
 		}
@@ -257,36 +292,43 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 			devs = append(devs, dev)
 		}
 		sort.Strings(devs)
-		found := ""
 		for _, dev := range devs {
-			mine := map[int]bool{}
-			for _, i := range h.devs[dev] {
-				mine[i] = true
-			}
-			by := holders[DeviceID(h.host, dev)]
-			// Inside its life only: its first and last steps are partial,
-			// and a handover there is the previous or next holder's.
-			for j := lo + 1; j < hi && found == ""; j++ {
-				if !life[j] || mine[j] {
-					continue
-				}
-				for _, o := range by[j] {
-					if o != "pod:"+k {
-						found = strings.TrimPrefix(o, "pod:")
-						break
-					}
-				}
-			}
-			if found != "" {
+			if found := handover(k, h.devs[dev], hs.holders[DeviceID(h.host, dev)], life, lo, hi); found != "" {
 				x.add(ns, pod, fmt.Sprintf(reasonMoves, h.host, dev, found), last)
 				break
 			}
 		}
 	}
-	// One DaemonSet holding every GPU of every node.
+}
+
+// handover is the first holder other than pod k that had one of the pod's
+// devices (by: step -> holders) at a step inside the pod's life (lo, hi)
+// at which the pod did not hold it (held: the steps it did); "" if none.
+// Inside its life only: its first and last steps are partial, and a
+// handover there is the previous or next holder's.
+func handover(k string, held []int, by map[int][]string, life map[int]bool, lo, hi int) string {
+	mine := map[int]bool{}
+	for _, i := range held {
+		mine[i] = true
+	}
+	for j := lo + 1; j < hi; j++ {
+		if !life[j] || mine[j] {
+			continue
+		}
+		for _, o := range by[j] {
+			if o != "pod:"+k {
+				return strings.TrimPrefix(o, "pod:")
+			}
+		}
+	}
+	return ""
+}
+
+// everyGPU adds the pods of one DaemonSet holding every GPU of every node.
+func (x Exporters) everyGPU(hs holdings, keys []string, last time.Time) {
 	fams := map[string][]string{}
 	for _, k := range keys {
-		ns, pod := split(k)
+		ns, pod := splitPodKey(k)
 		if f := family(ns, pod); f != "" {
 			fams[f] = append(fams[f], k)
 		}
@@ -295,24 +337,27 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 		hosts := map[string]bool{}
 		all := true
 		for _, k := range members {
-			h := pods[k]
+			h := hs.pods[k]
 			hosts[h.host] = true
-			for dev := range hostDevs[h.host] {
+			for dev := range hs.hostDevs[h.host] {
 				if _, ok := h.devs[dev]; !ok {
 					all = false
 				}
 			}
 		}
-		if !all || len(hosts) < 2 || len(hosts) != len(hostDevs) {
+		if !all || len(hosts) < 2 || len(hosts) != len(hs.hostDevs) {
 			continue
 		}
 		for _, k := range members {
-			ns, pod := split(k)
+			ns, pod := splitPodKey(k)
 			x.add(ns, pod, fmt.Sprintf(reasonEveryGPU, len(hosts)), last)
 		}
 	}
-	// Another pod of an exporter's DaemonSet (a replaced pod, or the same
-	// DaemonSet on another node) is the exporter too.
+}
+
+// families adds another pod of an exporter's DaemonSet (a replaced pod, or
+// the same DaemonSet on another node): it is the exporter too.
+func (x Exporters) families(keys []string, last time.Time) {
 	known := map[string]string{}
 	for _, e := range x.List() {
 		if f := family(e.Namespace, e.Pod); f != "" && known[f] == "" {
@@ -320,7 +365,7 @@ func (x Exporters) classify(results []model.Matrix, count model.Matrix, stepEnds
 		}
 	}
 	for _, k := range keys {
-		ns, pod := split(k)
+		ns, pod := splitPodKey(k)
 		if x.has(ns, pod) {
 			continue
 		}

@@ -186,20 +186,66 @@ func FetchWith(ctx context.Context, q query.Querier, end time.Time, n int, step 
 	}
 	end = end.Truncate(time.Millisecond)
 	start := end.Add(-time.Duration(n-1) * step)
-	r := query.Range{Start: start, End: end, Step: step}
 	steps := make([]Step, n)
 	for i := range steps {
 		e := start.Add(time.Duration(i) * step)
 		steps[i] = Step{Start: e.Add(-step), End: e, DeviceSamples: map[string]float64{}, Info: map[string]Info{}}
 	}
+	results, err := queryAll(ctx, q, Exprs(step), query.Range{Start: start, End: end, Step: step})
+	if err != nil {
+		return nil, fmt.Errorf("fetch features: %w", err)
+	}
+	ends := make([]time.Time, n)
+	for i := range steps {
+		ends[i] = steps[i].End
+	}
+	mem.Exporters.classify(results, results[fCount], ends)
 	// rows[step][series identity] accumulates the features of one holder.
 	rows := make([]map[string]*GPU, n)
 	for i := range rows {
 		rows[i] = map[string]*GPU{}
 	}
-	// The queries run side by side: each is one pass over one metric, and
-	// a Prometheus (or the embedded engine) answers them on several cores.
-	exprs := Exprs(step)
+	for f, m := range results {
+		for _, ss := range m {
+			id, ok := identify(ss.Metric, mem.Exporters)
+			if !ok {
+				continue // not a GPU series (no UUID): nothing to attribute
+			}
+			for _, p := range ss.Values {
+				i := int(p.Timestamp.Time().Sub(start) / step)
+				if i < 0 || i >= n || !p.Timestamp.Time().Equal(steps[i].End) {
+					continue
+				}
+				val := float64(p.Value)
+				if math.IsNaN(val) || math.IsInf(val, 0) {
+					continue // e.g. power over a zero limit: no reading, not a reading of zero
+				}
+				addSample(&steps[i], rows[i], feature(f), ss.Metric, id, val)
+			}
+		}
+	}
+	for i := range steps {
+		finishStep(&steps[i], rows[i])
+	}
+	// Each device is judged by its own cadence, shared by the fetch's
+	// steps: a step in which a device's data starts (or thins out) is
+	// partial, not full.
+	expected := mem.learn(steps)
+	var most float64
+	for _, e := range expected {
+		most = max(most, e)
+	}
+	for i := range steps {
+		steps[i].Expected, steps[i].MaxExpected = expected, most
+	}
+	return steps, nil
+}
+
+// queryAll runs the range queries exprs over r and returns their matrices,
+// in order. The queries run side by side: each is one pass over one
+// metric, and a Prometheus (or the embedded engine) answers them on
+// several cores.
+func queryAll(ctx context.Context, q query.Querier, exprs []string, r query.Range) ([]model.Matrix, error) {
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make([]model.Matrix, len(exprs))
@@ -235,98 +281,72 @@ func FetchWith(ctx context.Context, q query.Querier, end time.Time, n int, step 
 		}
 	}
 	if first != nil {
-		return nil, fmt.Errorf("fetch features: %w", first)
+		return nil, first
 	}
-	ends := make([]time.Time, n)
-	for i := range steps {
-		ends[i] = steps[i].End
-	}
-	mem.Exporters.classify(results, results[fCount], ends)
-	for f, m := range results {
-		for _, ss := range m {
-			id, ok := identify(ss.Metric, mem.Exporters)
-			if !ok {
-				continue // not a GPU series (no UUID): nothing to attribute
-			}
-			for _, p := range ss.Values {
-				i := int(p.Timestamp.Time().Sub(start) / step)
-				if i < 0 || i >= n || !p.Timestamp.Time().Equal(steps[i].End) {
-					continue
-				}
-				val := float64(p.Value)
-				if math.IsNaN(val) || math.IsInf(val, 0) {
-					continue // e.g. power over a zero limit: no reading, not a reading of zero
-				}
-				switch feature(f) {
-				case fInfo:
-					if val > 0 {
-						steps[i].Info[DeviceID(id.Host, id.Device)+"|"+infoJob(ss.Metric, id)] = info(ss.Metric)
-					}
-					continue
-				case fOrphan:
-					if val > 0 {
-						steps[i].Orphans = append(steps[i].Orphans, Orphan{Host: id.Host, Device: id.Device, UUID: id.UUID,
-							Model: id.Model, PID: lv(ss.Metric, schema.LabelPID), Command: lv(ss.Metric, schema.LabelCommand),
-							User: lv(ss.Metric, schema.LabelUser), Job: lv(ss.Metric, schema.LabelJob), Samples: val})
-					}
-					continue
-				}
-				key := DeviceID(id.Host, id.Device) + "|" + id.Job
-				g := rows[i][key]
-				if g == nil {
-					c := id
-					g = &c
-					rows[i][key] = g
-				}
-				if f := feature(f); f == fThrottle || f == fFaults {
-					setHealth(g, f, ss.Metric, val)
-					continue
-				}
-				set(g, feature(f), val)
-			}
+	return results, nil
+}
+
+// addSample adds one sample of feature f, from the series with labels m
+// held by id, to its step s: an info or orphan series is the step's own,
+// every other feature goes into the holder's row in rows.
+func addSample(s *Step, rows map[string]*GPU, f feature, m model.Metric, id GPU, val float64) {
+	switch f {
+	case fInfo:
+		if val > 0 {
+			s.Info[DeviceID(id.Host, id.Device)+"|"+infoJob(m, id)] = info(m)
 		}
-	}
-	for i := range steps {
-		s := &steps[i]
-		for _, g := range rows[i] {
-			if g.Samples <= 0 {
-				continue // a holder with no memory sample this step is not there
-			}
-			if g.HasFB && g.hasFree {
-				g.FBTotalMiB = g.FBMaxMiB + g.fbFreeMin
-			}
-			finishHealth(&g.Health)
-			s.GPUs = append(s.GPUs, *g)
-			d := DeviceID(g.Host, g.Device)
-			s.DeviceSamples[d] += g.Samples
+		return
+	case fOrphan:
+		if val > 0 {
+			s.Orphans = append(s.Orphans, Orphan{Host: id.Host, Device: id.Device, UUID: id.UUID,
+				Model: id.Model, PID: lv(m, schema.LabelPID), Command: lv(m, schema.LabelCommand),
+				User: lv(m, schema.LabelUser), Job: lv(m, schema.LabelJob), Samples: val})
 		}
-		sort.Slice(s.GPUs, func(a, b int) bool {
-			x, y := &s.GPUs[a], &s.GPUs[b]
-			if x.Host != y.Host {
-				return x.Host < y.Host
-			}
-			if x.Device != y.Device {
-				return x.Device < y.Device
-			}
-			return x.Job < y.Job
-		})
-		sort.Slice(s.Orphans, func(a, b int) bool {
-			x, y := &s.Orphans[a], &s.Orphans[b]
-			return x.Host+x.Device+x.PID < y.Host+y.Device+y.PID
-		})
+		return
 	}
-	// Each device is judged by its own cadence, shared by the fetch's
-	// steps: a step in which a device's data starts (or thins out) is
-	// partial, not full.
-	expected := mem.learn(steps)
-	var most float64
-	for _, e := range expected {
-		most = max(most, e)
+	key := DeviceID(id.Host, id.Device) + "|" + id.Job
+	g := rows[key]
+	if g == nil {
+		c := id
+		g = &c
+		rows[key] = g
 	}
-	for i := range steps {
-		steps[i].Expected, steps[i].MaxExpected = expected, most
+	if f == fThrottle || f == fFaults {
+		setHealth(g, f, m, val)
+		return
 	}
-	return steps, nil
+	set(g, f, val)
+}
+
+// finishStep turns the step's rows into its GPUs, each device's samples
+// counted, in a stable order.
+func finishStep(s *Step, rows map[string]*GPU) {
+	for _, g := range rows {
+		if g.Samples <= 0 {
+			continue // a holder with no memory sample this step is not there
+		}
+		if g.HasFB && g.hasFree {
+			g.FBTotalMiB = g.FBMaxMiB + g.fbFreeMin
+		}
+		finishHealth(&g.Health)
+		s.GPUs = append(s.GPUs, *g)
+		d := DeviceID(g.Host, g.Device)
+		s.DeviceSamples[d] += g.Samples
+	}
+	sort.Slice(s.GPUs, func(a, b int) bool {
+		x, y := &s.GPUs[a], &s.GPUs[b]
+		if x.Host != y.Host {
+			return x.Host < y.Host
+		}
+		if x.Device != y.Device {
+			return x.Device < y.Device
+		}
+		return x.Job < y.Job
+	})
+	sort.Slice(s.Orphans, func(a, b int) bool {
+		x, y := &s.Orphans[a], &s.Orphans[b]
+		return x.Host+x.Device+x.PID < y.Host+y.Device+y.PID
+	})
 }
 
 // set merges one series' value into a holder's row. Several series can

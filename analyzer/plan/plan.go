@@ -306,39 +306,8 @@ func (o *Options) sized(it *demand.Item, g *mig.Model) pack.Demand {
 
 func (o *Options) pool(name string, items []*demand.Item, res *demand.Result) Pool {
 	pl := Pool{Name: name}
-	seen, held, unknown := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	var known []*demand.Item
-	var got, want float64
-	for _, it := range items {
-		pl.Model = it.Model
-		k := gpuKey(it)
-		if !seen[k] {
-			seen[k] = true
-		}
-		if it.Job == "" {
-			continue
-		}
-		held[k] = true
-		if o.known(it) {
-			known = append(known, it)
-		} else {
-			unknown[k] = true
-		}
-	}
-	for d, n := range res.DeviceSamples {
-		// Device keys are host|device; a MIG instance's device is UUID/GI.
-		for k := range seen {
-			if d == k || len(d) > len(k) && d[:len(k)+1] == k+"/" {
-				got += math.Min(n, res.Expected)
-				want += res.Expected
-				break
-			}
-		}
-	}
-	if want > 0 {
-		pl.Coverage = got / want
-	}
-	pl.Seen, pl.Held, pl.Unknown = len(seen), len(held), len(unknown)
+	seen, known := o.census(&pl, items)
+	pl.Coverage = coverage(seen, res)
 	g, hasMIG := mig.Lookup(pl.Model)
 	if !hasMIG {
 		g = nil
@@ -358,53 +327,7 @@ func (o *Options) pool(name string, items []*demand.Item, res *demand.Result) Po
 	layout := o.timeSliceGPUs(ts, ds, nil)
 	pl.Strategy = "time_slice"
 	if g != nil {
-		mb, rest := pack.MIG(ds, g)
-		restDs := make([]pack.Demand, len(rest))
-		for i, k := range rest {
-			restDs[i] = ds[k]
-		}
-		rts := pack.TimeSlice(restDs, capa)
-		pl.MIGGPUs = len(mb) + len(rts)
-		for _, b := range mb {
-			used := 0
-			for _, in := range b.Layout {
-				if pr, ok := g.Profile(in.Profile); ok {
-					used += pr.Compute
-				}
-			}
-			pl.StrandedSlices += g.ComputeSlices - used
-		}
-		interactive := len(known) > 0
-		for _, it := range known {
-			interactive = interactive && it.Kind == schema.KindInteractive
-		}
-		// The rule: MIG when it costs at most IsolationMargin GPUs more than
-		// sharing (isolation is worth that much); a pool of interactive
-		// sessions, whose memory no history predicts, takes MIG whenever
-		// every session has a valid slice.
-		mig := len(mb) > 0 && (pl.MIGGPUs <= pl.TimeSliceGPUs+o.IsolationMargin || interactive && len(rest) == 0)
-		if mig {
-			pl.Strategy = "mig"
-			layout = layout[:0]
-			for _, b := range mb {
-				gp := GPU{Mode: "mig", Layout: b.Layout}
-				for _, i := range b.Items {
-					gp.Jobs = append(gp.Jobs, ds[i].ID)
-				}
-				layout = append(layout, gp)
-			}
-			layout = append(layout, o.timeSliceGPUs(rts, restDs, nil)...)
-		}
-		pl.Tradeoff = fmt.Sprintf("time-slicing: %d GPUs, tenants share memory and faults (one out-of-memory or Xid error reaches all); "+
-			"MIG: %d GPUs, memory and faults isolated, %d compute slices stranded", pl.TimeSliceGPUs, pl.MIGGPUs, pl.StrandedSlices)
-		switch {
-		case mig && interactive && pl.MIGGPUs > pl.TimeSliceGPUs+o.IsolationMargin:
-			pl.Tradeoff += "; MIG for interactive sessions, whose memory no history predicts"
-		case mig:
-			pl.Tradeoff += fmt.Sprintf("; MIG: at most %d GPUs more than time-slicing", o.IsolationMargin)
-		default:
-			pl.Tradeoff += fmt.Sprintf("; time-slicing: MIG would cost more than %d GPUs more", o.IsolationMargin)
-		}
+		layout = o.weighMIG(&pl, g, known, ds, capa, layout)
 	}
 	pl.Layout = layout
 	for _, gp := range layout {
@@ -416,6 +339,105 @@ func (o *Options) pool(name string, items []*demand.Item, res *demand.Result) Po
 	pl.Heat = o.heat(items, res)
 	pl.Forecast = o.forecast(items, res)
 	return pl
+}
+
+// census sets the pool's model and its counts of GPUs seen, held by a job
+// and held with a demand not known, and returns the GPUs seen and the
+// items whose demand is known.
+func (o *Options) census(pl *Pool, items []*demand.Item) (seen map[string]bool, known []*demand.Item) {
+	seen, held, unknown := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, it := range items {
+		pl.Model = it.Model
+		k := gpuKey(it)
+		if !seen[k] {
+			seen[k] = true
+		}
+		if it.Job == "" {
+			continue
+		}
+		held[k] = true
+		if o.known(it) {
+			known = append(known, it)
+		} else {
+			unknown[k] = true
+		}
+	}
+	pl.Seen, pl.Held, pl.Unknown = len(seen), len(held), len(unknown)
+	return seen, known
+}
+
+// coverage is the share of the expected samples of the GPUs seen that
+// came; 0 when none were expected.
+func coverage(seen map[string]bool, res *demand.Result) float64 {
+	var got, want float64
+	for d, n := range res.DeviceSamples {
+		// Device keys are host|device; a MIG instance's device is UUID/GI.
+		for k := range seen {
+			if d == k || len(d) > len(k) && d[:len(k)+1] == k+"/" {
+				got += math.Min(n, res.Expected)
+				want += res.Expected
+				break
+			}
+		}
+	}
+	if want > 0 {
+		return got / want
+	}
+	return 0
+}
+
+// weighMIG packs the pool's demands into MIG slices on model g, sets the
+// pool's MIG figures and trade-off, and returns the MIG layout where the
+// rule picks MIG, else the time-sliced layout it was given.
+func (o *Options) weighMIG(pl *Pool, g *mig.Model, known []*demand.Item, ds []pack.Demand, capa pack.Capacity, layout []GPU) []GPU {
+	mb, rest := pack.MIG(ds, g)
+	restDs := make([]pack.Demand, len(rest))
+	for i, k := range rest {
+		restDs[i] = ds[k]
+	}
+	rts := pack.TimeSlice(restDs, capa)
+	pl.MIGGPUs = len(mb) + len(rts)
+	for _, b := range mb {
+		used := 0
+		for _, in := range b.Layout {
+			if pr, ok := g.Profile(in.Profile); ok {
+				used += pr.Compute
+			}
+		}
+		pl.StrandedSlices += g.ComputeSlices - used
+	}
+	interactive := len(known) > 0
+	for _, it := range known {
+		interactive = interactive && it.Kind == schema.KindInteractive
+	}
+	// The rule: MIG when it costs at most IsolationMargin GPUs more than
+	// sharing (isolation is worth that much); a pool of interactive
+	// sessions, whose memory no history predicts, takes MIG whenever
+	// every session has a valid slice.
+	useMIG := len(mb) > 0 && (pl.MIGGPUs <= pl.TimeSliceGPUs+o.IsolationMargin || interactive && len(rest) == 0)
+	if useMIG {
+		pl.Strategy = "mig"
+		layout = layout[:0]
+		for _, b := range mb {
+			gp := GPU{Mode: "mig", Layout: b.Layout}
+			for _, i := range b.Items {
+				gp.Jobs = append(gp.Jobs, ds[i].ID)
+			}
+			layout = append(layout, gp)
+		}
+		layout = append(layout, o.timeSliceGPUs(rts, restDs, nil)...)
+	}
+	pl.Tradeoff = fmt.Sprintf("time-slicing: %d GPUs, tenants share memory and faults (one out-of-memory or Xid error reaches all); "+
+		"MIG: %d GPUs, memory and faults isolated, %d compute slices stranded", pl.TimeSliceGPUs, pl.MIGGPUs, pl.StrandedSlices)
+	switch {
+	case useMIG && interactive && pl.MIGGPUs > pl.TimeSliceGPUs+o.IsolationMargin:
+		pl.Tradeoff += "; MIG for interactive sessions, whose memory no history predicts"
+	case useMIG:
+		pl.Tradeoff += fmt.Sprintf("; MIG: at most %d GPUs more than time-slicing", o.IsolationMargin)
+	default:
+		pl.Tradeoff += fmt.Sprintf("; time-slicing: MIG would cost more than %d GPUs more", o.IsolationMargin)
+	}
+	return layout
 }
 
 func (o *Options) timeSliceGPUs(bins []pack.Bin, ds []pack.Demand, _ []int) []GPU {

@@ -243,29 +243,10 @@ func (v *validator) policy(r *rawPolicy) *Policy {
 		p.RateLimits.ReclaimsPerHour = v.count("rate_limits.reclaims_per_hour", r.RateLimits.ReclaimsPerHour, DefaultReclaimsPerHour)
 	}
 	if r.Retry != nil {
-		p.Retry.InitialBackoff = v.duration("retry.initial_backoff", r.Retry.InitialBackoff, DefaultRetryInitialBackoff)
-		p.Retry.MaxBackoff = v.duration("retry.max_backoff", r.Retry.MaxBackoff, DefaultRetryMaxBackoff)
-		p.Retry.MaxAttempts = v.count("retry.max_attempts", r.Retry.MaxAttempts, DefaultRetryMaxAttempts)
-		if p.Retry.MaxBackoff < p.Retry.InitialBackoff {
-			v.fail("retry.max_backoff", "must be at least retry.initial_backoff (%s)", p.Retry.InitialBackoff)
-		}
+		v.retry(r.Retry, &p.Retry)
 	}
 	if r.Kubernetes != nil {
-		switch r.Kubernetes.Reclaim {
-		case "":
-		case KubeEvict, KubeScaleOwner, KubeDelete:
-			p.Kubernetes.Reclaim = r.Kubernetes.Reclaim
-		default:
-			v.fail("kubernetes.reclaim", "must be one of %s, %s, %s; got %q", KubeEvict, KubeScaleOwner, KubeDelete, r.Kubernetes.Reclaim)
-		}
-		p.Kubernetes.DeleteAfterRefusals = v.count("kubernetes.delete_after_refusals", r.Kubernetes.DeleteAfterRefusals, 0)
-		switch r.Kubernetes.JupyterHubFallback {
-		case "", HubFallbackNone:
-		case HubFallbackEvict:
-			p.Kubernetes.JupyterHubFallback = HubFallbackEvict
-		default:
-			v.fail("kubernetes.jupyterhub_fallback", "must be %s or %s; got %q", HubFallbackNone, HubFallbackEvict, r.Kubernetes.JupyterHubFallback)
-		}
+		v.kubernetes(r.Kubernetes, &p.Kubernetes)
 	}
 	p.OutOfService = v.outOfService(r.OutOfService, p.DryRun)
 	if r.Process != nil {
@@ -275,16 +256,59 @@ func (v *validator) policy(r *rawPolicy) *Policy {
 	if len(r.Tiers) == 0 {
 		v.fail("tiers", "at least one tier is required")
 	}
+	v.tiers(r.Tiers, p)
+	p.Exemptions = v.exemptions(r.Exemptions)
+	return p
+}
+
+// retry reads the retry section over the defaults in p.
+func (v *validator) retry(r *rawRetry, p *Retry) {
+	p.InitialBackoff = v.duration("retry.initial_backoff", r.InitialBackoff, DefaultRetryInitialBackoff)
+	p.MaxBackoff = v.duration("retry.max_backoff", r.MaxBackoff, DefaultRetryMaxBackoff)
+	p.MaxAttempts = v.count("retry.max_attempts", r.MaxAttempts, DefaultRetryMaxAttempts)
+	if p.MaxBackoff < p.InitialBackoff {
+		v.fail("retry.max_backoff", "must be at least retry.initial_backoff (%s)", p.InitialBackoff)
+	}
+}
+
+// kubernetes reads the kubernetes section over the defaults in p.
+func (v *validator) kubernetes(r *rawKube, p *Kubernetes) {
+	switch r.Reclaim {
+	case "":
+	case KubeEvict, KubeScaleOwner, KubeDelete:
+		p.Reclaim = r.Reclaim
+	default:
+		v.fail("kubernetes.reclaim", "must be one of %s, %s, %s; got %q", KubeEvict, KubeScaleOwner, KubeDelete, r.Reclaim)
+	}
+	p.DeleteAfterRefusals = v.count("kubernetes.delete_after_refusals", r.DeleteAfterRefusals, 0)
+	switch r.JupyterHubFallback {
+	case "", HubFallbackNone:
+	case HubFallbackEvict:
+		p.JupyterHubFallback = HubFallbackEvict
+	default:
+		v.fail("kubernetes.jupyterhub_fallback", "must be %s or %s; got %q", HubFallbackNone, HubFallbackEvict, r.JupyterHubFallback)
+	}
+}
+
+// tiers appends the tiers to p (their rules are read against p's
+// settings); no two tiers may share a name.
+func (v *validator) tiers(rs []rawTier, p *Policy) {
 	names := map[string]bool{}
-	for i := range r.Tiers {
-		t := v.tier(fmt.Sprintf("tiers[%d]", i), &r.Tiers[i], p)
+	for i := range rs {
+		t := v.tier(fmt.Sprintf("tiers[%d]", i), &rs[i], p)
 		if names[t.Name] {
 			v.fail(fmt.Sprintf("tiers[%d].name", i), "duplicate tier %q", t.Name)
 		}
 		names[t.Name] = true
 		p.Tiers = append(p.Tiers, t)
 	}
-	for i, e := range r.Exemptions {
+}
+
+// exemptions reads the exemptions: each names whom it exempts, by glob,
+// and may end at a time.
+func (v *validator) exemptions(rs []rawExemption) []Exemption {
+	var out []Exemption
+	for i, e := range rs {
 		key := fmt.Sprintf("exemptions[%d]", i)
 		x := Exemption{User: e.User, Team: e.Team, Job: e.Job, Reason: e.Reason}
 		if e.User == "" && e.Team == "" && e.Job == "" {
@@ -300,9 +324,9 @@ func (v *validator) policy(r *rawPolicy) *Policy {
 			}
 			x.Until = t
 		}
-		p.Exemptions = append(p.Exemptions, x)
+		out = append(out, x)
 	}
-	return p
+	return out
 }
 
 func (v *validator) outOfService(r *rawOutOfSvc, dryRun bool) OutOfService {

@@ -67,6 +67,49 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 		return nil, nil, fmt.Errorf("report %s: %w", p.Label, err)
 	}
 	days := p.Days()
+	aggs, fleet := b.aggregate(p, days, usage, findings, teams, admin)
+	trend, err := b.trend(ctx, p, teams, admin)
+	if err != nil {
+		return nil, nil, err
+	}
+	gen := now().In(cfg.Location())
+	planned, planErr := b.planFor(ctx, p)
+	base := func(team string, a *agg) *Report {
+		r := &Report{Team: team, Period: p, TimeZone: cfg.TimeZone, GeneratedAt: gen, Currency: cfg.Currency, Priced: cfg.Priced()}
+		r.Planner = plannerSection(planned, planErr, team)
+		a.fill(r, days, cfg, p)
+		r.FleetShare = ratio(a.alloc, fleet.alloc)
+		r.FleetWasteShare = ratio(a.wasted, fleet.wasted)
+		r.Trend = append(trend[team], TrendRow{Label: p.Label, AllocatedGPUHours: a.alloc, ActiveGPUHours: a.active,
+			WastedGPUHours: a.wasted, WastedShare: ratio(a.wasted, a.alloc)})
+		return r
+	}
+	out := make(map[string]*Report, len(teams))
+	for _, t := range teams {
+		a := aggs[t]
+		if a == nil {
+			a = newAgg(len(days))
+		}
+		r := base(t, a)
+		r.Link = cfg.link(cfg.Grafana.TeamDashboard, p, "team", t)
+		out[t] = r
+	}
+	if !admin {
+		return out, nil, nil
+	}
+	fr := base("", fleet)
+	fr.Link = cfg.link(cfg.Grafana.TeamDashboard, p)
+	fr.FleetHealth = fleetHealth(usage, findings, p, cfg.Top)
+	fr.Teams = teamRows(cfg, p, aggs, fleet)
+	b.actions(ctx, p, fr)
+	return out, fr, nil
+}
+
+// aggregate sums the period's usage and priced waste into the fleet's
+// aggregate and, for the teams asked for (every team when admin is set),
+// each team's.
+func (b *Builder) aggregate(p Period, days []Period, usage []store.Usage, findings []finding.Finding, teams []string, admin bool) (map[string]*agg, *agg) {
+	cfg := b.Config
 	want := map[string]bool{}
 	for _, t := range teams {
 		want[t] = true
@@ -110,38 +153,13 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 			get(team).addEntry(e, price, model, spread)
 		}
 	}
-	trend, err := b.trend(ctx, p, teams, admin)
-	if err != nil {
-		return nil, nil, err
-	}
-	gen := now().In(cfg.Location())
-	planned, planErr := b.planFor(ctx, p)
-	base := func(team string, a *agg) *Report {
-		r := &Report{Team: team, Period: p, TimeZone: cfg.TimeZone, GeneratedAt: gen, Currency: cfg.Currency, Priced: cfg.Priced()}
-		r.Planner = plannerSection(planned, planErr, team)
-		a.fill(r, days, cfg, p)
-		r.FleetShare = ratio(a.alloc, fleet.alloc)
-		r.FleetWasteShare = ratio(a.wasted, fleet.wasted)
-		r.Trend = append(trend[team], TrendRow{Label: p.Label, AllocatedGPUHours: a.alloc, ActiveGPUHours: a.active,
-			WastedGPUHours: a.wasted, WastedShare: ratio(a.wasted, a.alloc)})
-		return r
-	}
-	out := make(map[string]*Report, len(teams))
-	for _, t := range teams {
-		a := aggs[t]
-		if a == nil {
-			a = newAgg(len(days))
-		}
-		r := base(t, a)
-		r.Link = cfg.link(cfg.Grafana.TeamDashboard, p, "team", t)
-		out[t] = r
-	}
-	if !admin {
-		return out, nil, nil
-	}
-	fr := base("", fleet)
-	fr.Link = cfg.link(cfg.Grafana.TeamDashboard, p)
-	fr.FleetHealth = fleetHealth(usage, findings, p, cfg.Top)
+	return aggs, fleet
+}
+
+// teamRows ranks the teams of the fleet report by GPU-hours wasted, each
+// with its most wasteful pattern.
+func teamRows(cfg *Config, p Period, aggs map[string]*agg, fleet *agg) []TeamRow {
+	var rows []TeamRow
 	for name, a := range aggs {
 		row := TeamRow{Team: name, AllocatedGPUHours: a.alloc, ActiveGPUHours: a.active, WastedGPUHours: a.wasted,
 			WastedShare: ratio(a.wasted, a.alloc), FleetShare: ratio(a.alloc, fleet.alloc), Cost: a.cost, WastedCost: a.wastedCost,
@@ -152,20 +170,26 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 				best, row.TopPattern = pa.hours, pat
 			}
 		}
-		fr.Teams = append(fr.Teams, row)
+		rows = append(rows, row)
 	}
 	for _, t := range cfg.TeamNames() { // configured teams that used nothing still show
 		if aggs[t] == nil {
-			fr.Teams = append(fr.Teams, TeamRow{Team: t, Link: cfg.link(cfg.Grafana.TeamDashboard, p, "team", t)})
+			rows = append(rows, TeamRow{Team: t, Link: cfg.link(cfg.Grafana.TeamDashboard, p, "team", t)})
 		}
 	}
-	sort.Slice(fr.Teams, func(i, j int) bool {
-		a, b := fr.Teams[i], fr.Teams[j]
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
 		if a.WastedGPUHours != b.WastedGPUHours {
 			return a.WastedGPUHours > b.WastedGPUHours
 		}
 		return a.Team < b.Team
 	})
+	return rows
+}
+
+// actions adds the period's actions to the fleet report, or a note saying
+// why there are none.
+func (b *Builder) actions(ctx context.Context, p Period, fr *Report) {
 	switch {
 	case b.Actions == nil:
 		fr.ActionsNote = "No action log is configured for this report."
@@ -181,7 +205,6 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 			}
 		}
 	}
-	return out, fr, nil
 }
 
 // trend sums the previous periods per team (and the fleet under ""), one

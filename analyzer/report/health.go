@@ -35,24 +35,51 @@ type HealthRow struct {
 // fleetHealth ranks the nodes of the period by throttled GPU-hours, then
 // faults; only nodes with a health finding are listed, at most top.
 func fleetHealth(usage []store.Usage, fs []finding.Finding, p Period, top int) []HealthRow {
-	rows := map[string]*HealthRow{}
-	row := func(host, model string) *HealthRow {
-		r := rows[host]
-		if r == nil {
-			r = &HealthRow{Hostname: host}
-			rows[host] = r
-		}
-		if r.Model == "" {
-			r.Model = model
-		}
-		return r
-	}
+	rows := healthRows{}
 	for i := range usage {
 		u := &usage[i]
 		if !u.Start.Before(p.Start) && u.Start.Before(p.End) {
-			row(u.Hostname, u.Model).UsedGPUHours += u.ActiveGPUHours
+			rows.row(u.Hostname, u.Model).UsedGPUHours += u.ActiveGPUHours
 		}
 	}
+	listed := rows.addFindings(fs, p)
+	out := rows.againstModels(listed)
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.ThrottledGPUHours != b.ThrottledGPUHours {
+			return a.ThrottledGPUHours > b.ThrottledGPUHours
+		}
+		if a.Faults != b.Faults {
+			return a.Faults > b.Faults
+		}
+		return a.Hostname < b.Hostname
+	})
+	if top > 0 && len(out) > top {
+		out = out[:top]
+	}
+	return out
+}
+
+// healthRows are the fleet-health rows by host, made on first mention.
+type healthRows map[string]*HealthRow
+
+// row returns host's row, taking the model from the first mention that
+// names one.
+func (rows healthRows) row(host, model string) *HealthRow {
+	r := rows[host]
+	if r == nil {
+		r = &HealthRow{Hostname: host}
+		rows[host] = r
+	}
+	if r.Model == "" {
+		r.Model = model
+	}
+	return r
+}
+
+// addFindings counts the health findings' share inside the period into
+// their hosts' rows and returns the hosts that had one.
+func (rows healthRows) addFindings(fs []finding.Finding, p Period) map[string]bool {
 	listed := map[string]bool{}
 	for i := range fs {
 		f := &fs[i]
@@ -63,7 +90,7 @@ func fleetHealth(usage []store.Usage, fs []finding.Finding, p Period, top int) [
 		if share <= 0 {
 			continue
 		}
-		r := row(f.Hostname, f.ModelName)
+		r := rows.row(f.Hostname, f.ModelName)
 		switch f.Pattern {
 		case schema.Straggler, schema.Throttled:
 			r.ThrottledGPUHours += share * f.Evidence["throttled_gpu_hours"]
@@ -81,6 +108,13 @@ func fleetHealth(usage []store.Usage, fs []finding.Finding, p Period, top int) [
 		}
 		listed[f.Hostname] = true
 	}
+	return listed
+}
+
+// againstModels returns the listed rows with something to show, each with
+// its shares beside the same shares over every node of its model: a node is
+// unhealthy against its peers, not against another model's.
+func (rows healthRows) againstModels(listed map[string]bool) []HealthRow {
 	type peers struct{ used, throttled, faults float64 }
 	byModel := map[string]*peers{}
 	for _, r := range rows {
@@ -102,19 +136,6 @@ func fleetHealth(usage []store.Usage, fs []finding.Finding, p Period, top int) [
 		r.ThrottledShare, r.ModelThrottledShare = ratio(r.ThrottledGPUHours, r.UsedGPUHours), ratio(m.throttled, m.used)
 		r.FaultsPer1k, r.ModelFaultsPer1k = 1000*ratio(float64(r.Faults), r.UsedGPUHours), 1000*ratio(m.faults, m.used)
 		out = append(out, *r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.ThrottledGPUHours != b.ThrottledGPUHours {
-			return a.ThrottledGPUHours > b.ThrottledGPUHours
-		}
-		if a.Faults != b.Faults {
-			return a.Faults > b.Faults
-		}
-		return a.Hostname < b.Hostname
-	})
-	if top > 0 && len(out) > top {
-		out = out[:top]
 	}
 	return out
 }

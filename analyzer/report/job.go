@@ -151,23 +151,9 @@ func (r *runner) daily(ctx context.Context, now time.Time) error {
 // enqueue builds and stores the reports of p that were never enqueued.
 func (r *runner) enqueue(ctx context.Context, now time.Time, p Period, teamKind, fleetKind string, teams []string) error {
 	cfg := r.d.Config
-	var todo []string
-	for _, t := range teams {
-		has, err := r.outbox.Has(ctx, teamKind, t, p.Label)
-		if err != nil {
-			return err
-		}
-		if !has {
-			todo = append(todo, t)
-		}
-	}
-	admin := false
-	if len(cfg.Admins) > 0 {
-		has, err := r.outbox.Has(ctx, fleetKind, "", p.Label)
-		if err != nil {
-			return err
-		}
-		admin = !has
+	todo, admin, err := r.pending(ctx, p, teamKind, fleetKind, teams)
+	if err != nil {
+		return err
 	}
 	if len(todo) == 0 && !admin {
 		return nil
@@ -177,46 +163,15 @@ func (r *runner) enqueue(ctx context.Context, now time.Time, p Period, teamKind,
 	if err != nil {
 		return fmt.Errorf("build reports %s: %w", p.Label, err)
 	}
-	type item struct {
-		kind, team string
-		to         []string
-		rep        *Report
-	}
-	var items []item
-	var errs []error
+	var items []mailing
 	for _, t := range todo {
-		items = append(items, item{teamKind, t, cfg.Teams[t].Recipients, reports[t]})
+		items = append(items, mailing{teamKind, t, cfg.Teams[t].Recipients, reports[t]})
 	}
 	if admin {
-		items = append(items, item{fleetKind, "", cfg.Admins, fleet})
+		items = append(items, mailing{fleetKind, "", cfg.Admins, fleet})
 	}
-	// Nothing to tell: recorded as done, so later ticks do not rebuild it.
-	kept := items[:0]
-	for _, it := range items {
-		if it.rep.Totals.AllocatedGPUHours > 0 || it.rep.Totals.WastedGPUHours > 0 {
-			kept = append(kept, it)
-			continue
-		}
-		if err := r.outbox.Skip(ctx, it.kind, it.team, p.Label, now, "no GPU use"); err != nil {
-			errs = append(errs, err)
-		}
-		r.d.Logger.Info("no GPU use, no report", "kind", it.kind, "team", it.team, "period", p.Label)
-	}
-	items = kept
-	// Charts are the costly part: draw them on every core.
-	rendered := make([]*Rendered, len(items))
-	rerrs := make([]error, len(items))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i := range items {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			rendered[i], rerrs[i] = r.render.Render(items[i].rep, ImagesCID)
-		}()
-	}
-	wg.Wait()
+	items, errs := r.skipEmpty(ctx, now, p, items)
+	rendered, rerrs := r.renderAll(items)
 	for i, it := range items {
 		if rerrs[i] != nil {
 			errs = append(errs, rerrs[i])
@@ -233,6 +188,72 @@ func (r *runner) enqueue(ctx context.Context, now time.Time, p Period, teamKind,
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// mailing is one report of a period and whom it goes to.
+type mailing struct {
+	kind, team string
+	to         []string
+	rep        *Report
+}
+
+// pending returns the teams whose report of p was never enqueued, and
+// whether the fleet report was not (only asked when there are admins).
+func (r *runner) pending(ctx context.Context, p Period, teamKind, fleetKind string, teams []string) (todo []string, admin bool, err error) {
+	for _, t := range teams {
+		has, err := r.outbox.Has(ctx, teamKind, t, p.Label)
+		if err != nil {
+			return nil, false, err
+		}
+		if !has {
+			todo = append(todo, t)
+		}
+	}
+	if len(r.d.Config.Admins) > 0 {
+		has, err := r.outbox.Has(ctx, fleetKind, "", p.Label)
+		if err != nil {
+			return nil, false, err
+		}
+		admin = !has
+	}
+	return todo, admin, nil
+}
+
+// skipEmpty drops the reports with nothing to tell, recording each as done
+// so that later ticks do not rebuild it.
+func (r *runner) skipEmpty(ctx context.Context, now time.Time, p Period, items []mailing) ([]mailing, []error) {
+	var errs []error
+	kept := items[:0]
+	for _, it := range items {
+		if it.rep.Totals.AllocatedGPUHours > 0 || it.rep.Totals.WastedGPUHours > 0 {
+			kept = append(kept, it)
+			continue
+		}
+		if err := r.outbox.Skip(ctx, it.kind, it.team, p.Label, now, "no GPU use"); err != nil {
+			errs = append(errs, err)
+		}
+		r.d.Logger.Info("no GPU use, no report", "kind", it.kind, "team", it.team, "period", p.Label)
+	}
+	return kept, errs
+}
+
+// renderAll renders every report, each with its own error. Charts are the
+// costly part: draw them on every core.
+func (r *runner) renderAll(items []mailing) ([]*Rendered, []error) {
+	rendered := make([]*Rendered, len(items))
+	rerrs := make([]error, len(items))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rendered[i], rerrs[i] = r.render.Render(items[i].rep, ImagesCID)
+		}()
+	}
+	wg.Wait()
+	return rendered, rerrs
 }
 
 func (r *runner) flush(ctx context.Context, now time.Time, kinds ...string) error {

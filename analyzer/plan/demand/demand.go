@@ -252,140 +252,72 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 		o.Rules = RulesAuto
 	}
 	r := &Result{From: from, To: to, Hours: hours, DeviceSamples: map[string]float64{}, Read: ReadRaw}
-	recorded := false
-	switch o.Rules {
-	case RulesOff:
-		r.Reason = "recording rules not asked for"
-	default:
-		cov, err := probe(ctx, q, from, to)
-		if err != nil {
-			return nil, fmt.Errorf("fetch demand: %w", err)
-		}
-		switch {
-		case cov.ok:
-			recorded = true
-		case cov.trim && hours > 1:
-			recorded = true
-			to = to.Add(-time.Hour)
-			hours--
-			r.To, r.Hours = to, hours
-		}
-		r.Reason = cov.reason
-		r.Queries += Probes
-		if !recorded && o.Rules == RulesOnly {
-			return nil, fmt.Errorf("fetch demand: %s", cov.reason)
-		}
+	recorded, src, err := chooseRead(ctx, q, r, o.Rules)
+	if err != nil {
+		return nil, err
 	}
-	src := Both
-	if recorded {
-		r.Read = ReadRecorded
-		r.Queries += QueriesRecorded
-	} else {
-		var err error
-		if src, err = source(ctx, q, from, to); err != nil {
-			return nil, fmt.Errorf("fetch demand: %w", err)
-		}
-		r.Queries += QueriesRaw
-	}
+	to, hours = r.To, r.Hours
 	exprs := Exprs(to.Sub(from), src, recorded)
 	// A range figure's point at `at` is the hour [at-1h-lag, at-lag).
 	lag := time.Duration(0)
 	if recorded {
 		lag = hourly.Lag
 	}
-	items := map[string]*Item{}
-	get := func(m model.Metric) *Item {
-		id, ok := features.Identify(m)
-		if !ok {
-			return nil
-		}
-		key := id.Host + "|" + id.Device + "|" + id.Job
-		it := items[key]
-		if it == nil {
-			it = &Item{Host: id.Host, Device: id.Device, UUID: id.UUID, Model: id.Model, Job: id.Job}
-			if o.Pools.Label != "" {
-				it.poolLabel = string(m[model.LabelName(o.Pools.Label)])
-			}
-			it.HourMean, it.HourP95, it.HourPeak = nanSlice(hours), nanSlice(hours), nanSlice(hours)
-			it.HourSamples, it.hourMemPeak = make([]float32, hours), nanSlice(hours)
-			items[key] = it
-		}
-		return it
+	fd := &fold{from: from, hours: hours, lag: lag, poolLabel: o.Pools.Label, exprs: exprs,
+		items: map[string]*Item{}, infos: map[string]holderInfo{}}
+	if err := fetchAll(ctx, q, exprs, o.Parallel, from.Add(time.Hour+lag), to.Add(lag), fd.apply); err != nil {
+		return nil, fmt.Errorf("fetch demand: %w", err)
 	}
-	type info struct{ team, user, kind string }
-	infos := map[string]info{}
-	apply := func(f figure, v model.Value) error {
-		switch val := v.(type) {
-		case model.Vector:
-			for _, s := range val {
-				x := float64(s.Value)
-				if math.IsNaN(x) || math.IsInf(x, 0) {
-					continue
-				}
-				if f == qInfo {
-					id, ok := features.Identify(s.Metric)
-					if !ok || x <= 0 {
-						continue
-					}
-					job := string(s.Metric[schema.LabelJob])
-					if job == "" {
-						job = id.Job
-					}
-					infos[id.Host+"|"+id.Device+"|"+job] = info{team: string(s.Metric[schema.LabelTeam]),
-						user: string(s.Metric[schema.LabelUser]), kind: strings.ToLower(string(s.Metric[schema.LabelKind]))}
-					continue
-				}
-				it := get(s.Metric)
-				if it == nil {
-					continue
-				}
-				setInstant(it, f, x, s.Metric)
-			}
-		case model.Matrix:
-			for _, ss := range val {
-				it := get(ss.Metric)
-				if it == nil {
-					continue
-				}
-				scale := 1.0
-				switch f {
-				case qHourMean, qHourP95, qHourPeak:
-					scale = migScale(ss.Metric, it.Model)
-					it.HasCompute = true
-					it.TimeShare = ss.Metric[SourceLabel] != ""
-				case qHourMem:
-					it.HasMemory = true
-				}
-				for _, p := range ss.Values {
-					h := int(p.Timestamp.Time().Sub(from.Add(lag))/time.Hour) - 1
-					x := float64(p.Value)
-					if h < 0 || h >= hours || math.IsNaN(x) || math.IsInf(x, 0) {
-						continue
-					}
-					switch f {
-					case qHourMean:
-						it.HourMean[h] = float32(x * scale)
-					case qHourP95:
-						it.HourP95[h] = float32(x * scale)
-					case qHourPeak:
-						it.HourPeak[h] = float32(x * scale)
-					case qHourCount:
-						it.HourSamples[h] = float32(x)
-						it.Samples += x
-					case qHourMem:
-						it.hourMemPeak[h] = float32(x)
-						it.Memory.Peak = max(it.Memory.Peak, x)
-					}
-				}
-			}
-		default:
-			return fmt.Errorf("%q returned %s", exprs[f], v.Type())
+	fd.result(ctx, r, o.Pools)
+	return r, nil
+}
+
+// chooseRead decides whether r's window is read from the recording rules
+// (trimming its last hour off r when the rules lack only that one) or from
+// the raw series, and from which raw source; it counts the queries that
+// takes into r.
+func chooseRead(ctx context.Context, q query.Querier, r *Result, rules Rules) (recorded bool, src Source, err error) {
+	switch rules {
+	case RulesOff:
+		r.Reason = "recording rules not asked for"
+	default:
+		cov, err := probe(ctx, q, r.From, r.To)
+		if err != nil {
+			return false, src, fmt.Errorf("fetch demand: %w", err)
 		}
-		return nil
+		switch {
+		case cov.ok:
+			recorded = true
+		case cov.trim && r.Hours > 1:
+			recorded = true
+			r.To, r.Hours = r.To.Add(-time.Hour), r.Hours-1
+		}
+		r.Reason = cov.reason
+		r.Queries += Probes
+		if !recorded && rules == RulesOnly {
+			return false, src, fmt.Errorf("fetch demand: %s", cov.reason)
+		}
 	}
-	// Each answer is folded into the items as soon as it arrives and then
-	// dropped: a query's slot is freed only once its answer is applied, so
-	// at most Parallel answers are held at a time.
+	src = Both
+	if recorded {
+		r.Read = ReadRecorded
+		r.Queries += QueriesRecorded
+		return true, src, nil
+	}
+	if src, err = source(ctx, q, r.From, r.To); err != nil {
+		return false, src, fmt.Errorf("fetch demand: %w", err)
+	}
+	r.Queries += QueriesRaw
+	return false, src, nil
+}
+
+// fetchAll runs exprs (the instant figures at end, the range figures hourly
+// over [start, end]) at most parallel at a time, handing each answer to
+// apply as it arrives; it returns the first error, not counting the
+// cancellations it causes. Each answer is folded into the items as soon as
+// it arrives and then dropped: a query's slot is freed only once its
+// answer is applied, so at most parallel answers are held at a time.
+func fetchAll(ctx context.Context, q query.Querier, exprs []string, parallel int, start, end time.Time, apply func(figure, model.Value) error) error {
 	type answer struct {
 		f    figure
 		v    model.Value
@@ -394,7 +326,7 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 	}
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sem := make(chan struct{}, o.Parallel)
+	sem := make(chan struct{}, parallel)
 	done := make(chan answer, len(exprs))
 	go func() {
 		for f, expr := range exprs {
@@ -407,9 +339,9 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 			go func() {
 				a := answer{f: figure(f), slot: true}
 				if a.f >= qHourMean {
-					a.v, a.err = q.QueryRange(qctx, expr, query.Range{Start: from.Add(time.Hour + lag), End: to.Add(lag), Step: time.Hour})
+					a.v, a.err = q.QueryRange(qctx, expr, query.Range{Start: start, End: end, Step: time.Hour})
 				} else {
-					a.v, a.err = q.Query(qctx, expr, to.Add(lag))
+					a.v, a.err = q.Query(qctx, expr, end)
 				}
 				done <- a
 			}()
@@ -431,11 +363,138 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 			<-sem
 		}
 	}
-	if first != nil {
-		return nil, fmt.Errorf("fetch demand: %w", first)
+	return first
+}
+
+// holderInfo is what the info series say of a holder.
+type holderInfo struct{ team, user, kind string }
+
+// fold gathers the answers of one fetch into its items, holder by holder.
+type fold struct {
+	from      time.Time
+	hours     int
+	lag       time.Duration
+	poolLabel string
+	exprs     []string
+	items     map[string]*Item      // host|device|job -> item
+	infos     map[string]holderInfo // host|device|job -> info
+}
+
+// item returns the item of the series with labels m, made on first sight;
+// nil for a series that names no GPU.
+func (fd *fold) item(m model.Metric) *Item {
+	id, ok := features.Identify(m)
+	if !ok {
+		return nil
 	}
+	key := id.Host + "|" + id.Device + "|" + id.Job
+	it := fd.items[key]
+	if it == nil {
+		hours := fd.hours
+		it = &Item{Host: id.Host, Device: id.Device, UUID: id.UUID, Model: id.Model, Job: id.Job}
+		if fd.poolLabel != "" {
+			it.poolLabel = string(m[model.LabelName(fd.poolLabel)])
+		}
+		it.HourMean, it.HourP95, it.HourPeak = nanSlice(hours), nanSlice(hours), nanSlice(hours)
+		it.HourSamples, it.hourMemPeak = make([]float32, hours), nanSlice(hours)
+		fd.items[key] = it
+	}
+	return it
+}
+
+// apply folds the answer v of figure f into the items.
+func (fd *fold) apply(f figure, v model.Value) error {
+	switch val := v.(type) {
+	case model.Vector:
+		fd.applyVector(f, val)
+	case model.Matrix:
+		fd.applyMatrix(f, val)
+	default:
+		return fmt.Errorf("%q returned %s", fd.exprs[f], v.Type())
+	}
+	return nil
+}
+
+// applyVector folds an instant figure: the holders' info, or a figure over
+// the whole window.
+func (fd *fold) applyVector(f figure, val model.Vector) {
+	for _, s := range val {
+		x := float64(s.Value)
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			continue
+		}
+		if f == qInfo {
+			id, ok := features.Identify(s.Metric)
+			if !ok || x <= 0 {
+				continue
+			}
+			job := string(s.Metric[schema.LabelJob])
+			if job == "" {
+				job = id.Job
+			}
+			fd.infos[id.Host+"|"+id.Device+"|"+job] = holderInfo{team: string(s.Metric[schema.LabelTeam]),
+				user: string(s.Metric[schema.LabelUser]), kind: strings.ToLower(string(s.Metric[schema.LabelKind]))}
+			continue
+		}
+		it := fd.item(s.Metric)
+		if it == nil {
+			continue
+		}
+		setInstant(it, f, x, s.Metric)
+	}
+}
+
+// applyMatrix folds an hourly figure into the items' hours.
+func (fd *fold) applyMatrix(f figure, val model.Matrix) {
+	for _, ss := range val {
+		it := fd.item(ss.Metric)
+		if it == nil {
+			continue
+		}
+		scale := 1.0
+		switch f {
+		case qHourMean, qHourP95, qHourPeak:
+			scale = migScale(ss.Metric, it.Model)
+			it.HasCompute = true
+			it.TimeShare = ss.Metric[SourceLabel] != ""
+		case qHourMem:
+			it.HasMemory = true
+		}
+		for _, p := range ss.Values {
+			h := int(p.Timestamp.Time().Sub(fd.from.Add(fd.lag))/time.Hour) - 1
+			x := float64(p.Value)
+			if h < 0 || h >= fd.hours || math.IsNaN(x) || math.IsInf(x, 0) {
+				continue
+			}
+			setHour(it, f, h, x, scale)
+		}
+	}
+}
+
+// setHour sets hour h of figure f of it to x (a compute figure scaled to a
+// whole GPU by scale).
+func setHour(it *Item, f figure, h int, x, scale float64) {
+	switch f {
+	case qHourMean:
+		it.HourMean[h] = float32(x * scale)
+	case qHourP95:
+		it.HourP95[h] = float32(x * scale)
+	case qHourPeak:
+		it.HourPeak[h] = float32(x * scale)
+	case qHourCount:
+		it.HourSamples[h] = float32(x)
+		it.Samples += x
+	case qHourMem:
+		it.hourMemPeak[h] = float32(x)
+		it.Memory.Peak = max(it.Memory.Peak, x)
+	}
+}
+
+// result puts the items that were there into r, each in its pool and with
+// its holder's info, in key order, with the devices' sample counts.
+func (fd *fold) result(ctx context.Context, r *Result, po pools.Options) {
 	hostSet := map[string]bool{}
-	for _, it := range items {
+	for _, it := range fd.items {
 		hostSet[it.Host] = true
 	}
 	hosts := make([]string, 0, len(hostSet))
@@ -443,22 +502,22 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 		hosts = append(hosts, h)
 	}
 	sort.Strings(hosts)
-	namer := pools.New(ctx, o.Pools, hosts)
+	namer := pools.New(ctx, po, hosts)
 	// A GPU's pool is named once, from the first of its holders that
 	// carries the pool label, so that its holders stay together.
 	gpuPool := map[string]string{}
-	for _, it := range items {
+	for _, it := range fd.items {
 		if it.poolLabel != "" {
 			gpuPool[it.Host+"|"+it.UUID] = it.poolLabel
 		}
 	}
-	for _, it := range items {
+	for _, it := range fd.items {
 		if it.Samples <= 0 {
 			continue // a holder without memory samples was not there
 		}
 		it.Pool, _ = namer.Pool(it.Model, it.Host, gpuPool[it.Host+"|"+it.UUID])
 		it.summarise()
-		if in, ok := infos[it.Key()]; ok {
+		if in, ok := fd.infos[it.Key()]; ok {
 			it.Team, it.User, it.Kind = in.team, in.user, in.kind
 		}
 		r.Items = append(r.Items, *it)
@@ -470,7 +529,6 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 		r.Expected = max(r.Expected, n)
 	}
 	sort.Slice(r.Items, func(a, b int) bool { return r.Items[a].Key() < r.Items[b].Key() })
-	return r, nil
 }
 
 // coverage is what the probe found of the recording rules over a window.

@@ -64,13 +64,7 @@ func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
 		return nil, fmt.Errorf("fill: no teams")
 	}
 	rng := rand.New(rand.NewPCG(f.Seed, f.Seed^0x9e3779b97f4a7c15))
-	users := map[string][]string{}
-	for i, t := range f.Teams {
-		n := 2 + rng.IntN(5)
-		for k := 0; k < n; k++ {
-			users[t] = append(users[t], fmt.Sprintf("u%03d%c", i+1, 'a'+k))
-		}
-	}
+	users := teamUsers(rng, f.Teams)
 	w := &Written{}
 	var batch []store.Usage
 	flush := func() error {
@@ -89,35 +83,8 @@ func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
 	var findings []finding.Finding
 	var cycles []time.Time
 	jobID := 100000
-	hosts := (f.GPUs + 7) / 8
-	splits := [][]int{{8}, {4, 4}, {4, 2, 1, 1}, {2, 2, 2, 2}, {1, 1, 1, 1, 2, 2}}
+	slots := makeSlots(rng, (f.GPUs+7)/8)
 	steps := int(f.End.Sub(f.Start) / f.Interval)
-	// One slot per group of GPUs that is allocated together; each runs
-	// jobs back to back with short gaps.
-	type slot struct {
-		host, model string
-		gpus        []string
-		idle        int // steps until the next job starts
-		// the running job
-		left, length, at int
-		job, user, team  string
-		kind             string
-		prof             schema.Pattern
-		wasted           float64
-		ws, we           time.Time
-	}
-	var slots []*slot
-	for h := 0; h < hosts; h++ {
-		gpuIdx := 0
-		for _, size := range splits[rng.IntN(len(splits))] {
-			sl := &slot{host: fmt.Sprintf("gpu-n%04d", h+1), model: Models[h%len(Models)], idle: rng.IntN(6)}
-			for i := 0; i < size; i++ {
-				sl.gpus = append(sl.gpus, fmt.Sprintf("GPU-%04d-%d", h+1, gpuIdx))
-				gpuIdx++
-			}
-			slots = append(slots, sl)
-		}
-	}
 	// Rows go in time order, one analyzer cycle after the other, as the
 	// analyzer writes them (and as SQLite then lays them out).
 	for step := 0; step < steps; step++ {
@@ -128,46 +95,13 @@ func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
 					sl.idle--
 					continue
 				}
-				length := 4 + rng.IntN(57)
-				if step+length > steps {
-					length = steps - step
-				}
 				jobID++
-				sl.job, sl.left, sl.length, sl.at = fmt.Sprint(jobID), length, length, 0
-				sl.team = f.Teams[rng.IntN(len(f.Teams))]
-				sl.user = users[sl.team][rng.IntN(len(users[sl.team]))]
-				sl.prof = pick(rng)
-				if sl.prof == schema.OverRequested && len(sl.gpus) < 2 {
-					sl.prof = schema.LowUtilization
-				}
-				sl.kind = schema.KindBatch
-				if sl.prof == schema.IdleSession {
-					sl.kind = schema.KindInteractive
-				}
-				sl.wasted, sl.ws, sl.we = 0, time.Time{}, time.Time{}
+				sl.startJob(rng, jobID, steps-step, f.Teams, users)
 			}
-			size := len(sl.gpus)
-			hours := f.Interval.Hours() * float64(size)
-			active, waste := activity(rng, sl.prof, sl.at, sl.length)
-			if waste > 0 {
-				if sl.ws.IsZero() {
-					sl.ws = s
-				}
-				sl.we = s.Add(f.Interval)
-			}
-			sl.wasted += hours * waste
-			batch = append(batch, store.Usage{Start: s, End: s.Add(f.Interval), Hostname: sl.host, Job: sl.job, User: sl.user, Team: sl.team,
-				Kind: sl.kind, Model: sl.model, GPUs: size, AllocatedGPUHours: hours, ActiveGPUHours: hours * active})
-			sl.at++
-			sl.left--
+			batch = append(batch, sl.run(rng, s, f.Interval))
 			if sl.left == 0 {
 				if sl.prof != "" && sl.wasted > 0 {
-					id, _ := strconv.Atoi(sl.job)
-					findings = append(findings, finding.Finding{Pattern: sl.prof, Severity: schema.SeverityWarning, Job: sl.job, User: sl.user,
-						Team: sl.team, Kind: sl.kind, Hostname: sl.host, Scheduler: schema.SchedulerSlurm, Account: sl.team,
-						JobName: fmt.Sprintf("train-%s-%d", sl.user, id%97), ModelName: sl.model, GPUs: sl.gpus,
-						Start: sl.ws, End: sl.we, WastedGPUHours: sl.wasted, Evidence: evidence(rng, sl.prof, size, sl.length),
-						Action: schema.ActionNotify})
+					findings = append(findings, sl.finding(rng))
 					cycles = append(cycles, sl.we.Add(-time.Minute))
 				}
 				sl.idle = rng.IntN(4)
@@ -182,21 +116,126 @@ func Fill(ctx context.Context, st *store.Store, f Fleet) (*Written, error) {
 	if err := flush(); err != nil {
 		return nil, err
 	}
-	// One analyzer cycle per distinct time, as the analyzer would save them.
+	if err := saveCycles(ctx, st, findings, cycles); err != nil {
+		return nil, err
+	}
+	if f.Keep {
+		w.Findings, w.Cycles = findings, cycles
+	}
+	return w, nil
+}
+
+// teamUsers gives each team 2 to 6 users.
+func teamUsers(rng *rand.Rand, teams []string) map[string][]string {
+	users := map[string][]string{}
+	for i, t := range teams {
+		n := 2 + rng.IntN(5)
+		for k := 0; k < n; k++ {
+			users[t] = append(users[t], fmt.Sprintf("u%03d%c", i+1, 'a'+k))
+		}
+	}
+	return users
+}
+
+// A slot is one group of GPUs that is allocated together; each runs jobs
+// back to back with short gaps.
+type slot struct {
+	host, model string
+	gpus        []string
+	idle        int // steps until the next job starts
+	// the running job
+	left, length, at int
+	job, user, team  string
+	kind             string
+	prof             schema.Pattern
+	wasted           float64
+	ws, we           time.Time
+}
+
+// makeSlots splits each of the hosts' 8 GPUs into slots by one of a few
+// usual splits.
+func makeSlots(rng *rand.Rand, hosts int) []*slot {
+	splits := [][]int{{8}, {4, 4}, {4, 2, 1, 1}, {2, 2, 2, 2}, {1, 1, 1, 1, 2, 2}}
+	var slots []*slot
+	for h := 0; h < hosts; h++ {
+		gpuIdx := 0
+		for _, size := range splits[rng.IntN(len(splits))] {
+			sl := &slot{host: fmt.Sprintf("gpu-n%04d", h+1), model: Models[h%len(Models)], idle: rng.IntN(6)}
+			for i := 0; i < size; i++ {
+				sl.gpus = append(sl.gpus, fmt.Sprintf("GPU-%04d-%d", h+1, gpuIdx))
+				gpuIdx++
+			}
+			slots = append(slots, sl)
+		}
+	}
+	return slots
+}
+
+// startJob starts job jobID in the slot, at most stepsLeft steps long, for
+// a random user and profile.
+func (sl *slot) startJob(rng *rand.Rand, jobID, stepsLeft int, teams []string, users map[string][]string) {
+	length := 4 + rng.IntN(57)
+	if length > stepsLeft {
+		length = stepsLeft
+	}
+	sl.job, sl.left, sl.length, sl.at = fmt.Sprint(jobID), length, length, 0
+	sl.team = teams[rng.IntN(len(teams))]
+	sl.user = users[sl.team][rng.IntN(len(users[sl.team]))]
+	sl.prof = pick(rng)
+	if sl.prof == schema.OverRequested && len(sl.gpus) < 2 {
+		sl.prof = schema.LowUtilization
+	}
+	sl.kind = schema.KindBatch
+	if sl.prof == schema.IdleSession {
+		sl.kind = schema.KindInteractive
+	}
+	sl.wasted, sl.ws, sl.we = 0, time.Time{}, time.Time{}
+}
+
+// run runs the slot's job for the interval starting at s and returns its
+// usage row, tracking the job's wasted time.
+func (sl *slot) run(rng *rand.Rand, s time.Time, interval time.Duration) store.Usage {
+	size := len(sl.gpus)
+	hours := interval.Hours() * float64(size)
+	active, waste := activity(rng, sl.prof, sl.at, sl.length)
+	if waste > 0 {
+		if sl.ws.IsZero() {
+			sl.ws = s
+		}
+		sl.we = s.Add(interval)
+	}
+	sl.wasted += hours * waste
+	u := store.Usage{Start: s, End: s.Add(interval), Hostname: sl.host, Job: sl.job, User: sl.user, Team: sl.team,
+		Kind: sl.kind, Model: sl.model, GPUs: size, AllocatedGPUHours: hours, ActiveGPUHours: hours * active}
+	sl.at++
+	sl.left--
+	return u
+}
+
+// finding is the finding of the slot's job, which has just ended.
+func (sl *slot) finding(rng *rand.Rand) finding.Finding {
+	id, _ := strconv.Atoi(sl.job)
+	return finding.Finding{Pattern: sl.prof, Severity: schema.SeverityWarning, Job: sl.job, User: sl.user,
+		Team: sl.team, Kind: sl.kind, Hostname: sl.host, Scheduler: schema.SchedulerSlurm, Account: sl.team,
+		JobName: fmt.Sprintf("train-%s-%d", sl.user, id%97), ModelName: sl.model, GPUs: sl.gpus,
+		Start: sl.ws, End: sl.we, WastedGPUHours: sl.wasted, Evidence: evidence(rng, sl.prof, len(sl.gpus), sl.length),
+		Action: schema.ActionNotify}
+}
+
+// saveCycles saves the findings one analyzer cycle per distinct time, as
+// the analyzer would save them.
+func saveCycles(ctx context.Context, st *store.Store, findings []finding.Finding, cycles []time.Time) error {
 	for i := 0; i < len(findings); {
 		j := i
 		for j < len(findings) && cycles[j].Equal(cycles[i]) {
 			j++
 		}
 		if err := st.SaveFindings(ctx, cycles[i], findings[i:j]); err != nil {
-			return nil, err
+			return err
 		}
 		i = j
 	}
-	if f.Keep {
-		w.Findings, w.Cycles = findings, cycles
-	}
-	return w, nil
+	return nil
 }
 
 func pick(rng *rand.Rand) schema.Pattern {

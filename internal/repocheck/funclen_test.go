@@ -1,0 +1,80 @@
+package repocheck
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// maxFuncLines bounds a function in analyzer/, from `func` to its closing
+// brace: a longer one holds more than one idea, and the analyzer's core is
+// read more often than it is written.
+const maxFuncLines = 80
+
+// longFuncs returns "name: n lines" for each function declared in src that
+// is longer than maxFuncLines.
+func longFuncs(fset *token.FileSet, name string, src []byte) ([]string, error) {
+	f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var long []string
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue
+		}
+		n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+		if n > maxFuncLines {
+			long = append(long, fmt.Sprintf("%s: %d lines", fd.Name.Name, n))
+		}
+	}
+	return long, nil
+}
+
+// The measure itself: a function one line over the bound is caught, one at
+// the bound is not.
+func TestLongFuncsMeasure(t *testing.T) {
+	body := func(name string, lines int) string {
+		return "func " + name + "() {\n" + strings.Repeat("\t_ = 0\n", lines-2) + "}\n"
+	}
+	src := "package p\n\n" + body("atBound", maxFuncLines) + body("over", maxFuncLines+1)
+	long, err := longFuncs(token.NewFileSet(), "p.go", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("over: %d lines", maxFuncLines+1); len(long) != 1 || long[0] != want {
+		t.Fatalf("longFuncs = %q, want [%q]", long, want)
+	}
+}
+
+// No function in analyzer/ outside tests is over maxFuncLines lines.
+func TestNoLongFuncsInAnalyzer(t *testing.T) {
+	fset := token.NewFileSet()
+	checked := 0
+	for _, f := range files(t) {
+		if !strings.HasPrefix(f, "analyzer/") || filepath.Ext(f) != ".go" || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		long, err := longFuncs(fset, f, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range long {
+			t.Errorf("%s: func %s (at most %d): split it by idea", f, l, maxFuncLines)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no Go files under analyzer/: the check read nothing")
+	}
+}
