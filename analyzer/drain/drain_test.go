@@ -1,6 +1,7 @@
 package drain
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +122,7 @@ func TestPlan(t *testing.T) {
 			}
 			if len(ds) == 1 {
 				d := ds[0]
-				got = [...]string{"act", "note", "hold"}[d.Kind] + ":" + itoa(d.Faults) + ":" + d.Trigger.Finding.Job
+				got = [...]string{"act", "note", "hold"}[d.Kind] + ":" + strconv.Itoa(d.Faults) + ":" + d.Trigger.Finding.Job
 				if d.DryRun {
 					got += ":dry"
 				}
@@ -135,5 +136,3 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
-
-func itoa(n int) string { return string(rune('0' + n)) }
