@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // CordonReasonAnnotation holds why gpuwatch cordoned a node; it stays
@@ -44,40 +45,56 @@ func (k *KubernetesCordon) Act(ctx context.Context, req *Request) (string, error
 	if err != nil {
 		return "", err
 	}
-	node, err := k.Core.Nodes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("node %s: %w", name, ErrGone)
+	reason := OutOfServiceReason(req, "kubectl uncordon "+name)
+	// The node's status is written by its kubelet all the time, and each
+	// write moves the resourceVersion the patch is guarded by. A conflict is
+	// read again, so an operator's cordon made meanwhile is seen (and left
+	// alone) rather than overwritten, and a heartbeat is not a failed step.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return k.cordon(ctx, name, reason)
+	})
+	if apierrors.IsConflict(err) {
+		return "", fmt.Errorf("cordon node %s: changed while cordoning: %w", name, ErrRetryLater)
 	}
 	if err != nil {
-		return "", fmt.Errorf("get node %s: %w", name, err)
+		return "", err
+	}
+	return fmt.Sprintf("cordoned node %s: %s", name, reason), nil
+}
+
+// cordon reads the node and patches it unschedulable, guarded by the
+// resourceVersion it read.
+func (k *KubernetesCordon) cordon(ctx context.Context, name, reason string) error {
+	node, err := k.Core.Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s: %w", name, ErrGone)
+	}
+	if err != nil {
+		return fmt.Errorf("get node %s: %w", name, err)
 	}
 	if node.Spec.Unschedulable {
-		return "", fmt.Errorf("node %s is already cordoned: %w", name, ErrAlready)
+		return fmt.Errorf("node %s is already cordoned: %w", name, ErrAlready)
 	}
-	reason := OutOfServiceReason(req, "kubectl uncordon "+name)
-	// A merge patch of the one field (and the reason), guarded by the
-	// resourceVersion read above: a node an operator changed meanwhile is
-	// read again by the next cycle rather than overwritten.
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": node.ResourceVersion,
 			"annotations": map[string]string{CordonReasonAnnotation: reason}},
 		"spec": map[string]any{"unschedulable": true},
 	})
 	if err != nil {
-		return "", err
+		return err
 	}
 	after, err := k.Core.Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("node %s: %w", name, ErrGone)
+		return fmt.Errorf("node %s: %w", name, ErrGone)
 	case apierrors.IsConflict(err):
-		return "", fmt.Errorf("cordon node %s: changed while cordoning: %w", name, ErrRetryLater)
+		return err
 	case err != nil:
-		return "", fmt.Errorf("cordon node %s: %w", name, err)
+		return fmt.Errorf("cordon node %s: %w", name, err)
 	case !after.Spec.Unschedulable:
-		return "", errors.New("node " + name + " still schedulable after the patch")
+		return errors.New("node " + name + " still schedulable after the patch")
 	}
-	return fmt.Sprintf("cordoned node %s: %s", name, reason), nil
+	return nil
 }
 
 // Reconcile implements Reconciler: a cordon took effect when the node is

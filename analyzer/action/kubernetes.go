@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // Kubernetes reclaims pods: through the Eviction API (so PodDisruptionBudgets
@@ -150,15 +151,27 @@ func (k *Kubernetes) scaleOwner(ctx context.Context, pod *corev1.Pod) (string, e
 	// Through the scale subresource only: the role needs get and update on
 	// deployments/scale and statefulsets/scale, never on the objects
 	// themselves. The previous replica count goes into the audit record.
+	//
+	// The controller manager writes the owner's status while it runs, and
+	// every such write moves the resourceVersion the update is guarded by;
+	// a conflict is therefore read again and retried, with client-go's
+	// backoff, rather than reported as a failed reclaim.
 	s := k.scales(kind, ns)
-	sc, err := s.GetScale(ctx, name, metav1.GetOptions{})
+	var from int32
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := s.GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get %s %s/%s scale: %w", strings.ToLower(kind), ns, name, err)
+		}
+		from = sc.Spec.Replicas
+		sc.Spec.Replicas = 0
+		if _, err := s.UpdateScale(ctx, name, sc, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("scale %s %s/%s to zero: %w", strings.ToLower(kind), ns, name, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return "", fmt.Errorf("get %s %s/%s scale: %w", strings.ToLower(kind), ns, name, err)
-	}
-	from := sc.Spec.Replicas
-	sc.Spec.Replicas = 0
-	if _, err := s.UpdateScale(ctx, name, sc, metav1.UpdateOptions{}); err != nil {
-		return "", fmt.Errorf("scale %s %s/%s to zero: %w", strings.ToLower(kind), ns, name, err)
+		return "", err
 	}
 	return fmt.Sprintf("scaled %s %s/%s from %d to 0 replicas", strings.ToLower(kind), ns, name, from), nil
 }

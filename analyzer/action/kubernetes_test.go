@@ -145,3 +145,37 @@ func TestKubernetesReconcile(t *testing.T) {
 		t.Fatalf("deleted pod: %v", out)
 	}
 }
+
+// TestKubernetesScaleOwnerRereadsOnConflict: the controller manager writes
+// a Deployment's status while the reclaim runs, so the scale update's
+// resourceVersion is stale now and then. The scale is read again and the
+// reclaim goes through; a conflict that never ends is reported.
+func TestKubernetesScaleOwnerRereadsOnConflict(t *testing.T) {
+	for _, tc := range []struct {
+		conflicts int
+		wantErr   bool
+	}{{conflicts: 1}, {conflicts: 3}, {conflicts: 1000, wantErr: true}} {
+		c := fake.NewClientset(objects()...)
+		actiontest.ScaleSubresource(c)
+		left := tc.conflicts
+		c.PrependReactor("update", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() != "scale" || left == 0 {
+				return false, nil, nil
+			}
+			left--
+			return true, nil, apierrors.NewConflict(appsv1.Resource("deployments"), "nb", errors.New("the object has been modified"))
+		})
+		k := &Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "scale_owner"}
+		detail, err := k.Act(context.Background(), podReq("nb-abc-xyz", 1))
+		d, _ := c.AppsV1().Deployments("ml").Get(context.Background(), "nb", metav1.GetOptions{})
+		if tc.wantErr {
+			if !apierrors.IsConflict(err) || *d.Spec.Replicas != 2 {
+				t.Errorf("%d conflicts: %q %v, %d replicas; want the conflict reported, 2 replicas", tc.conflicts, detail, err, *d.Spec.Replicas)
+			}
+			continue
+		}
+		if err != nil || *d.Spec.Replicas != 0 || !strings.Contains(detail, "from 2 to 0") {
+			t.Errorf("%d conflicts: %q %v, %d replicas; want scaled from 2 to 0", tc.conflicts, detail, err, *d.Spec.Replicas)
+		}
+	}
+}
