@@ -17,9 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/action/nvmlcheck"
@@ -142,7 +139,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 			return &clikit.UsageError{Err: fmt.Errorf("--teams.file: %w", err)}
 		}
 	}
-	kube, err := o.kubeClient()
+	kube, err := KubeClient(o.Kubeconfig, o.InCluster)
 	if err != nil {
 		return err
 	}
@@ -163,7 +160,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", cmp.Or(o.Squeue, "squeue"))
 	}
 	if kube != nil {
-		resolver.Sources[schema.SchedulerKubernetes] = &facts.KubernetesSource{Client: kube.CoreV1()}
+		resolver.Sources[schema.SchedulerKubernetes] = &facts.KubernetesSource{Client: kube.Core}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
@@ -276,7 +273,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if kube != nil && o.LeaseNamespace != "" {
-		kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: kube.CoordinationV1(), Namespace: o.LeaseNamespace, Identity: storeLease.Identity, ReleaseOnCancel: true})
+		kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: kube.Coordination, Namespace: o.LeaseNamespace, Identity: storeLease.Identity, ReleaseOnCancel: true})
 		if err != nil {
 			return err
 		}
@@ -345,28 +342,6 @@ func drainer(pol *policy.Policy, lg *audit.Log, st *store.Store, acts map[string
 	return &daemon.Drainer{Policy: pol, Log: lg, History: st, Actuators: by, Logger: logger, Metrics: m}
 }
 
-// kubeClient is the API client of the Kubernetes actuator and facts, or nil.
-func (o *analyzerOptions) kubeClient() (kubernetes.Interface, error) {
-	if o.Kubeconfig == "" && !o.InCluster {
-		return nil, nil
-	}
-	var rc *rest.Config
-	var err error
-	if o.InCluster {
-		rc, err = rest.InClusterConfig()
-	} else {
-		rc, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	}
-	if err != nil {
-		return nil, &clikit.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, &clikit.UsageError{Err: fmt.Errorf("kubernetes client: %w", err)}
-	}
-	return cs, nil
-}
-
 // slurmReachable returns why squeue, installed, cannot reach a Slurm
 // controller (no slurm.conf, no DNS SRV record, a controller that is down):
 // the analyzer then says so in one line at start and neither asks Slurm for
@@ -388,7 +363,7 @@ func (o *analyzerOptions) slurmReachable(ctx context.Context, logger *slog.Logge
 	return nil
 }
 
-func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube kubernetes.Interface, slurmOK bool, logger *slog.Logger) map[string]action.Actuator {
+func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube *Kube, slurmOK bool, logger *slog.Logger) map[string]action.Actuator {
 	acts := map[string]action.Actuator{}
 	if _, err := exec.LookPath(cmp.Or(o.Scancel, "scancel")); err == nil && slurmOK {
 		acts[schema.SchedulerSlurm] = &action.Slurm{Runner: execrun.Exec{Timeout: o.CommandTimeout},
@@ -401,13 +376,13 @@ func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube
 			acts[action.SlurmDrainName] = &action.SlurmDrain{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Scontrol: o.Scontrol, Sinfo: o.Sinfo}
 		}
 		if kube != nil {
-			acts[action.KubernetesCordonName] = &action.KubernetesCordon{Core: kube.CoreV1()}
+			acts[action.KubernetesCordonName] = &action.KubernetesCordon{Core: kube.Core}
 		}
 	}
 	if kube != nil {
-		acts[schema.SchedulerKubernetes] = &action.Kubernetes{Core: kube.CoreV1(), Apps: kube.AppsV1(), Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
+		acts[schema.SchedulerKubernetes] = &action.Kubernetes{Core: kube.Core, Apps: kube.Apps, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
 		if o.JupyterHubURL != "" {
-			acts[schema.SchedulerKubernetes] = &action.JupyterHub{URL: o.JupyterHubURL, TokenFile: o.JupyterHubTokenFile, Pods: kube.CoreV1(),
+			acts[schema.SchedulerKubernetes] = &action.JupyterHub{URL: o.JupyterHubURL, TokenFile: o.JupyterHubTokenFile, Pods: kube.Core,
 				Next: acts[schema.SchedulerKubernetes], FallbackEvict: pol.Kubernetes.JupyterHubFallback == policy.HubFallbackEvict}
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/alecthomas/kingpin/v2"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/pools"
@@ -32,7 +31,7 @@ func RegisterPoolFlags(cmd *kingpin.CmdClause) *PoolFlags {
 }
 
 // Apply sets o's pools from the flags; kube is the API client, or nil.
-func (f *PoolFlags) Apply(o *plan.Options, kube kubernetes.Interface) error {
+func (f *PoolFlags) Apply(o *plan.Options, kube *Kube) error {
 	o.PoolLabel = f.Label
 	if f.MapFile != "" {
 		m, err := pools.LoadMap(f.MapFile)
@@ -48,14 +47,7 @@ func (f *PoolFlags) Apply(o *plan.Options, kube kubernetes.Interface) error {
 		if kube == nil {
 			return &clikit.UsageError{Err: fmt.Errorf("--pool.kubernetes-nodes needs Kubernetes access (--kubernetes.kubeconfig or --kubernetes.in-cluster)")}
 		}
-		o.Hosts = &pools.KubernetesNodes{Client: kube.CoreV1(), Label: f.NodeLabel}
+		o.Hosts = &pools.KubernetesNodes{Client: kube.Core, Label: f.NodeLabel}
 	}
 	return nil
-}
-
-// KubeClient is a Kubernetes API client from a kubeconfig file or the
-// pod's service account, or nil when neither is given.
-func KubeClient(kubeconfig string, inCluster bool) (kubernetes.Interface, error) {
-	o := analyzerOptions{Kubeconfig: kubeconfig, InCluster: inCluster}
-	return o.kubeClient()
 }
