@@ -11,7 +11,8 @@ import (
 )
 
 // gpu_fault: a hardware or driver XID (NVIDIA's XID catalogue, see
-// analyzer/health), a double-bit ECC error or a row-remap failure on one of
+// analyzer/health), a double-bit ECC error (or the row remapped for an
+// uncorrectable error) or a row-remap failure on one of
 // the job's GPUs. A job that ended within faultEndWindow of it ended of the
 // fault (evidence ended_by_fault): not of its own code, so its owner is
 // told to resubmit and the admins which GPU. Never waste, never reclaims.
@@ -35,6 +36,8 @@ func faultWords(ev map[string]float64) string {
 		return "row remapping failed"
 	case ev["ecc_dbe"] > 0:
 		return "uncorrectable ECC error"
+	case ev["remap_uncorrectable"] > 0:
+		return "uncorrectable memory error, its row remapped"
 	}
 	return "hardware fault"
 }

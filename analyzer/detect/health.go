@@ -121,7 +121,11 @@ func (d *Detector) observeHealth(st *State, gs *GPUState, g features.GPU, end ti
 	h.DBE += dbe
 	h.RemapUncorr += remap
 	h.PCIeReplays += pcie
-	fault := dbe > 0 || (in.RemapFailure && !h.RemapFailed)
+	// An uncorrectable error is remapped to a spare row on GPUs with row
+	// remapping (A100 on): the uncorrectable remapped rows' rise is the
+	// double-bit error where the ECC counters are not exported, as in
+	// dcgm-exporter's default counters.
+	fault := dbe > 0 || remap > 0 || (in.RemapFailure && !h.RemapFailed)
 	if in.RemapFailure {
 		h.RemapFailed = true
 	}
@@ -129,7 +133,7 @@ func (d *Detector) observeHealth(st *State, gs *GPUState, g features.GPU, end ti
 		fault = true
 	}
 	if fault {
-		if dbe > 0 && len(xids) == 0 {
+		if (dbe > 0 || remap > 0) && len(xids) == 0 {
 			h.FaultXID = 0
 		}
 		h.FaultAt = end

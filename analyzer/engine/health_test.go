@@ -37,6 +37,15 @@ import (
 //     fault.
 //   - 3005, 4 GPUs busy at full load and temperature, no clock-event reason
 //     other than none: nothing to report.
+//   - 3006, 2 GPUs, row remapping failed on GPU 1 mid-job
+//     (NVML_FI_DEV_REMAPPED_FAILURE; NVIDIA's memory error management
+//     guide: the GPU needs a reset and, if it recurs, an RMA): a GPU fault,
+//     in dcgm-exporter's default counters too (DCGM_FI_DEV_ROW_REMAP_FAILURE
+//     is one of them).
+//   - 3007, 2 GPUs, a double-bit (uncorrectable) ECC error on GPU 0
+//     mid-job, which the driver answers by remapping the row (the
+//     uncorrectable remapped rows rise; the ECC counter only where it is
+//     exported): a GPU fault on both counter sets, its data suspect.
 const healthScenario = `
 name: health
 fleet:
@@ -45,18 +54,24 @@ fleet:
   - {hostname: xf-01, model: H100-SXM5-80GB, gpus: 4}
   - {hostname: ap-01, model: A100-SXM4-80GB, gpus: 2}
   - {hostname: ok-01, model: H100-SXM5-80GB, gpus: 4}
+  - {hostname: rr-01, model: A100-SXM4-80GB, gpus: 2}
+  - {hostname: db-01, model: H100-SXM5-80GB, gpus: 2}
 workloads:
   - {id: "3001", user: ann, team: llm, job_name: capped, node: pw-01, gpus: [0, 1, 2, 3, 4, 5, 6, 7], start: 0s, duration: 3h, behaviour: training}
   - {id: "3002", user: ben, team: llm, job_name: ddp, node: th-01, gpus: [0, 1, 2, 3], start: 0s, duration: 3h, behaviour: training}
   - {id: "3003", user: cat, team: llm, job_name: lost, node: xf-01, gpus: [0, 1, 2, 3], start: 0s, duration: 90m, behaviour: training}
   - {id: "3004", user: dan, team: vision, job_name: buggy, node: ap-01, gpus: [0, 1], start: 0s, duration: 3h, behaviour: training}
   - {id: "3005", user: eve, team: vision, job_name: hot, node: ok-01, gpus: [0, 1, 2, 3], start: 0s, duration: 3h, behaviour: training}
+  - {id: "3006", user: fay, team: nlp, job_name: remap, node: rr-01, gpus: [0, 1], start: 0s, duration: 3h, behaviour: training}
+  - {id: "3007", user: gus, team: nlp, job_name: ecc, node: db-01, gpus: [0, 1], start: 0s, duration: 3h, behaviour: training}
 faults:
   - {kind: power_throttle, node: pw-01, gpus: [0, 1, 2, 3, 4, 5, 6, 7], at: 0s}
   - {kind: thermal_throttle, node: th-01, gpus: [2], at: 0s}
   - {kind: xid, node: xf-01, gpus: [1], at: 88m, xid: 79}
   - {kind: gpu_lost, node: xf-01, gpus: [1], at: 88m30s}
   - {kind: xid, node: ap-01, gpus: [0], at: 60m, xid: 13}
+  - {kind: row_remap_failure, node: rr-01, gpus: [1], at: 70m}
+  - {kind: ecc_dbe, node: db-01, gpus: [0], at: 80m}
 `
 
 // The scenario's slowdowns: 1 − the simulator's mean SM clock share under
@@ -68,7 +83,7 @@ const (
 
 const healthSpan = 3*time.Hour + 10*time.Minute
 
-func healthFindings(t *testing.T, f simload.Format) []finding.Finding {
+func healthFindings(t *testing.T, f simload.Format) ([]finding.Finding, uuids) {
 	t.Helper()
 	db, origin := healthDB(t, f)
 	e, err := New(Options{Querier: db, Config: config.Default()})
@@ -79,8 +94,23 @@ func healthFindings(t *testing.T, f simload.Format) []finding.Finding {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fs
+	ls, err := db.Series(context.Background(), schema.GPUUtil.Name, origin, origin.Add(healthSpan))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := uuids{}
+	for _, l := range ls {
+		host := l[schema.LabelHostname]
+		if host == "" {
+			host = l["Hostname"] // dcgm-exporter's spelling
+		}
+		ids[string(host)+"/"+string(l[schema.LabelGPU])] = string(l[schema.LabelUUID])
+	}
+	return fs, ids
 }
+
+// uuids maps "host/index" to the GPU's UUID, as the replayed series carry it.
+type uuids map[string]string
 
 // TestHealthFaultAttributionInCycles: the daemon's incremental cycles
 // save the job that ended of XID 79 as ended by it, as the one-shot
@@ -151,7 +181,8 @@ func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want
 // TestHealthFindings runs the health scenario in gpuwatch's own counters
 // and checks every label.
 func TestHealthFindings(t *testing.T) {
-	checkHealth(t, healthFindings(t, simload.Format{}), true)
+	fs, ids := healthFindings(t, simload.Format{})
+	checkHealth(t, fs, ids, true)
 }
 
 // TestHealthFindingsDCGMDefault: the same scenario in dcgm-exporter's
@@ -161,10 +192,11 @@ func TestHealthFindings(t *testing.T) {
 // throttling cannot be told from a slower board without a reason, and is
 // not reported.
 func TestHealthFindingsDCGMDefault(t *testing.T) {
-	checkHealth(t, healthFindings(t, simload.Format{Stock: true, Counters: simload.DCGMDefault, Host: schema.LabelHostname}), false)
+	fs, ids := healthFindings(t, simload.Format{Stock: true, Counters: simload.DCGMDefault, Host: schema.LabelHostname})
+	checkHealth(t, fs, ids, false)
 }
 
-func checkHealth(t *testing.T, fs []finding.Finding, reasons bool) {
+func checkHealth(t *testing.T, fs []finding.Finding, ids uuids, reasons bool) {
 	t.Helper()
 	got := byJob(fs)
 	for _, f := range fs {
@@ -220,6 +252,23 @@ func checkHealth(t *testing.T, fs []finding.Finding, reasons bool) {
 	}
 	if _, ok := got["3004"][schema.GPUFault]; ok {
 		t.Errorf("XID 13 blamed on the GPU")
+	}
+	// 3006: row remapping failed on GPU 1; 3007: an uncorrectable ECC
+	// error on GPU 0. Both are the GPU's, on the GPU that had them.
+	for _, c := range []struct {
+		job, host, gpu, key string
+	}{{"3006", "rr-01", "1", "row_remap_failure"}, {"3007", "db-01", "0", "remap_uncorrectable"}} {
+		f, ok := got[c.job][schema.GPUFault]
+		if !ok {
+			t.Errorf("job %s: no gpu_fault for its %s", c.job, c.key)
+			continue
+		}
+		if f.Evidence[c.key] <= 0 || f.Evidence["ended_by_fault"] != 0 || f.GPU != ids[c.host+"/"+c.gpu] || f.GPU == "" {
+			t.Errorf("job %s: gpu_fault on %s, evidence %v; want %s on GPU %s, the job not ended by it", c.job, f.GPU, f.Evidence, c.key, c.gpu)
+		}
+		if _, ok := got[c.job][schema.AppXID]; ok {
+			t.Errorf("job %s: a memory fault taken for the application's", c.job)
+		}
 	}
 	// 3005: healthy.
 	for p := range got["3005"] {

@@ -17,16 +17,15 @@ import (
 //
 //   - fThrottle: DCGM_FI_DEV_CLOCKS_EVENT_REASONS' value at each step's
 //     end (one sample a step: an estimate of each reason's share that
-//     converges over a job's steps) and the mean SM clock
-//     (DCGM_FI_DEV_SM_CLOCK);
+//     converges over a job's steps), the mean SM clock
+//     (DCGM_FI_DEV_SM_CLOCK), and the power and thermal violation
+//     counters' levels where they have risen, whose rise over a step is
+//     its time under that cap, exactly;
 //   - fFaults (only where nonzero): the XIDs, as the levels of
 //     gpuwatch_xid_errors_total by code and the last XID of
-//     DCGM_FI_DEV_XID_ERRORS (a change of it is an XID), the detector
-//     counting their rises.
-//
-// Where a fetch returns them (another querier, a later query), the
-// violation counters' and the ECC, row-remap and PCIe counters' levels are
-// read too (setHealth), and the detector uses them.
+//     DCGM_FI_DEV_XID_ERRORS (a change of it is an XID), and the levels of
+//     the double-bit ECC, uncorrectable row-remap and PCIe replay counters
+//     and the row-remap failure flag, the detector counting their rises.
 
 // SignalLabel is the label the health queries add to tell their parts apart.
 const SignalLabel = "gpuwatch_signal"
@@ -101,27 +100,35 @@ func healthExprs(w string) (throttle, faults string) {
 		return `label_replace(` + expr + `, "` + SignalLabel + `", "` + sig + `", "", "")`
 	}
 	// Every series a GPU costs the cycle a pass over its samples, so the
-	// health queries read three a GPU: the clock-event bitmask's value at
-	// each step's end (an instant selector; 0 or 1, idle, holds no
-	// throttling reason and is not returned), the mean SM clock, and the
-	// last XID (DCGM's gauge; gpuwatch's per-XID counter exists only on a
-	// GPU that raised one). The violation counters, the per-reason series
-	// and the ECC, row-remap and PCIe counters would double the cycle's
-	// cost; their events reach the analyzer as XIDs (48 double-bit ECC,
-	// 63/64 row remap, 94/95 contained/uncontained ECC), and the detector
-	// reads any of them a fetch does return (setHealth).
+	// health queries read levels, not ranges, wherever they can: the
+	// clock-event bitmask's value at each step's end (an instant selector;
+	// 0 or 1, idle, holds no throttling reason and is not returned), the
+	// power and thermal violation counters' levels (only where they have
+	// risen at all), and one range, the mean SM clock.
+	//
+	// Counters are read as their level at each step's end, not their
+	// increase: an increase inside non-overlapping windows misses the jump
+	// between one step's last sample and the next one's first. The
+	// detector compares each level with the step before. `> 0` keeps a
+	// healthy GPU's zeros out of the answer, so the fault counters cost a
+	// lookup, not a series in the result: gpuwatch's per-XID counter,
+	// DCGM's last-XID gauge, the double-bit ECC and uncorrectable
+	// row-remap counters, the row-remap failure flag (all three in
+	// dcgm-exporter's default counters but the ECC one) and PCIe replays.
+	level := func(m *schema.Metric) string { return m.Name + " > 0" }
 	throttle = strings.Join([]string{
 		tag(schema.ClockEvents.Name+" > 1", sigBitmask),
+		tag(level(schema.PowerViolation), sigPowerViol),
+		tag(level(schema.ThermViolation), sigThermalViol),
 		tag("avg_over_time("+schema.SMClock.Name+w+")", sigSMClock),
 	}, " or ")
-	// Counters are read as their level at each step's end (an instant
-	// selector), not their increase: an increase inside non-overlapping
-	// windows misses the jump between one step's last sample and the next
-	// one's first. The detector compares each level with the step before.
-	level := func(m *schema.Metric) string { return m.Name + " > 0" }
 	faults = strings.Join([]string{
 		tag(level(schema.XIDErrors), sigXID),
 		tag(level(schema.XIDLast), sigXIDLast),
+		tag(level(schema.ECCDBEVol), sigDBE),
+		tag(level(schema.RemapUncorr), sigRemapUncorr),
+		tag(level(schema.RemapFailure), sigRemapFail),
+		tag(level(schema.PCIeReplay), sigPCIe),
 	}, " or ")
 	return throttle, faults
 }

@@ -116,7 +116,8 @@ var Read = []*schema.Metric{schema.GPUUtil, schema.MemCopyUtil, schema.FBUsed, s
 	schema.PowerLimit, schema.ProfSMActive, schema.ProfDRAMActive, schema.ProfGrEngineActive, schema.ProfTensorActive,
 	schema.AllocationInfo, schema.ProcessOrphaned,
 	// health signals (analyzer/features/health.go)
-	schema.ClockEvents, schema.SMClock, schema.XIDErrors, schema.XIDLast}
+	schema.ClockEvents, schema.SMClock, schema.PowerViolation, schema.ThermViolation,
+	schema.XIDErrors, schema.XIDLast, schema.ECCDBEVol, schema.RemapUncorr, schema.RemapFailure, schema.PCIeReplay}
 
 // Options of a replay.
 type Options struct {
