@@ -85,7 +85,7 @@ func TestRefusedEvictionGivenUpOnRealControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	esc := &Escalator{Policy: p, Log: lg, Metrics: NewMetrics(prometheus.NewRegistry()),
-		Facts:     &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &facts.KubernetesSource{Client: cs.CoreV1()}}},
+		Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &facts.KubernetesSource{Client: cs.CoreV1()}}},
 		Actuators: map[string]action.Actuator{schema.SchedulerKubernetes: &action.Kubernetes{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"},
 			"webhook": &fakeActuator{name: "webhook", stopped: map[string]bool{}}}}
 	start := time.Now().UTC().Truncate(time.Minute)
