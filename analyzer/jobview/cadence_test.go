@@ -141,3 +141,59 @@ func TestCoverageByOwnCadence(t *testing.T) {
 		check(t, c)
 	})
 }
+
+// honorFleet: two notebook pods and a training pod on one node, scraped
+// with honor_labels: false, so each GPU series carries the exporter's own
+// pod and namespace and the workload's as exported_pod and
+// exported_namespace.
+const honorFleet = `
+name: honor
+fleet: [{hostname: node-h, model: A100-SXM4-80GB, gpus: 4}]
+workloads:
+  - {id: train-0, scheduler: kubernetes, namespace: ml, user: ann, team: ml, node: node-h, gpus: [0, 1], start: 10m, duration: 2h, behaviour: training}
+  - {id: jupyter-bob, scheduler: kubernetes, namespace: jhub, user: bob, team: ml, node: node-h, gpus: [2], start: 10m, duration: 2h, behaviour: idle_notebook}
+`
+
+// TestJobUnderExportedLabels: `gpuwatch job ns/pod` finds a pod whose
+// series name it only in exported_namespace and exported_pod (Prometheus'
+// honor_labels: false), reports it fully covered, and finds its waste; the
+// exporter's own pod, which the series' pod label names, is no job.
+func TestJobUnderExportedLabels(t *testing.T) {
+	sc, err := sim.ParseScenario("honor", []byte(honorFleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	f := simload.Format{HonorLabelsFalse: true}
+	app := db.Appender()
+	if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: 5, Origin: origin, To: 3 * time.Hour, Resolution: 15 * time.Second},
+		f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(context.Background(), ts, fams) })); err != nil {
+		t.Fatal(err)
+	}
+	o := jobview.Options{Querier: db, Now: origin.Add(3 * time.Hour), Lookback: 6 * time.Hour}
+	for _, c := range []struct {
+		job     string
+		gpus    int
+		pattern string
+	}{{"ml/train-0", 2, ""}, {"jhub/jupyter-bob", 1, "idle_session"}} {
+		ref, _ := jobview.ParseRef(c.job)
+		r, err := jobview.Build(context.Background(), o, ref)
+		if err != nil {
+			t.Fatalf("job %s under exported_* labels: %v", c.job, err)
+		}
+		if len(r.GPUs) != c.gpus || r.Coverage < 0.99 || r.NotEnoughData != "" {
+			t.Errorf("job %s: %d GPUs, coverage %.3f %q; want %d GPUs fully covered", c.job, len(r.GPUs), r.Coverage, r.NotEnoughData, c.gpus)
+		}
+		var got []string
+		for _, fd := range r.Findings {
+			got = append(got, string(fd.Pattern))
+		}
+		if (c.pattern == "") != (len(got) == 0) || (c.pattern != "" && !strings.Contains(strings.Join(got, " "), c.pattern)) {
+			t.Errorf("job %s: findings %v, want %q", c.job, got, c.pattern)
+		}
+	}
+}

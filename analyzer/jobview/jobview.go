@@ -38,6 +38,11 @@ var ErrNoData = errors.New("no telemetry for this job")
 type Ref struct {
 	Slurm          string
 	Namespace, Pod string
+	// exported: the pod's series name it in exported_namespace and
+	// exported_pod, as Prometheus renames dcgm-exporter's holder labels
+	// when it scrapes with honor_labels: false (namespace and pod are then
+	// the exporter's own). Build learns it from the data.
+	exported bool
 }
 
 var (
@@ -71,7 +76,11 @@ func (r Ref) Selector() string {
 	if r.Slurm != "" {
 		return "{" + eq(schema.LabelHPCJob, r.Slurm) + "}"
 	}
-	return "{" + eq(schema.LabelNamespace, r.Namespace) + "," + eq(schema.LabelPod, r.Pod) + "}"
+	ns, pod := schema.LabelNamespace, schema.LabelPod
+	if r.exported {
+		ns, pod = features.ExportedPrefix+ns, features.ExportedPrefix+pod
+	}
+	return "{" + eq(ns, r.Namespace) + "," + eq(pod, r.Pod) + "}"
 }
 
 // JobSelector picks the job's series that name it by job_id
@@ -244,6 +253,15 @@ func Build(ctx context.Context, o Options, ref Ref) (*Report, error) {
 	o.Now = o.Now.Truncate(time.Second)
 	sel := ref.Selector()
 	start, end, devs, err := locate(ctx, o, sel)
+	if errors.Is(err, ErrNoData) && ref.Slurm == "" {
+		// Not under the workload's own labels: perhaps under the names
+		// honor_labels: false gives them.
+		ex := ref
+		ex.exported = true
+		if s, e, d, xerr := locate(ctx, o, ex.Selector()); xerr == nil {
+			ref, sel, start, end, devs, err = ex, ex.Selector(), s, e, d, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", ref, err)
 	}
