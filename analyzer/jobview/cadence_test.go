@@ -171,7 +171,9 @@ func TestJobUnderExportedLabels(t *testing.T) {
 	f := simload.Format{HonorLabelsFalse: true}
 	app := db.Appender()
 	if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: 5, Origin: origin, To: 3 * time.Hour, Resolution: 15 * time.Second},
-		f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(context.Background(), ts, fams) })); err != nil {
+		f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error {
+			return app.AppendFamilies(context.Background(), ts, fams)
+		})); err != nil {
 		t.Fatal(err)
 	}
 	o := jobview.Options{Querier: db, Now: origin.Add(3 * time.Hour), Lookback: 6 * time.Hour}
