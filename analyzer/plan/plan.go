@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
@@ -119,9 +120,13 @@ type Allocation struct {
 // GPU is one GPU of a proposed pool layout.
 type GPU struct {
 	// Mode is "mig" (Layout holds the instances) or "time_slice".
-	Mode   string         `json:"mode"`
-	Jobs   []string       `json:"jobs"`
-	Layout []mig.Instance `json:"layout,omitempty"`
+	Mode string `json:"mode"`
+	// Jobs are the jobs placed on the GPU, as the job view names them
+	// (a Slurm id, namespace/pod); Devices, in the same order, the GPU
+	// each of them holds now (host/UUID).
+	Jobs    []string       `json:"jobs"`
+	Devices []string       `json:"devices"`
+	Layout  []mig.Instance `json:"layout,omitempty"`
 	// P95Load is the highest hourly sum of the co-located p95 compute.
 	P95Load float64 `json:"p95_load"`
 	// ContendedHours counts hours whose summed peaks exceed the GPU.
@@ -152,6 +157,9 @@ type Pool struct {
 	StrandedSlices int    `json:"mig_stranded_slices,omitempty"`
 	Tradeoff       string `json:"tradeoff,omitempty"`
 	Layout         []GPU  `json:"layout"`
+	// TimeSliceLayout is the time-slicing answer's layout where the plan
+	// chose MIG, so that both answers can be weighed side by side.
+	TimeSliceLayout []GPU `json:"time_slice_layout,omitempty"`
 	// Contention: the highest P95Load of the layout's GPUs.
 	Contention float64   `json:"p95_contention"`
 	Heat       *HeatMap  `json:"heat_map,omitempty"`
@@ -417,15 +425,15 @@ func (o *Options) weighMIG(pl *Pool, g *mig.Model, known []*demand.Item, ds []pa
 	useMIG := len(mb) > 0 && (pl.MIGGPUs <= pl.TimeSliceGPUs+o.IsolationMargin || interactive && len(rest) == 0)
 	if useMIG {
 		pl.Strategy = "mig"
-		layout = layout[:0]
+		var migGPUs []GPU
 		for _, b := range mb {
 			gp := GPU{Mode: "mig", Layout: b.Layout}
 			for _, i := range b.Items {
-				gp.Jobs = append(gp.Jobs, ds[i].ID)
+				gp.place(ds[i].ID)
 			}
-			layout = append(layout, gp)
+			migGPUs = append(migGPUs, gp)
 		}
-		layout = append(layout, o.timeSliceGPUs(rts, restDs, nil)...)
+		pl.TimeSliceLayout, layout = layout, append(migGPUs, o.timeSliceGPUs(rts, restDs, nil)...)
 	}
 	pl.Tradeoff = fmt.Sprintf("time-slicing: %d GPUs, tenants share memory and faults (one out-of-memory or Xid error reaches all); "+
 		"MIG: %d GPUs, memory and faults isolated, %d compute slices stranded", pl.TimeSliceGPUs, pl.MIGGPUs, pl.StrandedSlices)
@@ -445,11 +453,22 @@ func (o *Options) timeSliceGPUs(bins []pack.Bin, ds []pack.Demand, _ []int) []GP
 	for _, b := range bins {
 		gp := GPU{Mode: "time_slice", P95Load: b.P95Load(), ContendedHours: b.ContendedHours()}
 		for _, i := range b.Items {
-			gp.Jobs = append(gp.Jobs, ds[i].ID)
+			gp.place(ds[i].ID)
 		}
 		out = append(out, gp)
 	}
 	return out
+}
+
+// place adds the demand whose key is id (demand.Item.Key: host|device|job)
+// to the GPU's jobs and devices.
+func (g *GPU) place(id string) {
+	parts := strings.SplitN(id, "|", 3)
+	if len(parts) != 3 {
+		g.Jobs, g.Devices = append(g.Jobs, id), append(g.Devices, "")
+		return
+	}
+	g.Jobs, g.Devices = append(g.Jobs, parts[2]), append(g.Devices, parts[0]+"/"+parts[1])
 }
 
 // allocations groups items into jobs with a recommendation each.

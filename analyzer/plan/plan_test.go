@@ -96,6 +96,7 @@ func TestCorpusKnownOptimum(t *testing.T) {
 	t.Run("prometheus", testCorpusThroughPrometheus)
 	t.Run("notebooks-isolation", testNotebooksIsolation)
 	t.Run("monday-demand-peak", testMondayDemandPeak)
+	t.Run("planner-daypairs", testDayPairs)
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
 			span := 24 * time.Hour
@@ -193,5 +194,50 @@ func TestHourOfWeek(t *testing.T) {
 	}
 	if h := HourOfWeek(mon, time.FixedZone("CET", 3600)); h != 10 {
 		t.Errorf("Monday 09:30 UTC is hour %d in CET, want 10", h)
+	}
+}
+
+// testDayPairs: 8 day and 8 night services, two of a kind fitting under
+// the target at their peak. The time-slicing answer puts a day service with
+// a night one on each of its 8 GPUs (the pairing whose worst hour is
+// lowest), on SM-activity data (where MIG, as many GPUs, is chosen, and the
+// time-slicing layout shown beside it) and on util-only data; every job is
+// named as the job view names it.
+func testDayPairs(t *testing.T) {
+	span := 24 * time.Hour
+	dbs, origin := loadScenario(t, "planner-daypairs", span, 5*time.Minute, simload.Format{}, simload.Format{Stock: true, NoProf: true})
+	for i, db := range dbs {
+		p, err := Build(context.Background(), db, origin, origin.Add(span), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl := p.Pools[0]
+		ts := pl.Layout
+		if pl.Strategy == "mig" {
+			ts = pl.TimeSliceLayout
+		}
+		t.Logf("stock %v: %s; strategy %s, time-slice %d, MIG %d", i == 1, p.Headline(), pl.Strategy, pl.TimeSliceGPUs, pl.MIGGPUs)
+		if pl.Needed != 8 || pl.TimeSliceGPUs != 8 || len(ts) != 8 {
+			t.Fatalf("needed %d, time-slice %d GPUs (%d laid out), want 8", pl.Needed, pl.TimeSliceGPUs, len(ts))
+		}
+		for k, g := range ts {
+			var day, night int
+			for j, job := range g.Jobs {
+				switch {
+				case strings.HasPrefix(job, "serving/day-"):
+					day++
+				case strings.HasPrefix(job, "serving/night-"):
+					night++
+				default:
+					t.Errorf("GPU %d: job %q, want namespace/pod", k, job)
+				}
+				if !strings.HasPrefix(g.Devices[j], "inf-0") || !strings.Contains(g.Devices[j], "/GPU-") {
+					t.Errorf("GPU %d: device %q, want host/UUID", k, g.Devices[j])
+				}
+			}
+			if g.Mode != "time_slice" || day != 1 || night != 1 || g.P95Load > 0.6 {
+				t.Errorf("time-sliced GPU %d: %s, jobs %v, worst hour %.2f; want a day and a night service, well under the 0.9 target", k, g.Mode, g.Jobs, g.P95Load)
+			}
+		}
 	}
 }

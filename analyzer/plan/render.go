@@ -54,6 +54,9 @@ func Table(w io.Writer, p *Plan) error {
 			for _, in := range g.Layout {
 				lay = append(lay, in.Profile+"@"+itoa(in.Start))
 			}
+			if g.Mode != "mig" {
+				lay = []string{"whole GPU, shared by " + itoa(len(g.Jobs))}
+			}
 			row(itoa(i), g.Mode, dash(strings.Join(lay, " ")), pct(g.P95Load), itoa(g.ContendedHours), jobs(g.Jobs))
 		}
 		tw.Flush()
@@ -119,13 +122,8 @@ func dash(s string) string {
 }
 
 func jobs(ids []string) string {
-	// Item ids are host|device|job: the job is what people recognise.
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = id[strings.LastIndex(id, "|")+1:]
+	if len(ids) > 6 {
+		return strings.Join(ids[:6], ",") + fmt.Sprintf(",… (%d)", len(ids))
 	}
-	if len(out) > 6 {
-		return strings.Join(out[:6], ",") + fmt.Sprintf(",… (%d)", len(out))
-	}
-	return strings.Join(out, ",")
+	return strings.Join(ids, ",")
 }
