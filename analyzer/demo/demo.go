@@ -20,6 +20,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
@@ -264,7 +265,7 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
 	bar.done()
-	if res.Plan, err = plan.Build(ctx, db, res.Origin, res.End, plan.Options{}); err != nil {
+	if res.Plan, err = plan.Build(ctx, db, res.Origin, res.End, plan.Options{Books: accounting.Books{Records: d.st}}); err != nil {
 		return nil, fmt.Errorf("capacity plan: %w", err)
 	}
 	d.result = res // the reports read the plan through it

@@ -14,6 +14,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"math"
 	"sort"
 	"strings"
@@ -29,6 +30,9 @@ import (
 
 // Options tune the plan. Zero values take the defaults.
 type Options struct {
+	// Books gives the accounting of the plan's window, for the team view's
+	// GPU-hours; nil leaves them out (the planner judges no waste itself).
+	Books BookSource
 	// ComputeHeadroom multiplies compute p95 when sizing a slice (1.2).
 	ComputeHeadroom float64
 	// MemoryHeadroom multiplies peak memory when sizing (1.1).
@@ -166,13 +170,20 @@ type Pool struct {
 	Forecast   *Forecast `json:"forecast,omitempty"`
 }
 
+// BookSource gives the accounting of a window (accounting.Books over the
+// analyzer's store).
+type BookSource interface {
+	Book(ctx context.Context, from, to time.Time) (*accounting.Book, error)
+}
+
 // Team is one team's pooling view.
 type Team struct {
 	Team string `json:"team"`
-	// GPU-hours over the window.
-	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
-	UsedGPUHours      float64 `json:"used_gpu_hours"`
-	WastedGPUHours    float64 `json:"wasted_gpu_hours"`
+	// GPUHours is the team's accounting of the window
+	// (analyzer/accounting, from the analyzer's records: the same figures
+	// as the reports and the web page); nil where the planner was given no
+	// records (Options.Books), as `gpuwatch plan` against a Prometheus.
+	GPUHours *accounting.Totals `json:"gpu_hours,omitempty"`
 	// GPUs held at some time, and needed when the team's work is packed
 	// on its own per pool.
 	Held     int `json:"gpus_held"`
@@ -222,7 +233,36 @@ func Build(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	return FromDemand(res, o), nil
+	p := FromDemand(res, o)
+	if o.Books != nil {
+		book, err := o.Books.Book(ctx, from, to)
+		if err != nil {
+			return nil, fmt.Errorf("plan: the window's accounting: %w", err)
+		}
+		p.account(book)
+	}
+	return p, nil
+}
+
+// account gives each team of the plan its GPU-hours from book, and adds
+// the teams the book knows that held no GPU the plan saw.
+func (p *Plan) account(book *accounting.Book) {
+	byTeam := map[string]accounting.Totals{}
+	for name, t := range book.Teams() {
+		if name == "" {
+			name = NoTeam
+		}
+		byTeam[name] = t
+	}
+	for i := range p.Teams {
+		t := byTeam[p.Teams[i].Team]
+		p.Teams[i].GPUHours = &t
+		delete(byTeam, p.Teams[i].Team)
+	}
+	for name, t := range byTeam {
+		p.Teams = append(p.Teams, Team{Team: name, GPUHours: &t})
+	}
+	sort.Slice(p.Teams, func(a, b int) bool { return p.Teams[a].Team < p.Teams[b].Team })
 }
 
 // known reports whether an allocated item's demand can be planned on.

@@ -138,8 +138,8 @@ func TestCorpusKnownOptimum(t *testing.T) {
 				for _, tm := range p.Teams {
 					teamHeld += tm.Held
 					teamNeeded += tm.Needed
-					if tm.AllocatedGPUHours <= 0 || tm.UsedGPUHours > tm.AllocatedGPUHours || tm.WastedGPUHours != tm.AllocatedGPUHours-tm.UsedGPUHours {
-						t.Errorf("team %s: allocated %.1f, used %.1f, wasted %.1f GPU-hours", tm.Team, tm.AllocatedGPUHours, tm.UsedGPUHours, tm.WastedGPUHours)
+					if tm.GPUHours != nil {
+						t.Errorf("team %s: GPU-hours %+v without the analyzer's records; the planner judges no waste itself", tm.Team, *tm.GPUHours)
 					}
 				}
 				if teamHeld != pl.Held || teamNeeded < pl.Needed {

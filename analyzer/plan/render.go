@@ -85,10 +85,19 @@ func Table(w io.Writer, p *Plan) error {
 	fmt.Fprintf(w, "\nTeams (unallocated capacity %.0f GPU-hours)\n", p.UnallocatedGPUHours)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row("TEAM", "ALLOCATED_GPU_H", "USED_GPU_H", "WASTED_GPU_H", "HELD", "NEEDED", "FREEABLE")
+	accounted := false
 	for _, t := range p.Teams {
-		row(t.Team, num(t.AllocatedGPUHours), num(t.UsedGPUHours), num(t.WastedGPUHours), itoa(t.Held), itoa(t.Needed), itoa(t.Freeable))
+		alloc, used, wasted := "-", "-", "-"
+		if t.GPUHours != nil {
+			accounted = true
+			alloc, used, wasted = num(t.GPUHours.Allocated), num(t.GPUHours.Used), num(t.GPUHours.Wasted)
+		}
+		row(t.Team, alloc, used, wasted, itoa(t.Held), itoa(t.Needed), itoa(t.Freeable))
 	}
 	tw.Flush()
+	if !accounted && len(p.Teams) > 0 {
+		fmt.Fprintln(w, "GPU-hours: the analyzer's accounting (docs/accounting.md), which `gpuwatch analyze` over the window, the reports and the web page show; the planner judges no waste itself.")
+	}
 	fmt.Fprintln(w, "\nAllocations")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row("POOL", "HOST", "JOB", "TEAM", "GPUS", "COMPUTE_P50", "P95", "PEAK", "MEM_P50_GIB", "P95", "PEAK", "RECOMMENDATION")

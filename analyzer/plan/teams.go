@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"math"
 	"sort"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
@@ -47,10 +46,6 @@ func (o *Options) teams(res *demand.Result, byPool map[string][]*demand.Item) []
 				g = nil
 			}
 			for _, it := range its {
-				hours := presentHours(it)
-				t.AllocatedGPUHours += hours
-				// Used: the median compute share over the hours held.
-				t.UsedGPUHours += hours * math.Min(1, it.Compute.P50)
 				held[gpuKey(it)] = true
 				if !o.known(it) {
 					unknown[gpuKey(it)] = true
@@ -75,7 +70,6 @@ func (o *Options) teams(res *demand.Result, byPool map[string][]*demand.Item) []
 	}
 	out := make([]Team, 0, len(acc))
 	for _, t := range acc {
-		t.WastedGPUHours = math.Max(0, t.AllocatedGPUHours-t.UsedGPUHours)
 		t.Freeable = max(0, t.Held-t.Needed)
 		out = append(out, *t)
 	}

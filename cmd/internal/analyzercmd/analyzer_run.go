@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/action/nvmlcheck"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
@@ -217,7 +218,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		if err != nil {
 			return &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}
-		var po plan.Options
+		po := plan.Options{Books: accounting.Books{Records: st}}
 		if o.Pools != nil {
 			if err := o.Pools.Apply(&po, kube); err != nil {
 				return err

@@ -1,0 +1,50 @@
+package accounting
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
+)
+
+// Records are the analyzer's saved usage intervals and findings (the
+// store), which a window's book is built from.
+type Records interface {
+	UsageBetween(ctx context.Context, from, to time.Time) ([]store.Usage, error)
+	FindingsBetween(ctx context.Context, from, to time.Time) ([]finding.Finding, error)
+}
+
+// Books builds the book of a window from the records, as the reports do,
+// for surfaces that show a window's GPU-hours without building a report
+// (the planner's team view).
+type Books struct{ Records Records }
+
+// Book is the book of [from, to).
+func (b Books) Book(ctx context.Context, from, to time.Time) (*Book, error) {
+	usage, err := b.Records.UsageBetween(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := b.Records.FindingsBetween(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return Build(from, to, usage, fs), nil
+}
+
+// Teams sums the book's allocations per team ("" for allocations of no
+// known team). Orphaned processes belong to no team and are left out.
+func (b *Book) Teams() map[string]Totals {
+	out := map[string]Totals{}
+	for _, a := range b.Allocations {
+		t := out[a.Team]
+		t.Allocated += a.Allocated
+		t.Used += a.Used
+		t.Wasted += a.Wasted
+		t.OverLimit += a.OverLimit
+		t.Degraded += a.Degraded
+		out[a.Team] = t
+	}
+	return out
+}
