@@ -19,6 +19,11 @@ type Node struct {
 	Flags []string
 	// Reason is the administrator's (or gpuwatch's) reason for DRAIN or DOWN.
 	Reason string
+	// Hostname is the node's host name where it differs from Name
+	// (NodeHostname in slurm.conf); Partitions the partitions it is in,
+	// in slurm.conf's order.
+	Hostname   string
+	Partitions []string
 }
 
 // Drained reports whether the node takes no new jobs: drained or draining
@@ -44,6 +49,8 @@ type sinfoDoc struct {
 		State      json.RawMessage `json:"state"`
 		StateFlags []string        `json:"state_flags"`
 		Reason     string          `json:"reason"`
+		Hostname   string          `json:"hostname"`
+		Partitions []string        `json:"partitions"`
 	} `json:"nodes"`
 	Errors []json.RawMessage `json:"errors"`
 }
@@ -62,6 +69,14 @@ func decodeSinfo(out []byte) ([]Node, error) {
 	nodes := make([]Node, 0, len(doc.Nodes))
 	for _, d := range doc.Nodes {
 		n := Node{Name: d.Name, Reason: d.Reason}
+		if ValidNodeName(d.Hostname) && d.Hostname != d.Name {
+			n.Hostname = d.Hostname
+		}
+		for _, p := range d.Partitions {
+			if partitionName.MatchString(p) {
+				n.Partitions = append(n.Partitions, p)
+			}
+		}
 		// 22.05: "state": "idle" with "state_flags"; 23.02+: "state":
 		// ["IDLE", "DRAIN"], base state first.
 		var one string
@@ -89,6 +104,19 @@ func upper(ss []string) []string {
 	return out
 }
 
+// partitionName is a partition name as slurm.conf allows it; one that is
+// not (a hostile or broken answer) is left out.
+var partitionName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// Nodes returns what Slurm says of every node.
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	out, err := c.Runner.Run(ctx, orDefault(c.Sinfo, "sinfo"), "--json")
+	if err != nil {
+		return nil, fmt.Errorf("sinfo --json: %w", err)
+	}
+	return decodeSinfo(out)
+}
+
 // Node returns what Slurm says of one node, or nil when it has no such
 // node. Slurm 22.05 ignores sinfo's node filter with --json, so the call
 // lists every node and picks one.
@@ -96,11 +124,7 @@ func (c *Client) Node(ctx context.Context, name string) (*Node, error) {
 	if !ValidNodeName(name) {
 		return nil, fmt.Errorf("slurm node %q: %w", name, ErrInvalid)
 	}
-	out, err := c.Runner.Run(ctx, orDefault(c.Sinfo, "sinfo"), "--json")
-	if err != nil {
-		return nil, fmt.Errorf("sinfo --json: %w", err)
-	}
-	nodes, err := decodeSinfo(out)
+	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,10 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
+	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/cmd/internal/analyzercmd"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 )
 
 func planCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -30,6 +32,8 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 	var inCluster bool
 	cmd.Flag("kubernetes.kubeconfig", "Kubeconfig for reading Node labels (--pool.kubernetes-nodes).").StringVar(&kubeconfig)
 	cmd.Flag("kubernetes.in-cluster", "Use the pod's service account for reading Node labels.").BoolVar(&inCluster)
+	var sinfo string
+	cmd.Flag("slurm.sinfo", "sinfo command, asked (--json) for the nodes' partitions (--pool.slurm-partitions).").Default("sinfo").StringVar(&sinfo)
 	cmd.Flag("time-zone", "IANA time zone of the hour-of-week figures, batch windows and reservations.").Default("UTC").StringVar(&tz)
 	cmd.Flag("plan.target-load", "Share of a shared GPU's compute and memory the summed demand may fill per hour (0-1): p95 of SM activity, or mean util where only util is published.").Default("0.9").Float64Var(&o.TargetLoad)
 	cmd.Flag("plan.compute-headroom", "Factor on p95 compute when sizing a MIG slice.").Default("1.2").Float64Var(&o.ComputeHeadroom)
@@ -65,7 +69,7 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		if err != nil {
 			return err
 		}
-		if err := pf.Apply(&o, kube); err != nil {
+		if err := pf.Apply(&o, kube, &slurm.Client{Runner: execrun.Exec{Timeout: time.Minute}, Sinfo: sinfo}); err != nil {
 			return err
 		}
 		q, closeQ, err := tf.Open(logger)

@@ -5,11 +5,17 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 func TestNodeGroup(t *testing.T) {
@@ -118,4 +124,45 @@ func TestKubernetesNodes(t *testing.T) {
 	if p, by := n.Pool("A100-SXM4-80GB", "gke-a-1", ""); p != "A100-SXM4-80GB/a100-pool" || by != k.Describe() {
 		t.Errorf("pool %s by %s", p, by)
 	}
+}
+
+// fileRunner answers every command with a file's bytes: what Slurm 22.05's
+// sinfo --json printed, recorded (analyzer/slurm/testdata).
+type fileRunner string
+
+func (f fileRunner) Run(context.Context, string, ...string) ([]byte, error) {
+	return os.ReadFile(string(f))
+}
+
+// TestSlurmPartitions: hosts get the partition their node is in, as sinfo
+// --json says (recorded from a real Slurm 22.05 and on the real Slurm of
+// test/slurm/start.sh), and a host Slurm does not know gets none.
+func TestSlurmPartitions(t *testing.T) {
+	s := &SlurmPartitions{Slurm: &slurm.Client{Runner: fileRunner("../../slurm/testdata/sinfo-22.05-idle.json")}}
+	got, err := s.Pools(context.Background(), []string{"vm", "gpu-other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["vm"] != "debug" {
+		t.Errorf("pools %v, want vm in debug and gpu-other in none", got)
+	}
+	t.Run("real Slurm", func(t *testing.T) {
+		conf := os.Getenv("GPUWATCH_SLURM_CONF")
+		if conf == "" {
+			testtool.Missing(t, "GPUWATCH_SLURM_CONF not set: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does")
+		}
+		t.Setenv("SLURM_CONF", conf)
+		host, err := os.Hostname()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &SlurmPartitions{Slurm: &slurm.Client{Runner: execrun.Exec{Timeout: 10 * time.Second}}}
+		got, err := s.Pools(context.Background(), []string{host, "not-a-node"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[host] != "debug" {
+			t.Errorf("pools %v, want %s in test/slurm's debug partition", got, host)
+		}
+	})
 }

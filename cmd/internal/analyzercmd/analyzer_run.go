@@ -220,7 +220,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		}
 		po := plan.Options{Books: accounting.Books{Records: st}}
 		if o.Pools != nil {
-			if err := o.Pools.Apply(&po, kube); err != nil {
+			if err := o.Pools.Apply(&po, kube, &slurm.Client{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Sinfo: o.Sinfo}); err != nil {
 				return err
 			}
 		}

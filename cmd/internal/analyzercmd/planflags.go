@@ -14,8 +14,8 @@ import (
 // come from, shared by `plan` and the analyzer daemon (its Planner tab,
 // report section and metrics), so that every surface pools alike.
 type PoolFlags struct {
-	Label, MapFile, NodeLabel string
-	NodeLabels                bool
+	Label, MapFile, NodeLabel   string
+	NodeLabels, SlurmPartitions bool
 }
 
 // RegisterPoolFlags adds the pool flags to cmd.
@@ -27,11 +27,13 @@ func RegisterPoolFlags(cmd *kingpin.CmdClause) *PoolFlags {
 	cmd.Flag("pool.kubernetes-nodes", "Name pools from the Kubernetes Node labels (--pool.kubernetes-node-label, or the first of "+
 		"cloud.google.com/gke-nodepool, eks.amazonaws.com/nodegroup, kubernetes.azure.com/agentpool, karpenter.sh/nodepool, node.kubernetes.io/instance-type), read from the API server; needs Kubernetes access.").BoolVar(&f.NodeLabels)
 	cmd.Flag("pool.kubernetes-node-label", "The Node label naming the pool for --pool.kubernetes-nodes.").StringVar(&f.NodeLabel)
+	cmd.Flag("pool.slurm-partitions", "Name pools from the Slurm partitions each node is in (sinfo --json, --slurm.sinfo); a node in several is in the pool named by all of them, joined with +.").BoolVar(&f.SlurmPartitions)
 	return f
 }
 
-// Apply sets o's pools from the flags; kube is the API client, or nil.
-func (f *PoolFlags) Apply(o *plan.Options, kube *Kube) error {
+// Apply sets o's pools from the flags; kube is the API client, or nil, and
+// sl the Slurm client.
+func (f *PoolFlags) Apply(o *plan.Options, kube *Kube, sl pools.SlurmNodes) error {
 	o.PoolLabel = f.Label
 	if f.MapFile != "" {
 		m, err := pools.LoadMap(f.MapFile)
@@ -48,6 +50,12 @@ func (f *PoolFlags) Apply(o *plan.Options, kube *Kube) error {
 			return &clikit.UsageError{Err: fmt.Errorf("--pool.kubernetes-nodes needs Kubernetes access (--kubernetes.kubeconfig or --kubernetes.in-cluster)")}
 		}
 		o.Hosts = &pools.KubernetesNodes{Client: kube.Core, Label: f.NodeLabel}
+	}
+	if f.SlurmPartitions {
+		if f.NodeLabels {
+			return &clikit.UsageError{Err: fmt.Errorf("--pool.slurm-partitions and --pool.kubernetes-nodes: give one")}
+		}
+		o.Hosts = &pools.SlurmPartitions{Slurm: sl}
 	}
 	return nil
 }
