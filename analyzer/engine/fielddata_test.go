@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"path/filepath"
 	"sort"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/fieldgen"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
@@ -59,18 +59,7 @@ func fieldWorkloads() string {
 var fieldSpan = 14 * time.Hour
 
 // suffix is a DaemonSet pod's random tail, fixed per node and epoch.
-func suffix(host string, epoch int64) string {
-	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%d", host, epoch)
-	v := h.Sum64()
-	var b [5]byte
-	for i := range b {
-		b[i] = alphabet[v%uint64(len(alphabet))]
-		v /= uint64(len(alphabet))
-	}
-	return string(b[:])
-}
+func suffix(host string, epoch int64) string { return fieldgen.PodSuffix(host, int(epoch)) }
 
 // Exporter pods as three installs name them.
 var exporterSchemes = map[string]func(host string, epoch int64) (string, string, string){

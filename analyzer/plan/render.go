@@ -82,22 +82,7 @@ func Table(w io.Writer, p *Plan) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\nTeams (unallocated capacity %.0f GPU-hours)\n", p.UnallocatedGPUHours)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row("TEAM", "ALLOCATED_GPU_H", "USED_GPU_H", "WASTED_GPU_H", "HELD", "NEEDED", "FREEABLE")
-	accounted := false
-	for _, t := range p.Teams {
-		alloc, used, wasted := "-", "-", "-"
-		if t.GPUHours != nil {
-			accounted = true
-			alloc, used, wasted = num(t.GPUHours.Allocated), num(t.GPUHours.Used), num(t.GPUHours.Wasted)
-		}
-		row(t.Team, alloc, used, wasted, itoa(t.Held), itoa(t.Needed), itoa(t.Freeable))
-	}
-	tw.Flush()
-	if !accounted && len(p.Teams) > 0 {
-		fmt.Fprintln(w, "GPU-hours: the analyzer's accounting (docs/accounting.md), which `gpuwatch analyze` over the window, the reports and the web page show; the planner judges no waste itself.")
-	}
+	teamsTable(w, p)
 	fmt.Fprintln(w, "\nAllocations")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row("POOL", "HOST", "JOB", "TEAM", "GPUS", "COMPUTE_P50", "P95", "PEAK", "MEM_P50_GIB", "P95", "PEAK", "RECOMMENDATION")
@@ -135,4 +120,26 @@ func jobs(ids []string) string {
 		return strings.Join(ids[:6], ",") + fmt.Sprintf(",… (%d)", len(ids))
 	}
 	return strings.Join(ids, ",")
+}
+
+// teamsTable writes the pooling view: each team's GPUs, and its GPU-hours
+// where the plan was given the analyzer's accounting.
+func teamsTable(w io.Writer, p *Plan) {
+	fmt.Fprintf(w, "\nTeams (unallocated capacity %.0f GPU-hours)\n", p.UnallocatedGPUHours)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t") }
+	row("TEAM", "ALLOCATED_GPU_H", "USED_GPU_H", "WASTED_GPU_H", "HELD", "NEEDED", "FREEABLE")
+	accounted := false
+	for _, t := range p.Teams {
+		alloc, used, wasted := "-", "-", "-"
+		if t.GPUHours != nil {
+			accounted = true
+			alloc, used, wasted = num(t.GPUHours.Allocated), num(t.GPUHours.Used), num(t.GPUHours.Wasted)
+		}
+		row(t.Team, alloc, used, wasted, itoa(t.Held), itoa(t.Needed), itoa(t.Freeable))
+	}
+	tw.Flush()
+	if !accounted && len(p.Teams) > 0 {
+		fmt.Fprintln(w, "GPU-hours: the analyzer's accounting (docs/accounting.md), which `gpuwatch analyze` over the window, the reports and the web page show; the planner judges no waste itself.")
+	}
 }
