@@ -20,6 +20,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -194,15 +195,18 @@ func checkSite(t *testing.T, what string, s fieldScore) {
 	}
 }
 
-// TestFieldCorpus scores the analyzer on the independent corpus in each
+// TestCorpusField scores the analyzer on the independent corpus in each
 // variant: dcgm-exporter's default counters; its 4.x DCP set (no
 // SM_ACTIVE); the exporter's own pod on the series under three installs'
 // names, with honor_labels false and true; and the mixed 15/30/60 s store
 // against its one-interval twin (same findings, GPU-hours ±2 %). Both
 // clusters share the store in every variant.
-func TestFieldCorpus(t *testing.T) {
+func TestCorpusField(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 36 hours of two clusters")
+	}
+	if testtool.Race {
+		t.Skip("the corpus runs without -race: scripts/test.sh runs TestCorpus* in its own step")
 	}
 	site := fieldgen.Corpus()
 	variants := map[string]fieldgen.Format{
@@ -239,11 +243,14 @@ func TestFieldCorpus(t *testing.T) {
 	})
 }
 
-// TestFieldCorpusPrometheus: the DCP variant through a real Prometheus
+// TestCorpusFieldPrometheus: the DCP variant through a real Prometheus
 // and a real VictoriaMetrics scores as through the embedded store.
-func TestFieldCorpusPrometheus(t *testing.T) {
+func TestCorpusFieldPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 36 hours of two clusters")
+	}
+	if testtool.Race {
+		t.Skip("the corpus runs without -race: scripts/test.sh runs TestCorpus* in its own step")
 	}
 	needProm(t)
 	site := fieldgen.Corpus()
