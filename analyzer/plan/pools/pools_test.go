@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,8 +162,10 @@ func TestSlurmPartitions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got[host] != "debug" {
-			t.Errorf("pools %v, want %s in test/slurm's debug partition", got, host)
+		// Other tests may add partitions over the same node: its pool
+		// names every one it is in, debug among them.
+		if len(got) != 1 || !slices.Contains(strings.Split(got[host], "+"), "debug") {
+			t.Errorf("pools %v, want %s in a pool that names test/slurm's debug partition", got, host)
 		}
 	})
 }
