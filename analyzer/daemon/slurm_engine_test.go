@@ -7,8 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,28 +32,7 @@ func TestEngineOnRealSlurm(t *testing.T) {
 	t.Setenv("SLURM_CONF", conf)
 	dir := t.TempDir()
 	slurm := &action.Slurm{Runner: execrun.Exec{Timeout: 30 * time.Second}}
-	submit := func(name string) (string, string) {
-		marker := filepath.Join(dir, name+".signals")
-		script := filepath.Join(dir, name+".sh")
-		body := "#!/bin/sh\ntrap 'echo USR1 >> " + marker + "' USR1\nwhile :; do sleep 1 & wait $!; done\n"
-		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command("sbatch", "--parsable", "--job-name="+name, "--gres=gpu:1", "--output=/dev/null", script).CombinedOutput()
-		if err != nil {
-			t.Fatalf("sbatch: %v: %s", err, out)
-		}
-		id := strings.SplitN(strings.TrimSpace(string(out)), ";", 2)[0]
-		t.Cleanup(func() { _ = exec.Command("scancel", id).Run() })
-		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			if st, _ := slurm.JobState(context.Background(), id); st == "RUNNING" {
-				return id, marker
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job %s never ran", id)
-			}
-		}
-	}
+	submit := func(name string) (string, string) { return testtool.SubmitSignalJob(t, dir, name) }
 	idle, marker := submit("sim-idle")
 	exempt, exemptMarker := submit("sim-exempt")
 	scenario := fmt.Sprintf(`

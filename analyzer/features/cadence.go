@@ -155,12 +155,18 @@ func (s *Step) Known(dev string, minCoverage float64) bool {
 // one more is capped). Counting those at their ratio would lose a few
 // percent of every allocation on a target scraped every 30 or 60 s.
 func (s *Step) Share(dev string, samples float64) float64 {
-	e := s.ExpectedOf(dev)
-	if e <= 0 {
+	return FullShare(samples, s.ExpectedOf(dev))
+}
+
+// FullShare is the share of a full bucket, one that holds full samples,
+// that a bucket holding samples covers, by the rule Step.Share states: one
+// sample short of a full count of three or more is full.
+func FullShare(samples, full float64) float64 {
+	if full <= 0 {
 		return 0
 	}
-	if e >= 3 && samples >= e-1 {
+	if full >= 3 && samples >= full-1 {
 		return 1
 	}
-	return math.Min(1, samples/e)
+	return math.Min(1, samples/full)
 }

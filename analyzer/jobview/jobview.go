@@ -631,7 +631,8 @@ const maxCoveragePoints = 2000
 // judged against its own scrape interval, learnt from its samples: the
 // span is cut into buckets of at least four of the GPU's mean sample
 // spacings, a bucket holding the count most buckets hold is full, and one
-// holding fewer is that much short. A job scraped every 15 s without a gap
+// holding fewer is that much short (one sample short is scrape jitter, as
+// features.FullShare says, not a gap). A job scraped every 15 s without a gap
 // is fully covered however short its span, and one whose exporter was down
 // for half of it is half covered; a target scraped every 60 s is judged by
 // its own cadence, not by the fastest one's.
@@ -678,7 +679,7 @@ func coverage(ctx context.Context, o Options, sel string, r *Report) error {
 		var got float64
 		for _, p := range counts[g.Device] {
 			if p != nil {
-				got += math.Min(1, *p/full)
+				got += features.FullShare(*p, full)
 			}
 		}
 		g.Coverage = got / float64(n)

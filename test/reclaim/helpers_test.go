@@ -123,22 +123,11 @@ func submit(t *testing.T, dir, name string) (id, marker string) {
 // submitTo is submit into a partition ("" for the default).
 func submitTo(t *testing.T, dir, name, partition string) (id, marker string) {
 	t.Helper()
-	marker = filepath.Join(dir, name+".signals")
-	script := filepath.Join(dir, name+".sh")
-	body := "#!/bin/sh\ntrap 'echo USR1 >> " + marker + "' USR1\nwhile :; do sleep 1 & wait $!; done\n"
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"--parsable", "--job-name=" + name, "--gres=gpu:1", "--output=/dev/null"}
+	var args []string
 	if partition != "" {
 		args = append(args, "--partition="+partition)
 	}
-	out, err := exec.Command("sbatch", append(args, script)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("sbatch: %v: %s", err, out)
-	}
-	id = strings.SplitN(strings.TrimSpace(string(out)), ";", 2)[0]
-	t.Cleanup(func() { _ = exec.Command("scancel", id).Run() })
+	id, marker = testtool.SubmitSignalJob(t, dir, name, args...)
 	waitState(t, id, "RUNNING")
 	return id, marker
 }

@@ -278,13 +278,32 @@ func TestHelperAnalyzer(t *testing.T) {
 		r.after = block
 	}
 	doc, _ := os.ReadFile(filepath.Join(dir, "policy.yaml"))
-	e, _, _ := escalator(t, filepath.Join(dir, "state.db"), string(doc), r)
+	e, lg, _ := escalator(t, filepath.Join(dir, "state.db"), string(doc), r)
 	now, _ := time.Parse(time.RFC3339, os.Getenv("GPUWATCH_RECLAIM_NOW"))
 	f := idleFinding(os.Getenv("GPUWATCH_RECLAIM_JOB"), now)
 	f.End = now
 	res, err := e.Cycle(context.Background(), now, []finding.Finding{f})
 	t.Logf("cycle: %+v %v", res, err)
+	evs, _ := lg.Events(context.Background(), audit.Filter{Job: f.Job})
+	for _, ev := range evs {
+		t.Logf("audit: %s %s %s %s", ev.Step, ev.State, ev.Actuator, ev.Detail)
+	}
 	t.Fatal("the helper should have been killed")
+}
+
+// checkpointed says whether job's checkpoint step is done.
+func checkpointed(t *testing.T, lg *audit.Log, job string) bool {
+	t.Helper()
+	evs, err := lg.Events(context.Background(), audit.Filter{Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Step == action.StepCheckpoint && ev.State == audit.Done {
+			return true
+		}
+	}
+	return false
 }
 
 // A SIGKILL between the intent and the result of a cancel, then a restart:
@@ -305,9 +324,14 @@ func TestSlurmCrashBetweenIntentAndResult(t *testing.T) {
 			cancels := filepath.Join(dir, "scancel.log")
 			t0 := time.Now().UTC().Truncate(time.Second)
 			at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
-			e, _, st := escalator(t, db, doc, countingRunner{log: cancels})
+			e, lg0, st := escalator(t, db, doc, countingRunner{log: cancels})
 			for _, m := range []int{0, 20} {
 				cycle(t, e, at(m), idleFinding(job, at(m)))
+			}
+			// The kill is to land in the reclaim: every step before it must be done.
+			if !checkpointed(t, lg0, job) {
+				evs, _ := lg0.Events(context.Background(), audit.Filter{Job: job})
+				t.Fatalf("the checkpoint is not done: %+v", evs)
 			}
 			st.Close()
 
