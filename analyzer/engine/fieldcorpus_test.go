@@ -60,7 +60,13 @@ func fieldDB(t *testing.T, site *fieldgen.Site, f fieldgen.Format, also ...field
 
 func analyzeSite(t *testing.T, q query.Querier, site *fieldgen.Site) Analysis {
 	t.Helper()
-	e, err := New(Options{Querier: q, Config: config.Default()})
+	return analyzeSiteWith(t, q, site, config.Default())
+}
+
+// analyzeSiteWith is analyzeSite under configuration c.
+func analyzeSiteWith(t *testing.T, q query.Querier, site *fieldgen.Site, c config.Config) Analysis {
+	t.Helper()
+	e, err := New(Options{Querier: q, Config: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +81,9 @@ func analyzeSite(t *testing.T, q query.Querier, site *fieldgen.Site) Analysis {
 type fieldScore struct {
 	labels, found int
 	// per pattern: findings, and those a label or an accepted reading
-	// backs.
-	findings, backed map[string]int
+	// backs; labels, and those found.
+	findings, backed    map[string]int
+	patLabels, patFound map[string]int
 	// hours: labelled allocations whose GPU-hours are off by more than
 	// 15 %, with the figures.
 	hoursOff []string
@@ -119,7 +126,7 @@ func (s fieldScore) String() string {
 // waste patterns are scored; health findings are never waste and the
 // corpus has no health case.
 func scoreSite(site *fieldgen.Site, fs []finding.Finding) fieldScore {
-	s := fieldScore{findings: map[string]int{}, backed: map[string]int{}}
+	s := fieldScore{findings: map[string]int{}, backed: map[string]int{}, patLabels: map[string]int{}, patFound: map[string]int{}}
 	byJob := map[string][]finding.Finding{}
 	for _, f := range fs {
 		if f.Pattern.Health() {
@@ -151,6 +158,7 @@ func scoreSite(site *fieldgen.Site, fs []finding.Finding) fieldScore {
 	for _, w := range site.Work {
 		for _, l := range w.Waste {
 			s.labels++
+			s.patLabels[string(l.Pattern)]++
 			var got *finding.Finding
 			for i, f := range byJob[w.Holder.Job()] {
 				if f.Pattern == l.Pattern {
@@ -162,6 +170,7 @@ func scoreSite(site *fieldgen.Site, fs []finding.Finding) fieldScore {
 				continue
 			}
 			s.found++
+			s.patFound[string(l.Pattern)]++
 			if math.Abs(got.WastedGPUHours-l.GPUHours) > 0.15*l.GPUHours {
 				s.hoursOff = append(s.hoursOff, fmt.Sprintf("%s %s: %.2f GPU-h, labelled %.2f (%s)", l.Pattern, w.Holder.Job(), got.WastedGPUHours, l.GPUHours, w.Case))
 			}

@@ -8,11 +8,14 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -107,31 +110,27 @@ func (k knob) format(x float64) string {
 	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.4f", x), "0"), ".")
 }
 
-// sensitivityRow is one configuration's scores.
+// sensitivityRow is one configuration's cells.
 type sensitivityRow struct {
 	key, value string
-	sc         map[schema.Pattern]*score
+	cells      map[schema.Pattern]string
 }
 
-// TestCorpusSensitivity moves each detector threshold 25 % down and up,
-// one at a time, scores the corpus (gpuwatch's own counters) with it, and
-// requires docs/sensitivity.md to hold exactly that table: CI recomputes
-// it, so the committed figures are what the code does. -update rewrites the
-// file.
-func TestCorpusSensitivity(t *testing.T) {
-	f := getFixture(t)
-	exps := f.c.sc.ExpectationsAt(f.c.origin)
-	base := corpusConfig()
-	type job struct {
-		key   string
-		value string
-		cfg   config.Config
-	}
-	var jobs []job
-	jobs = append(jobs, job{key: "defaults", value: "", cfg: corpusConfig()})
-	for _, k := range knobs(&base) {
+// sensitivityJob is one configuration of the table: the defaults, or one
+// threshold moved.
+type sensitivityJob struct {
+	key, value string
+	cfg        config.Config
+}
+
+// sensitivityJobs is the defaults, then each threshold 25 % down and up
+// from base's.
+func sensitivityJobs(base func() config.Config) []sensitivityJob {
+	jobs := []sensitivityJob{{key: "defaults", cfg: base()}}
+	b := base()
+	for _, k := range knobs(&b) {
 		for _, m := range []float64{0.75, 1.25} {
-			c := corpusConfig() // a fresh copy, maps included
+			c := base() // a fresh copy, maps included
 			var target knob
 			for _, x := range knobs(&c) {
 				if x.key == k.key {
@@ -139,77 +138,169 @@ func TestCorpusSensitivity(t *testing.T) {
 				}
 			}
 			target.set(k.get() * m)
-			jobs = append(jobs, job{key: k.key, value: fmt.Sprintf("%s (%+d %%)", target.format(target.get()), int(m*100)-100), cfg: c})
+			jobs = append(jobs, sensitivityJob{key: k.key, value: fmt.Sprintf("%s (%+d %%)", target.format(target.get()), int(m*100)-100), cfg: c})
 		}
 	}
+	return jobs
+}
+
+// runSensitivity analyzes [from, to) of q under every job's configuration,
+// two at a time, and scores each analysis.
+func runSensitivity(t *testing.T, q query.Querier, from, to time.Time, jobs []sensitivityJob, cells func(i int, fs []finding.Finding) map[schema.Pattern]string) []sensitivityRow {
+	t.Helper()
 	rows := make([]sensitivityRow, len(jobs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 2)
-	errs := make(chan error, len(jobs))
+	var g errgroup.Group
+	g.SetLimit(2)
 	start := time.Now()
 	for i, j := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			e, err := New(Options{Querier: f.native, Config: j.cfg})
+		g.Go(func() error {
+			e, err := New(Options{Querier: q, Config: j.cfg})
 			if err != nil {
-				errs <- err
-				return
+				return err
 			}
-			fs, err := e.Analyze(context.Background(), f.c.origin, f.c.origin.Add(f.c.span))
+			fs, err := e.Analyze(context.Background(), from, to)
 			if err != nil {
-				errs <- fmt.Errorf("%s %s: %w", j.key, j.value, err)
-				return
+				return fmt.Errorf("%s %s: %w", j.key, j.value, err)
 			}
-			rows[i] = sensitivityRow{key: j.key, value: j.value, sc: scoreFindings(exps, fs, nil, nil)}
-		}()
+			rows[i] = sensitivityRow{key: j.key, value: j.value, cells: cells(i, fs)}
+			return nil
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d analyses of the corpus week in %s", len(jobs), time.Since(start).Round(time.Millisecond))
-	got := sensitivityDoc(rows)
+	t.Logf("%d analyses in %s", len(jobs), time.Since(start).Round(time.Millisecond))
+	return rows
+}
+
+// TestCorpusSensitivity moves each detector threshold 25 % down and up,
+// one at a time, scores the simulator's corpus (gpuwatch's own counters)
+// and the independent borderline site (fieldgen.Borderline, in two counter
+// sets) with it, and requires docs/sensitivity.md to hold exactly those
+// tables: CI recomputes them, so the committed figures are what the code
+// does. Every moved threshold must change some cell of some table, or
+// stand in unmoved with the reason it cannot. -update rewrites the file.
+func TestCorpusSensitivity(t *testing.T) {
+	f := getFixture(t)
+	exps := f.c.sc.ExpectationsAt(f.c.origin)
+	jobs := sensitivityJobs(corpusConfig)
+	scores := make([]map[schema.Pattern]*score, len(jobs))
+	sim := runSensitivity(t, f.native, f.c.origin, f.c.origin.Add(f.c.span), jobs, func(i int, fs []finding.Finding) map[schema.Pattern]string {
+		scores[i] = scoreFindings(exps, fs, nil, nil)
+		cells := map[schema.Pattern]string{}
+		for _, p := range schema.Patterns {
+			cells[p] = cellOf(scores[i][p])
+		}
+		return cells
+	})
+	// The defaults must hold the acceptance on this table too.
+	defaults := scores[0]
+	check(t, defaults)
+	field := borderlineSensitivity(t, jobs)
+	unexplained := unmoved(sim, field)
+	got := sensitivityDoc(sim, field)
 	if *update {
 		if err := os.WriteFile(sensitivityPath, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return
-	}
-	want, err := os.ReadFile(sensitivityPath)
-	if err != nil {
+	} else if want, err := os.ReadFile(sensitivityPath); err != nil {
 		t.Fatalf("%v (go test ./analyzer/engine -run TestCorpusSensitivity -update writes it)", err)
+	} else if string(want) != got {
+		t.Errorf("%s differs from what the corpora give; rerun with -update and commit it. Computed:\n%s", sensitivityPath, got)
 	}
-	if string(want) != got {
-		t.Errorf("%s differs from what the corpus gives; rerun with -update and commit it. Computed:\n%s", sensitivityPath, got)
+	for _, r := range unexplained {
+		t.Errorf("%s at %s changes no cell of any table, and unmovable gives no reason", r.key, r.value)
 	}
-	// The defaults must hold the acceptance on this table too.
-	check(t, rows[0].sc)
 }
 
-func sensitivityDoc(rows []sensitivityRow) string {
+// unmovable holds the thresholds that no case of either corpus can move,
+// with the reason; sensitivityDoc prints it.
+var unmovable = map[string]string{}
+
+// moved says whether row i of rows differs from the defaults' in a cell.
+func moved(rows []sensitivityRow, i int) bool {
+	for _, p := range schema.Patterns {
+		if rows[i].cells[p] != rows[0].cells[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// unmoved lists the rows that change no cell of any table and have no
+// reason in unmovable.
+func unmoved(sim []sensitivityRow, field []borderlineTable) []sensitivityRow {
+	var out []sensitivityRow
+	for i := 1; i < len(sim); i++ {
+		m := moved(sim, i)
+		for _, ft := range field {
+			m = m || moved(ft.rows, i)
+		}
+		if _, ok := unmovable[sim[i].key]; !m && !ok {
+			out = append(out, sim[i])
+		}
+	}
+	return out
+}
+
+func sensitivityDoc(sim []sensitivityRow, field []borderlineTable) string {
 	var b strings.Builder
 	b.WriteString(`# Threshold sensitivity
 
-Precision and recall per pattern on the labelled corpus week
-(` + "`exporter/sim/scenarios/corpus.yaml`" + `, gpuwatch's own counters, idle noise on) when one
-detector threshold moves 25 % down or up and every other keeps its default (the run-time
-limits, which gpuwatch builds in none of, are the corpus site's: batch 48h, interactive 24h). Percentages and
-ratios are capped at their range. Each cell is precision / recall; "–" is a pattern with no
-labelled case and no finding. Rows where a cell differs from the defaults show which
-thresholds the corpus' borderline cases (within 20 % of a threshold, on both sides) pin down.
-gpuwatch's own counters carry SM activity, which the idle and light-use rules prefer to util, so
-the util-only thresholds (` + "`low_utilization.max_mean_util_percent`" + `) act on the stock
-dcgm-exporter variants, not here.
+Precision and recall per pattern when one detector threshold moves 25 % down or up and every
+other keeps its default, on two corpora written apart: the simulator's labelled corpus week
+(` + "`exporter/sim/scenarios/corpus.yaml`" + `, gpuwatch's own counters, idle noise on), and the
+independent generator's borderline site (` + "`analyzer/internal/fieldgen`" + `, ` + "`Borderline`" + `: 30 hours
+of four A100 nodes, one case per GPU, each case's readings just inside or just outside one
+threshold, labelled by what the workload is) in dcgm-exporter's default counters and in its
+profiling set with SM activity. The run-time limits, which gpuwatch builds in none of, are the
+sites' own: batch 48h, interactive 24h. Percentages and ratios are capped at their range. Each
+cell is precision / recall; "–" is a pattern with no labelled case and no finding; a cell that
+differs from the defaults' is in bold. A threshold that moves no cell of any table is one no
+case pins down: the test that writes this page fails on it unless the page says why it cannot
+move.
+
+gpuwatch's own counters and the profiling set carry SM activity, which the idle and light-use
+rules prefer to util, so the util-only thresholds (` + "`low_utilization.max_mean_util_percent`" + `) act on
+the default counters only; SM and DRAM activity act only where they are exported.
 
 Generated by ` + "`TestCorpusSensitivity`" + ` in ` + "`analyzer/engine`" + `, which recomputes it in CI and
 fails when this file differs (` + "`go test ./analyzer/engine -run TestCorpusSensitivity -update`" + `
 rewrites it).
 
+## The simulator's corpus week
+
 `)
+	writeSensitivityTable(&b, sim)
+	for _, ft := range field {
+		fmt.Fprintf(&b, "\n## The borderline site, %s\n\n", ft.name)
+		writeSensitivityTable(&b, ft.rows)
+	}
+	b.WriteString("\n## Thresholds no table moves\n\n")
+	var none []string
+	for i := 1; i < len(sim); i++ {
+		m := moved(sim, i)
+		for _, ft := range field {
+			m = m || moved(ft.rows, i)
+		}
+		if !m {
+			why := unmovable[sim[i].key]
+			if why == "" {
+				why = "no case pins it down."
+			}
+			none = append(none, fmt.Sprintf("- `%s` at %s: %s\n", sim[i].key, sim[i].value, why))
+		}
+	}
+	if len(none) == 0 {
+		b.WriteString("None: every threshold, moved 25 % either way, changes a cell of some table.\n")
+	}
+	for _, l := range none {
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+func writeSensitivityTable(b *strings.Builder, rows []sensitivityRow) {
 	b.WriteString("| threshold | value |")
 	for _, p := range schema.Patterns {
 		b.WriteString(" " + string(p) + " |")
@@ -225,17 +316,16 @@ rewrites it).
 		if r.key == "defaults" {
 			key = "defaults"
 		}
-		fmt.Fprintf(&b, "| %s | %s |", key, r.value)
+		fmt.Fprintf(b, "| %s | %s |", key, r.value)
 		for _, p := range schema.Patterns {
-			cell := cellOf(r.sc[p])
-			if r.key != "defaults" && cell != cellOf(base.sc[p]) {
+			cell := r.cells[p]
+			if r.key != "defaults" && cell != base.cells[p] {
 				cell = "**" + cell + "**"
 			}
 			b.WriteString(" " + cell + " |")
 		}
 		b.WriteString("\n")
 	}
-	return b.String()
 }
 
 func cellOf(s *score) string {

@@ -52,6 +52,13 @@ var ExporterSchemes = map[string]func(host string, epoch int) (string, string, s
 	},
 }
 
+func slurm(id string) Holder { return Holder{Slurm: id} }
+
+func pod(ns, name string) Holder { return Holder{Namespace: ns, Pod: name, Container: "main"} }
+
+// waste is one label of gh GPU-hours of pattern p.
+func waste(p schema.Pattern, gh float64) []Label { return []Label{{Pattern: p, GPUHours: gh}} }
+
 // PodSuffix is a DaemonSet pod's random tail, fixed per node and epoch.
 func PodSuffix(host string, epoch int) string {
 	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
@@ -90,9 +97,6 @@ func Corpus() *Site {
 	for i, iv := range []time.Duration{15 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second} {
 		s.Nodes = append(s.Nodes, Node{Host: fmt.Sprintf("gpu-b%02d", i+1), Model: H100, GPUs: 4, Interval: iv, Cluster: "k8s"})
 	}
-	slurm := func(id string) Holder { return Holder{Slurm: id} }
-	pod := func(ns, name string) Holder { return Holder{Namespace: ns, Pod: name, Container: "main"} }
-	waste := func(p schema.Pattern, gh float64) []Label { return []Label{{Pattern: p, GPUHours: gh}} }
 	s.Work = []Work{
 		// The Slurm cluster.
 		{Case: "CUDA job on the CPU", Node: "hpc-a01", GPUs: []int{0}, Holder: slurm("71001"), Start: 2 * h, End: 10 * h,

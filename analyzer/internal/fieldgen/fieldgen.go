@@ -11,7 +11,8 @@
 //
 // What counts as waste in a case is written on the case (Label) from the
 // field's definitions, cited there, never from gpuwatch's thresholds: each
-// case sits well inside or well outside what the field calls waste.
+// Corpus case sits well inside or well outside what the field calls
+// waste; Borderline holds the cases placed near gpuwatch's thresholds.
 package fieldgen
 
 import (
@@ -81,6 +82,9 @@ type Label struct {
 // Reading is one GPU's state at one scrape.
 type Reading struct {
 	Util, MemCopy, FBUsedMiB, PowerW, GrActive, Tensor, DRAM float64
+	// SM is SM activity; 0 reads as nine tenths of GrActive (a warp on
+	// an SM is the graphics engine active, not every SM carries one).
+	SM float64
 }
 
 // Shape gives a GPU's reading at offset t into its work; gpu is the index
@@ -104,6 +108,10 @@ type Work struct {
 	Also  []schema.Pattern
 	// Why cites the field's definition the labels follow.
 	Why string
+	// Profiling: the case can be told apart only with SM and DRAM
+	// activity (Format.SM); Site.For leaves it out of formats without
+	// them, where its telemetry reads as another case's.
+	Profiling bool
 }
 
 // Site is the corpus: nodes, work and the span it covers.
@@ -118,6 +126,9 @@ type Format struct {
 	// DCP: dcgm-exporter 4.x's DCP counters (graphics engine, tensor and
 	// DRAM activity; no SM_ACTIVE) beside the default ones.
 	DCP bool
+	// SM: SM activity too (dcgm-exporter's dcp-metrics-included.csv, the
+	// profiling set with DCGM_FI_PROF_SM_ACTIVE); it implies DCP.
+	SM bool
 	// Exporter names the exporter's own pod on a node (pod, namespace,
 	// container) in a restart epoch; nil: no exporter pod on the series.
 	Exporter func(host string, epoch int) (pod, namespace, container string)
@@ -132,6 +143,20 @@ type Format struct {
 	// Interval, when set, overrides every node's scrape interval (the
 	// one-interval twin of a mixed store).
 	Interval time.Duration
+}
+
+// For is the site as format f carries it: without the cases that need
+// counters f lacks.
+func (s *Site) For(f Format) *Site {
+	out := *s
+	out.Work = nil
+	for _, w := range s.Work {
+		if w.Profiling && !f.SM {
+			continue
+		}
+		out.Work = append(out.Work, w)
+	}
+	return &out
 }
 
 // Sink receives one target's families at one scrape time, in time order.
@@ -294,18 +319,19 @@ func clamp(r Reading, m Model) Reading {
 	r.MemCopy = math.Round(c(r.MemCopy, 0, 100))
 	r.FBUsedMiB = math.Round(c(r.FBUsedMiB, 0, m.MemoryMiB-512))
 	r.PowerW = math.Round(c(r.PowerW, m.IdleW*0.8, m.TDPW)*1000) / 1000
-	r.GrActive, r.Tensor, r.DRAM = c(r.GrActive, 0, 1), c(r.Tensor, 0, 1), c(r.DRAM, 0, 1)
+	r.GrActive, r.Tensor, r.DRAM, r.SM = c(r.GrActive, 0, 1), c(r.Tensor, 0, 1), c(r.DRAM, 0, 1), c(r.SM, 0, 1)
 	return r
 }
 
 type families struct {
 	dcp  bool
+	sm   bool
 	byID map[string]*dto.MetricFamily
 	ids  []string
 }
 
 func newFamilies(f Format) *families {
-	return &families{dcp: f.DCP, byID: map[string]*dto.MetricFamily{}}
+	return &families{dcp: f.DCP || f.SM, sm: f.SM, byID: map[string]*dto.MetricFamily{}}
 }
 
 func (fs *families) put(name string, counter bool, v float64, ls [][2]string) {
@@ -346,6 +372,13 @@ func (fs *families) add(r Reading, energyMJ float64, ls [][2]string, m Model) {
 		fs.put(schema.ProfGrEngineActive.Name, false, r.GrActive, ls)
 		fs.put(schema.ProfTensorActive.Name, false, r.Tensor, ls)
 		fs.put(schema.ProfDRAMActive.Name, false, r.DRAM, ls)
+	}
+	if fs.sm {
+		sm := r.SM
+		if sm == 0 {
+			sm = 0.9 * r.GrActive
+		}
+		fs.put(schema.ProfSMActive.Name, false, sm, ls)
 	}
 }
 
