@@ -85,7 +85,7 @@ func judgeGPUFault(j *judge) *verdict {
 // one of its GPUs as ended by it, judging the fault once more if its last
 // steps were unknown (a GPU that fell off the bus leaves them so).
 func (d *Detector) attributeEnd(a *Alloc) {
-	if d.cfg.Patterns.Disabled(string(schema.GPUFault)) {
+	if !d.faultOn {
 		return
 	}
 	_, g := faulted(a)

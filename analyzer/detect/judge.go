@@ -95,10 +95,7 @@ func (d *Detector) evaluate(a *Alloc, t time.Time, withdrawn *[]Withdrawal) []fi
 	j := d.newJudge(a, t)
 	hits := map[schema.Pattern]*finding.Finding{}
 	var out []finding.Finding
-	for _, s := range Specs() {
-		if s.judge == nil || d.cfg.Patterns.Disabled(string(s.Pattern)) {
-			continue
-		}
+	for _, s := range d.on {
 		if s.OneOff && a.Reported[s.Pattern] {
 			continue
 		}

@@ -136,10 +136,26 @@ type Withdrawal struct {
 }
 
 // Detector applies one configuration.
-type Detector struct{ cfg config.Config }
+type Detector struct {
+	cfg config.Config
+	// on is the registered judges the configuration leaves on, in Specs'
+	// order, and faultOn whether gpu_fault is: read once, because every
+	// allocation is judged at every step and Disabled walks the
+	// configuration by reflection.
+	on      []Spec
+	faultOn bool
+}
 
 // New returns a detector.
-func New(cfg config.Config) *Detector { return &Detector{cfg: cfg} }
+func New(cfg config.Config) *Detector {
+	d := &Detector{cfg: cfg, faultOn: !cfg.Patterns.Disabled(string(schema.GPUFault))}
+	for _, s := range Specs() {
+		if s.judge != nil && !cfg.Patterns.Disabled(string(s.Pattern)) {
+			d.on = append(d.on, s)
+		}
+	}
+	return d
+}
 
 // AllocKey is the key of State.Allocs.
 func AllocKey(host, job string) string { return host + "|" + job }

@@ -18,6 +18,8 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/detect"
@@ -141,12 +143,8 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 	// What one chunk learns (exporters' pods, each device's cadence) the
 	// next starts from, as a daemon's next cycle does.
 	mem := features.NewMemory()
-	for done, total := 0, lead+n; done < total; {
-		k := min(e.o.ChunkSteps, total-done)
-		steps, err := features.FetchWith(ctx, e.o.Querier, start.Add(time.Duration(done+k)*step), k, step, mem)
-		if err != nil {
-			return Analysis{}, fmt.Errorf("analyze: %w", err)
-		}
+	chunks, fetched := e.fetchChunks(ctx, start, lead+n, mem)
+	for steps := range chunks {
 		e.timeLimits(ctx, st, steps)
 		for _, s := range steps {
 			if !s.Start.Before(from) {
@@ -162,7 +160,9 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 				}
 			}
 		}
-		done += k
+	}
+	if err := fetched(); err != nil {
+		return Analysis{}, fmt.Errorf("analyze: %w", err)
 	}
 	extra := make([]finding.Finding, 0, len(orphans))
 	for _, f := range orphans {
@@ -180,6 +180,37 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 	c := cov.result(from, end, len(fs))
 	c.Exporters = mem.Exporters.List()
 	return Analysis{Findings: fs, Coverage: c, Book: ledger.Close()}, nil
+}
+
+// fetchChunks reads total steps from start, ChunkSteps at a time, one
+// chunk ahead of the caller: the queries of the next chunk run while the
+// detectors judge this one, which on a week's analysis keeps a second core
+// busy. Each chunk starts from what the one before taught mem, as a
+// daemon's next cycle does. The caller ranges over the chunks to the end,
+// then calls wait for the first error; after an error the channel closes
+// early.
+func (e *Engine) fetchChunks(ctx context.Context, start time.Time, total int, mem *features.Memory) (<-chan []features.Step, func() error) {
+	step := e.Step()
+	out := make(chan []features.Step, 1)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(out)
+		for done := 0; done < total; {
+			k := min(e.o.ChunkSteps, total-done)
+			steps, err := features.FetchWith(gctx, e.o.Querier, start.Add(time.Duration(done+k)*step), k, step, mem)
+			if err != nil {
+				return err
+			}
+			select {
+			case out <- steps:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			done += k
+		}
+		return nil
+	})
+	return out, g.Wait
 }
 
 // CycleResult is what one cycle did.

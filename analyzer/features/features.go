@@ -12,15 +12,14 @@ package features
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/schema"
@@ -246,42 +245,27 @@ func FetchWith(ctx context.Context, q query.Querier, end time.Time, n int, step 
 // metric, and a Prometheus (or the embedded engine) answers them on
 // several cores.
 func queryAll(ctx context.Context, q query.Querier, exprs []string, r query.Range) ([]model.Matrix, error) {
-	qctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// One missing feature spoils the step: the first error cancels the
+	// rest, and is the one returned.
+	g, qctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
 	results := make([]model.Matrix, len(exprs))
-	errs := make([]error, len(exprs))
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
 	for f, expr := range exprs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			v, err := q.QueryRange(qctx, expr, r)
 			if err != nil {
-				errs[f] = err
-				cancel() // one missing feature spoils the step: stop the rest
-				return
+				return err
 			}
 			m, ok := v.(model.Matrix)
 			if !ok {
-				errs[f] = fmt.Errorf("%q returned %s, want a matrix", expr, v.Type())
-				return
+				return fmt.Errorf("%q returned %s, want a matrix", expr, v.Type())
 			}
 			results[f] = m
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	// Report the first error that is not the cancellation it caused.
-	var first error
-	for _, err := range errs {
-		if err != nil && (first == nil || errors.Is(first, context.Canceled)) {
-			first = err
-		}
-	}
-	if first != nil {
-		return nil, first
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return results, nil
 }

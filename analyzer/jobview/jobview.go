@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
@@ -478,27 +479,26 @@ func Exprs(ref Ref, w time.Duration) map[string]string {
 func instant(ctx context.Context, q query.Querier, exprs map[string]string, t time.Time) (map[string]model.Vector, error) {
 	out := map[string]model.Vector{}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, parallel)
+	var g errgroup.Group
+	g.SetLimit(parallel)
 	var errs []error
 	for name, expr := range exprs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			v, err := q.Query(ctx, expr, t)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
+				// Every failed query is named: the view says which
+				// figures it lacks.
 				errs = append(errs, err)
-				return
+				return nil
 			}
 			vec, _ := v.(model.Vector)
 			out[name] = vec
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // the queries' errors are joined below
 	return out, errors.Join(errs...)
 }
 

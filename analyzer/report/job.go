@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
@@ -242,17 +243,15 @@ func (r *runner) skipEmpty(ctx context.Context, now time.Time, p Period, items [
 func (r *runner) renderAll(items []mailing) ([]*Rendered, []error) {
 	rendered := make([]*Rendered, len(items))
 	rerrs := make([]error, len(items))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i := range items {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			rendered[i], rerrs[i] = r.render.Render(items[i].rep, ImagesCID)
-		}()
+			return nil // each report keeps its own error
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return rendered, rerrs
 }
 

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
@@ -318,52 +319,27 @@ func chooseRead(ctx context.Context, q query.Querier, r *Result, rules Rules) (r
 // it arrives and then dropped: a query's slot is freed only once its
 // answer is applied, so at most parallel answers are held at a time.
 func fetchAll(ctx context.Context, q query.Querier, exprs []string, parallel int, start, end time.Time, apply func(figure, model.Value) error) error {
-	type answer struct {
-		f    figure
-		v    model.Value
-		err  error
-		slot bool // the query held a slot, freed once its answer is applied
-	}
-	qctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, parallel)
-	done := make(chan answer, len(exprs))
-	go func() {
-		for f, expr := range exprs {
-			select {
-			case sem <- struct{}{}:
-			case <-qctx.Done():
-				done <- answer{f: figure(f), err: qctx.Err()}
-				continue
+	g, qctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	var mu sync.Mutex // apply folds into shared items, one answer at a time
+	for f, expr := range exprs {
+		g.Go(func() error {
+			var v model.Value
+			var err error
+			if figure(f) >= qHourMean {
+				v, err = q.QueryRange(qctx, expr, query.Range{Start: start, End: end, Step: time.Hour})
+			} else {
+				v, err = q.Query(qctx, expr, end)
 			}
-			go func() {
-				a := answer{f: figure(f), slot: true}
-				if a.f >= qHourMean {
-					a.v, a.err = q.QueryRange(qctx, expr, query.Range{Start: start, End: end, Step: time.Hour})
-				} else {
-					a.v, a.err = q.Query(qctx, expr, end)
-				}
-				done <- a
-			}()
-		}
-	}()
-	var first error
-	for range exprs {
-		a := <-done
-		switch {
-		case a.err != nil:
-			if first == nil || errors.Is(first, context.Canceled) {
-				first = a.err
+			if err != nil {
+				return err
 			}
-			cancel()
-		case first == nil:
-			first = apply(a.f, a.v)
-		}
-		if a.slot {
-			<-sem
-		}
+			mu.Lock()
+			defer mu.Unlock()
+			return apply(figure(f), v)
+		})
 	}
-	return first
+	return g.Wait()
 }
 
 // holderInfo is what the info series say of a holder.
