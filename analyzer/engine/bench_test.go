@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -202,6 +203,32 @@ func TestBenchWeekEmbedded(t *testing.T) {
 	if timed && rss > 2<<30 {
 		t.Errorf("peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}
+	writeBenchRow(t, "bench-week", fmt.Sprintf("| one-shot 7-day analysis of %s GPUs at 30 s from the embedded store (%s samples, the simulator's "+
+		"four behaviours in turn, a job a GPU a day) | %.1f s (%.2f× the 60 s target; the test fails over 90 s), %.2f GiB peak RSS (target ≤ 2 GiB), "+
+		"%s findings (1-minute load %s) | `GPUWATCH_BENCH_WRITE_DOC=$PWD/docs/performance.md go test -run TestBenchWeekEmbedded ./analyzer/engine` (CI, without `-race`) |\n",
+		thousands(n), thousands(samples), wall.Seconds(), wall.Seconds()/target.Seconds(), float64(rss)/(1<<30), thousands(len(fs)), testtool.LoadAverage()))
+}
+
+// writeBenchRow writes a benchmark's measured row into the block of
+// docs/performance.md it names, when $GPUWATCH_BENCH_WRITE_DOC gives the
+// file.
+func writeBenchRow(t *testing.T, block, row string) {
+	t.Helper()
+	path := os.Getenv("GPUWATCH_BENCH_WRITE_DOC")
+	if path == "" {
+		return
+	}
+	if err := testtool.ReplaceDocBlock(path, block, "| what | figure | how |\n|---|---|---|\n"+row); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // fleetScenario writes a scenario of nodes × 8 GPUs, two 4-GPU jobs a node
@@ -282,6 +309,8 @@ func TestBenchCycle10kPrometheus(t *testing.T) {
 	// in eight (the others need history the data does not hold, or are
 	// healthy). The floor leaves a tenth.
 	floor := 9 * (3 * 2 * nodes / 8) / 10
+	var walls []string
+	var found int
 	for i, at := range []time.Duration{65 * time.Minute, 70 * time.Minute, 75 * time.Minute} {
 		before := q.Count()
 		start := time.Now()
@@ -314,5 +343,18 @@ func TestBenchCycle10kPrometheus(t *testing.T) {
 		if len(res.Findings) < floor {
 			t.Errorf("cycle %d: %d findings, want at least %d (three in eight of the %d jobs, less a tenth)", i+1, len(res.Findings), floor, 2*nodes)
 		}
+		walls = append(walls, fmt.Sprintf("%.2f s", wall.Seconds()))
+		found = len(res.Findings)
 	}
+	version := "version unknown"
+	if out, err := exec.Command("prometheus", "--version").Output(); err == nil {
+		if f := strings.Fields(string(out)); len(f) >= 3 {
+			version = f[2]
+		}
+	}
+	writeBenchRow(t, "bench-cycle10k", fmt.Sprintf("| incremental cycles over %s simulated GPUs (75 minutes at 60 s) against a real Prometheus %s | "+
+		"%d queries (independent of fleet size; `TestQueryCountInDocs` holds the number); the first cycle, reading its warm-up, %s, "+
+		"then steady cycles %s (target ≤ 10 s); %s findings open after the last (1-minute load %s) | "+
+		"`GPUWATCH_BENCH_WRITE_DOC=$PWD/docs/performance.md go test -run TestBenchCycle10kPrometheus ./analyzer/engine` (CI, without `-race`) |\n",
+		thousands(nodes*8), version, features.Queries, walls[0], strings.Join(walls[1:], " and "), thousands(found), testtool.LoadAverage()))
 }

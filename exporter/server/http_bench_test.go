@@ -10,13 +10,13 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/gpuwatch/gpuwatch/internal/serve"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // scrapeHTTP is one measurement of a scrape over real loopback HTTP: the
@@ -153,25 +153,13 @@ func TestScrapeOverHTTP(t *testing.T) {
 // writeDocRow replaces the generated block of docs/performance.md with the
 // row of this run, so the figure there is the one measured.
 func writeDocRow(path string, m scrapeHTTP, load string) error {
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	const begin, end = "<!-- bench-scrape:begin", "<!-- bench-scrape:end -->"
-	b, e := strings.Index(string(doc), begin), strings.Index(string(doc), end)
-	if b < 0 || e < b {
-		return fmt.Errorf("%s: no %s ... %s block", path, begin, end)
-	}
-	head := string(doc[b:])
-	head = head[:strings.Index(head, "\n")+1]
 	us := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64) + " µs" }
 	row := fmt.Sprintf("| scrape of 8 GPUs × 4 processes over loopback HTTP, the exporter's whole serving stack against a bare "+
 		"net/http server sending the same bytes, interleaved, medians of %d rounds × %d requests | identity (%s bytes): %s against %s, **%.2f×**; "+
 		"gzip (%s bytes): %s against %s, **%.2f×** (target ≤ 1.2× each; 1-minute load %s) | `scripts/bench-scrape.sh` (`TestScrapeOverHTTP`) |\n",
 		m.Rounds, m.PerRound, thousands(m.Bytes), us(m.Identity), us(m.IdentityFloor), m.IdentityRatio,
 		thousands(m.GzipBytes), us(m.Gzip), us(m.GzipFloor), m.GzipRatio, load)
-	out := string(doc[:b]) + head + "| what | figure | how |\n|---|---|---|\n" + row + string(doc[e:])
-	return os.WriteFile(path, []byte(out), 0o644)
+	return testtool.ReplaceDocBlock(path, "bench-scrape", "| what | figure | how |\n|---|---|---|\n"+row)
 }
 
 func thousands(n int) string {
