@@ -40,6 +40,20 @@ const (
 		"util; a job near 22 % uses a fifth of the GPU, above that line"
 	whyPeak = "right-sizing sizes for the peak (Kubernetes' VPA recommends from a high percentile): a " +
 		"service whose daily peak takes 45 % of the GPU outgrows a 3g MIG slice (3/7 of the SMs) then"
+	whyCancelRule = "Job Defense Shield cancels a job whose GPUs stay at 0 % for 120 minutes (cancel_minutes: " +
+		"120): one that ends sooner is past the rule's reach, one that runs on is what it cancels"
+	whyFirstWarning = "Job Defense Shield's first warning on GPUs at 0 % comes at 60 minutes " +
+		"(first_warning_minutes: 60): a job over in 50 is not warned, one of 70 is"
+	whyCheckpoint = "a checkpoint written to slow storage leaves the GPU idle with its memory held for part " +
+		"of the job's work; Northeastern's IdleBot acts on an hour under-utilized, which a 50-minute write is not"
+	whyDeadlock = "Northeastern's IdleBot cancels jobs under-utilized for an hour: a job deadlocked 70 minutes " +
+		"before its user killed it is past it"
+	whySlowRank = "a collective waits for its slowest rank; PyTorch's collective timeout was 30 minutes " +
+		"(pytorch/pytorch#110947): one that completes in 25 waited, one spinning 35 is past any watchdog"
+	whyStaging = "image pulls and data staging take minutes; Northeastern's IdleBot first mails a user " +
+		"after 15 minutes under-utilized: 12 minutes of staging is not held for nothing, 18 is"
+	whyCuller = "jupyterhub-idle-culler's documented timeout is an hour (--timeout=3600): a session idle " +
+		"50 minutes is kept, one idle 70 is culled, its idle time lost"
 	whySessionLimit = "the site limits interactive sessions to 24 h (Open OnDemand's and JupyterHub's " +
 		"session limits are the operator's): a notebook training past it is over its limit"
 )
@@ -108,16 +122,16 @@ func ranks(lead, rest Shape) Shape {
 // hangAfter trains for at, then spins in a collective with these readings.
 func hangAfter(at time.Duration, s signals) Shape { return then(Training(96), at, steady(s)) }
 
-// Borderline is the near-threshold site: four A100 nodes scraped at 15 s,
+// Borderline is the near-threshold site: six A100 nodes scraped at 15 s,
 // 30 hours, one case per GPU, every case starting after an hour in which
 // its GPU is free (the analyzer learns each board's idle draw there).
 // Runtime limits are the site's: interactive sessions 24 h.
 func Borderline() *Site {
 	s := &Site{Span: 30 * time.Hour}
-	for i := 0; i < 4; i++ {
+	for i := 0; i < 6; i++ {
 		s.Nodes = append(s.Nodes, Node{Host: fmt.Sprintf("edge-a%02d", i+1), Model: A100, GPUs: 8, Interval: 15 * time.Second})
 	}
-	for _, cases := range []func() []Work{idleBorder, shareBorder, spinBorder, lightBorder} {
+	for _, cases := range []func() []Work{idleBorder, shareBorder, spinBorder, lightBorder, durationBorder} {
 		s.Work = append(s.Work, cases()...)
 	}
 	return s
@@ -230,8 +244,8 @@ func lightBorder() []Work {
 		{Case: "light model at util 17.5 %", Node: "edge-a04", GPUs: []int{1}, Holder: slurm("81020"), Start: 1 * h, End: 9 * h,
 			Shape: steady(signals{util: 17.5, sm: 0.13, dram: 0.08, memCopy: 6, fbMiB: 6 * 1024, above: 0.12}),
 			Waste: waste(schema.LowUtilization, 8*(1-0.175)), Why: whyLight},
-		{Case: "inference at util 22.5 %", Node: "edge-a04", GPUs: []int{2}, Holder: slurm("81021"), Start: 1 * h, End: 9 * h,
-			Shape: steady(signals{util: 22.5, sm: 0.19, dram: 0.1, memCopy: 8, fbMiB: 6 * 1024, above: 0.15}),
+		{Case: "inference at util 22.5 %, SM activity 0.17", Node: "edge-a04", GPUs: []int{2}, Holder: slurm("81021"), Start: 1 * h, End: 9 * h,
+			Shape: steady(signals{util: 22.5, sm: 0.17, dram: 0.1, memCopy: 8, fbMiB: 6 * 1024, above: 0.15}),
 			Why:   whyModerate},
 		// low_utilization.max_peak_ratio (0.4).
 		{Case: "light job with a 40-minute phase at 36 %", Node: "edge-a04", GPUs: []int{3}, Holder: slurm("81022"), Start: 1 * h, End: 9 * h,
@@ -247,5 +261,50 @@ func lightBorder() []Work {
 			Shape: Training(90), Why: whySessionLimit},
 		{Case: "notebook training for 27 h", Node: "edge-a04", GPUs: []int{6}, Holder: pod("lab", "jupyter-erin"), Start: 1 * h, End: 28 * h,
 			Shape: Training(90), Waste: waste(schema.Overlong, 0), Why: whySessionLimit},
+	}
+}
+
+// notebookIdle is a session that trains, then sits idle with its model
+// in memory.
+func notebookIdle(train time.Duration) Shape {
+	return then(Training(90), train, steady(signals{fbMiB: 9 * 1024, above: 0.02}))
+}
+
+// durationBorder: how long a condition must last, a case ending just
+// short of each limit beside one running just past it.
+func durationBorder() []Work {
+	h, m := time.Hour, time.Minute
+	held := steady(signals{fbMiB: 40 * 1024, above: 0.02})
+	return []Work{
+		// patterns.cpu_only.min_duration (2h).
+		{Case: "CPU job ending after 1 h 45 m", Node: "edge-a04", GPUs: []int{7}, Holder: slurm("81023"), Start: 1 * h, End: 2*h + 45*m,
+			Shape: CPUFallback(), Why: whyCancelRule},
+		{Case: "CPU job of 2 h 20 m", Node: "edge-a05", GPUs: []int{0}, Holder: slurm("81024"), Start: 1 * h, End: 3*h + 20*m,
+			Shape: CPUFallback(), Waste: waste(schema.CPUOnly, 2+20.0/60), Why: whyCancelRule},
+		// patterns.over_requested.min_duration (1h).
+		{Case: "2 GPUs computing on one, 50 minutes", Node: "edge-a05", GPUs: []int{1, 2}, Holder: slurm("81025"), Start: 1 * h, End: 1*h + 50*m,
+			Shape: Partial(), Why: whyFirstWarning},
+		{Case: "2 GPUs computing on one, 70 minutes", Node: "edge-a05", GPUs: []int{3, 4}, Holder: slurm("81026"), Start: 1 * h, End: 2*h + 10*m,
+			Shape: Partial(), Waste: waste(schema.OverRequested, 70.0/60), Why: whyFirstWarning},
+		// patterns.stuck.idle_duration (1h).
+		{Case: "training, then a 50-minute checkpoint write to slow storage", Node: "edge-a05", GPUs: []int{5}, Holder: slurm("81027"), Start: 1 * h, End: 3*h + 50*m,
+			Shape: then(Training(95), 2*h, held), Why: whyCheckpoint},
+		{Case: "training, then deadlocked 70 minutes until killed", Node: "edge-a05", GPUs: []int{6}, Holder: slurm("81028"), Start: 1 * h, End: 4*h + 10*m,
+			Shape: then(Training(95), 2*h, held), Waste: waste(schema.Stuck, 70.0/60), Why: whyDeadlock},
+		// patterns.stuck.spin_duration (30m).
+		{Case: "collective waiting 25 minutes for a slow rank, then training on", Node: "edge-a06", GPUs: []int{0, 1}, Holder: slurm("81029"), Start: 1 * h, End: 5*h + 25*m,
+			Shape: then(hangAfter(2*h, spin(0.02, 0.003, 0.3, 0.1)), 2*h+25*m, Training(96)), Why: whySlowRank},
+		{Case: "hung collective killed after 35 minutes", Node: "edge-a06", GPUs: []int{2, 3}, Holder: slurm("81030"), Start: 1 * h, End: 3*h + 35*m,
+			Shape: hangAfter(2*h, spin(0.02, 0.003, 0.3, 0.1)), Waste: waste(schema.Stuck, 2*35.0/60), Why: whySlowRank},
+		// patterns.startup_overhead.min_delay (15m).
+		{Case: "12 minutes staging before the first kernel", Node: "edge-a06", GPUs: []int{4}, Holder: slurm("81031"), Start: 1 * h, End: 5 * h,
+			Shape: SlowStart(12 * m), Why: whyStaging},
+		{Case: "18 minutes staging before the first kernel", Node: "edge-a06", GPUs: []int{5}, Holder: slurm("81032"), Start: 1 * h, End: 5 * h,
+			Shape: SlowStart(18 * m), Waste: waste(schema.StartupOverhead, 18.0/60), Why: whyStaging},
+		// patterns.idle_session.min_duration (1h).
+		{Case: "notebook idle 50 minutes after 3 h of training, then stopped", Node: "edge-a06", GPUs: []int{6}, Holder: pod("lab", "jupyter-fay"), Start: 1 * h, End: 4*h + 50*m,
+			Shape: notebookIdle(3 * h), Why: whyCuller},
+		{Case: "notebook idle 70 minutes after 3 h of training, then culled", Node: "edge-a06", GPUs: []int{7}, Holder: pod("lab", "jupyter-gus"), Start: 1 * h, End: 5*h + 10*m,
+			Shape: notebookIdle(3 * h), Waste: waste(schema.IdleSession, 70.0/60), Why: whyCuller},
 	}
 }
