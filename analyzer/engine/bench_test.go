@@ -206,7 +206,7 @@ func TestBenchWeekEmbedded(t *testing.T) {
 	writeBenchRow(t, "bench-week", fmt.Sprintf("| one-shot 7-day analysis of %s GPUs at 30 s from the embedded store (%s samples, the simulator's "+
 		"four behaviours in turn, a job a GPU a day) | %.1f s (%.2f× the 60 s target; the test fails over 90 s), %.2f GiB peak RSS (target ≤ 2 GiB), "+
 		"%s findings (1-minute load %s) | `GPUWATCH_BENCH_WRITE_DOC=$PWD/docs/performance.md go test -run TestBenchWeekEmbedded ./analyzer/engine` (CI, without `-race`) |\n",
-		thousands(n), thousands(samples), wall.Seconds(), wall.Seconds()/target.Seconds(), float64(rss)/(1<<30), thousands(len(fs)), testtool.LoadAverage()))
+		testtool.Thousands(n), testtool.Thousands(samples), wall.Seconds(), wall.Seconds()/target.Seconds(), float64(rss)/(1<<30), testtool.Thousands(len(fs)), testtool.LoadAverage()))
 }
 
 // writeBenchRow writes a benchmark's measured row into the block of
@@ -221,14 +221,6 @@ func writeBenchRow(t *testing.T, block, row string) {
 	if err := testtool.ReplaceDocBlock(path, block, "| what | figure | how |\n|---|---|---|\n"+row); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
 
 // fleetScenario writes a scenario of nodes × 8 GPUs, two 4-GPU jobs a node
@@ -356,5 +348,5 @@ func TestBenchCycle10kPrometheus(t *testing.T) {
 		"%d queries (independent of fleet size; `TestQueryCountInDocs` holds the number); the first cycle, reading its warm-up, %s, "+
 		"then steady cycles %s (target ≤ 10 s); %s findings open after the last (1-minute load %s) | "+
 		"`GPUWATCH_BENCH_WRITE_DOC=$PWD/docs/performance.md go test -run TestBenchCycle10kPrometheus ./analyzer/engine` (CI, without `-race`) |\n",
-		thousands(nodes*8), version, features.Queries, walls[0], strings.Join(walls[1:], " and "), thousands(found), testtool.LoadAverage()))
+		testtool.Thousands(nodes*8), version, features.Queries, walls[0], strings.Join(walls[1:], " and "), testtool.Thousands(found), testtool.LoadAverage()))
 }

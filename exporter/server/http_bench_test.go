@@ -157,15 +157,7 @@ func writeDocRow(path string, m scrapeHTTP, load string) error {
 	row := fmt.Sprintf("| scrape of 8 GPUs × 4 processes over loopback HTTP, the exporter's whole serving stack against a bare "+
 		"net/http server sending the same bytes, interleaved, medians of %d rounds × %d requests | identity (%s bytes): %s against %s, **%.2f×**; "+
 		"gzip (%s bytes): %s against %s, **%.2f×** (target ≤ 1.2× each; 1-minute load %s) | `scripts/bench-scrape.sh` (`TestScrapeOverHTTP`) |\n",
-		m.Rounds, m.PerRound, thousands(m.Bytes), us(m.Identity), us(m.IdentityFloor), m.IdentityRatio,
-		thousands(m.GzipBytes), us(m.Gzip), us(m.GzipFloor), m.GzipRatio, load)
+		m.Rounds, m.PerRound, testtool.Thousands(m.Bytes), us(m.Identity), us(m.IdentityFloor), m.IdentityRatio,
+		testtool.Thousands(m.GzipBytes), us(m.Gzip), us(m.GzipFloor), m.GzipRatio, load)
 	return testtool.ReplaceDocBlock(path, "bench-scrape", "| what | figure | how |\n|---|---|---|\n"+row)
-}
-
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

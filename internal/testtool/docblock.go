@@ -3,6 +3,7 @@ package testtool
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -39,4 +40,14 @@ func LoadAverage() string {
 		return f[0]
 	}
 	return "unknown"
+}
+
+// Thousands writes n with a comma between each group of three digits, as
+// the docs' figures are written.
+func Thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
