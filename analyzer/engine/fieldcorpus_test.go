@@ -60,13 +60,7 @@ func fieldDB(t *testing.T, site *fieldgen.Site, f fieldgen.Format, also ...field
 
 func analyzeSite(t *testing.T, q query.Querier, site *fieldgen.Site) Analysis {
 	t.Helper()
-	return analyzeSiteWith(t, q, site, config.Default())
-}
-
-// analyzeSiteWith is analyzeSite under configuration c.
-func analyzeSiteWith(t *testing.T, q query.Querier, site *fieldgen.Site, c config.Config) Analysis {
-	t.Helper()
-	e, err := New(Options{Querier: q, Config: c})
+	e, err := New(Options{Querier: q, Config: config.Default()})
 	if err != nil {
 		t.Fatal(err)
 	}
