@@ -203,24 +203,10 @@ func TestBenchWeekEmbedded(t *testing.T) {
 	if timed && rss > 2<<30 {
 		t.Errorf("peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}
-	writeBenchRow(t, "bench-week", fmt.Sprintf("| one-shot 7-day analysis of %s GPUs at 30 s from the embedded store (%s samples, the simulator's "+
+	testtool.WriteBenchRow(t, "bench-week", fmt.Sprintf("| one-shot 7-day analysis of %s GPUs at 30 s from the embedded store (%s samples, the simulator's "+
 		"four behaviours in turn, a job a GPU a day) | %.1f s (%.2f× the 60 s target; the test fails over 90 s), %.2f GiB peak RSS (target ≤ 2 GiB), "+
 		"%s findings (1-minute load %s) | `GPUWATCH_BENCH_WRITE_DOC=$PWD/docs/performance.md go test -run TestBenchWeekEmbedded ./analyzer/engine` (CI, without `-race`) |\n",
 		testtool.Thousands(n), testtool.Thousands(samples), wall.Seconds(), wall.Seconds()/target.Seconds(), float64(rss)/(1<<30), testtool.Thousands(len(fs)), testtool.LoadAverage()))
-}
-
-// writeBenchRow writes a benchmark's measured row into the block of
-// docs/performance.md it names, when $GPUWATCH_BENCH_WRITE_DOC gives the
-// file.
-func writeBenchRow(t *testing.T, block, row string) {
-	t.Helper()
-	path := os.Getenv("GPUWATCH_BENCH_WRITE_DOC")
-	if path == "" {
-		return
-	}
-	if err := testtool.ReplaceDocBlock(path, block, "| what | figure | how |\n|---|---|---|\n"+row); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // fleetScenario writes a scenario of nodes × 8 GPUs, two 4-GPU jobs a node
@@ -344,7 +330,7 @@ func TestBenchCycle10kPrometheus(t *testing.T) {
 			version = f[2]
 		}
 	}
-	writeBenchRow(t, "bench-cycle10k", fmt.Sprintf("| incremental cycles over %s simulated GPUs (75 minutes at 60 s) against a real Prometheus %s | "+
+	testtool.WriteBenchRow(t, "bench-cycle10k", fmt.Sprintf("| incremental cycles over %s simulated GPUs (75 minutes at 60 s) against a real Prometheus %s | "+
 		"%d queries (independent of fleet size; `TestQueryCountInDocs` holds the number); the first cycle, reading its warm-up, %s, "+
 		"then steady cycles %s (target ≤ 10 s); %s findings open after the last (1-minute load %s) | "+
 		"`GPUWATCH_BENCH_WRITE_DOC=$PWD/docs/performance.md go test -run TestBenchCycle10kPrometheus ./analyzer/engine` (CI, without `-race`) |\n",

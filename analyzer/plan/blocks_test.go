@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -231,4 +234,63 @@ func (p *prometheusServer) cpu() time.Duration {
 func execOutput(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).Output()
 	return string(out), err
+}
+
+// compactDays merges the blocks under src into one block per UTC day under
+// dst, and returns how many it wrote. promtool writes a block for every
+// two hours of every rule; a live Prometheus evaluating the rules as data
+// arrives keeps them in its head and compacts them into the same larger
+// blocks as the raw series, so a plan reads a handful of blocks, not
+// hundreds, and so does this one.
+func compactDays(t *testing.T, src, dst string) int {
+	t.Helper()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byDay := map[int64][]string{}
+	day := (24 * time.Hour).Milliseconds()
+	for _, e := range ents {
+		dir := filepath.Join(src, e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct{ MinTime int64 }
+		if err := json.Unmarshal(b, &meta); err != nil {
+			t.Fatalf("block %s: %v", dir, err)
+		}
+		d := meta.MinTime - meta.MinTime%day
+		byDay[d] = append(byDay[d], dir)
+	}
+	c, err := tsdb.NewLeveledCompactor(context.Background(), nil, slog.New(slog.DiscardHandler), []int64{day}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dirs := range byDay {
+		if _, err := c.Compact(dst, dirs, nil); err != nil {
+			t.Fatalf("compact %d blocks: %v", len(dirs), err)
+		}
+	}
+	return len(byDay)
+}
+
+// timedQuerier logs each query's wall time: where a plan's time goes.
+type timedQuerier struct {
+	t testing.TB
+	query.Querier
+}
+
+func (q timedQuerier) Query(ctx context.Context, expr string, ts time.Time) (model.Value, error) {
+	start := time.Now()
+	v, err := q.Querier.Query(ctx, expr, ts)
+	q.t.Logf("QUERY %s instant: %s", time.Since(start).Round(time.Millisecond), expr)
+	return v, err
+}
+
+func (q timedQuerier) QueryRange(ctx context.Context, expr string, r query.Range) (model.Value, error) {
+	start := time.Now()
+	v, err := q.Querier.QueryRange(ctx, expr, r)
+	q.t.Logf("QUERY %s range: %s", time.Since(start).Round(time.Millisecond), expr)
+	return v, err
 }

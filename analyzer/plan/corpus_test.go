@@ -291,11 +291,11 @@ func mondayPeakScenario(from time.Time) []scenarioGPU {
 	for k := 0; k < 8; k++ {
 		gpus = append(gpus, scenarioGPU{host: "flat-01", idx: k, at: func(m int) (string, float64, float64) {
 			at := from.Add(time.Duration(m) * time.Minute)
-			sm := 0.2
+			sm, mem := 0.2, 40000.0
 			if at.Weekday() == time.Monday && at.Hour() >= 9 && at.Hour() < 12 {
-				sm = 0.9
+				sm, mem = 0.9, 70000
 			}
-			return "job-" + strconv.Itoa(k), sm + 0.01*noise(k, m, 4), 40000
+			return "job-" + strconv.Itoa(k), sm + 0.01*noise(k, m, 4), mem
 		}})
 	}
 	return gpus
@@ -348,6 +348,16 @@ func testMondayDemandPeak(t *testing.T) {
 				t.Errorf("peak %s (%.2f GPU-equivalents, %.2f× the level), want Monday 09:00–12:00 at 7.2, 4.5×, 8 GPUs allocated",
 					r, r.GPUEquivalents, r.OfLevel)
 			}
+			// Memory peaks with the compute: 8 × 70,000 MiB = 547 GiB against
+			// the weekday level of 8 × 40,000 MiB = 312.5 GiB.
+			if m := f.Memory; m == nil || len(m.Peaks) == 0 {
+				t.Errorf("no memory peak named: %+v", f.Memory)
+			} else if p := m.Peaks[0]; p.From.Weekday() != time.Monday || p.From.Hour() != 9 || p.To.Hour() != 12 ||
+				math.Abs(p.GiB-8*70000.0/1024) > 1 || math.Abs(p.OfLevel-1.75) > 0.02 || m.Method != "seasonal_naive" {
+				t.Errorf("memory peak %s by %s, want Monday 09:00–12:00: 547 GiB, 1.8× the weekday level, by seasonal naive", p, m.Method)
+			} else {
+				t.Logf("memory: %s; weekday level %.1f GiB", p, m.WeekdayLevel)
+			}
 			for h, a := range f.NextAllocated {
 				if a != 8 {
 					t.Fatalf("allocated forecast at hour %d = %.2f, want a flat 8", h, a)
@@ -360,6 +370,13 @@ func testMondayDemandPeak(t *testing.T) {
 			t.Logf("held-out week: MAPE %.2f %% (the method is seasonal naive, so its error is naive's)", 100*got)
 			if got > 0.05 {
 				t.Errorf("held-out MAPE %.2f %%, want under 5 %%", 100*got)
+			}
+			if f.Memory != nil && held.Pools[0].Forecast.Memory != nil {
+				got := forecast.MAPE(held.Pools[0].Forecast.Memory.Next, f.Memory.Next)
+				t.Logf("held-out week, memory: MAPE %.2f %%", 100*got)
+				if got > 0.05 {
+					t.Errorf("held-out memory MAPE %.2f %%, want under 5 %%", 100*got)
+				}
 			}
 		})
 	}

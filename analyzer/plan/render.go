@@ -80,6 +80,12 @@ func Table(w io.Writer, p *Plan) error {
 			for _, r := range f.Reserve {
 				fmt.Fprintf(w, "Peak: %s\n", r)
 			}
+			if m := f.Memory; m != nil {
+				fmt.Fprintf(w, "Memory forecast (%s, GiB of framebuffer used at once): weekday level %.0f GiB\n", m.Method, m.WeekdayLevel)
+				for _, p := range m.Peaks {
+					fmt.Fprintf(w, "Memory peak: %s\n", p)
+				}
+			}
 		}
 	}
 	teamsTable(w, p)

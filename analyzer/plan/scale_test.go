@@ -176,4 +176,9 @@ func TestScaleEmbedded(t *testing.T) {
 	if rss > 2<<30 {
 		t.Errorf("peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}
+	testtool.WriteBenchRow(t, "bench-plan-embedded", fmt.Sprintf("| `gpuwatch plan` of %s GPUs × 7 days at 60 s from the embedded store (%s samples) | "+
+		"%.1f s wall (target 20 s), %.1f s CPU (%.2f× the calibration's %.1f s, bound %.0f×), %d queries, peak RSS %.2f GiB (1-minute load %s) | "+
+		"`GPUWATCH_BENCH_WRITE_DOC=$PWD/docs/performance.md go test -run 'TestScaleEmbedded$' ./analyzer/plan` (CI, without `-race`) |\n",
+		testtool.Thousands(n), testtool.Thousands(int(samples)), wall.Seconds(), cpu.Seconds(), float64(cpu)/float64(cal.cpu), cal.cpu.Seconds(), float64(embeddedScaleCPU),
+		cq.Count(), float64(rss)/(1<<30), testtool.LoadAverage()))
 }

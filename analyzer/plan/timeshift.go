@@ -203,6 +203,43 @@ type Forecast struct {
 	WeekdayLevel float64 `json:"weekday_level"`
 	// Reserve names the peak spans of the coming week.
 	Reserve []Reservation `json:"reserve"`
+	// Memory is the framebuffer the pool's holders use at once, forecast
+	// on its own (its method chosen by its own backtest).
+	Memory *MemoryForecast `json:"memory,omitempty"`
+}
+
+// MemoryForecast predicts the pool's memory demand: per hour, the sum of
+// its holders' highest framebuffer used, in GiB. A pool sized by compute
+// alone can still run out of memory at the hours this names.
+type MemoryForecast struct {
+	Method    string             `json:"method"`
+	Backtest  *forecast.Backtest `json:"backtest,omitempty"`
+	NaiveMAPE float64            `json:"seasonal_naive_mape,omitempty"`
+	// Next is GiB per hour of the week after the window, from the
+	// forecast's NextFrom.
+	Next []float64 `json:"next_gib"`
+	// WeekdayLevel is the median of Next over the working hours of Monday
+	// to Friday.
+	WeekdayLevel float64      `json:"weekday_level_gib"`
+	Peaks        []MemoryPeak `json:"peaks"`
+}
+
+// MemoryPeak names a span of forecast memory demand within 10 % of the
+// week's highest.
+type MemoryPeak struct {
+	From    time.Time `json:"from"`
+	To      time.Time `json:"to"`
+	GiB     float64   `json:"gib"`
+	OfLevel float64   `json:"of_weekday_level"`
+}
+
+// String reads like "Monday 09:00–12:00: 547 GiB, 1.8× the weekday level".
+func (p MemoryPeak) String() string {
+	level := ""
+	if p.OfLevel > 0 {
+		level = fmt.Sprintf(", %.1f× the weekday level", p.OfLevel)
+	}
+	return fmt.Sprintf("%s: %.0f GiB%s", spanName(p.From, p.To), p.GiB, level)
 }
 
 // Reservation names a forecast peak of demand.
@@ -220,11 +257,7 @@ type Reservation struct {
 // String reads like "Monday 09:00–12:00: 78 GPU-equivalents, 1.2× the
 // weekday level (96 GPUs allocated)".
 func (r Reservation) String() string {
-	span := r.From.Weekday().String() + " " + r.From.Format("15:04") + "–"
-	if end := r.To.Add(-time.Minute); end.YearDay() != r.From.YearDay() {
-		span += r.To.Weekday().String() + " "
-	}
-	span += r.To.Format("15:04")
+	span := spanName(r.From, r.To)
 	level := ""
 	if r.OfLevel > 0 {
 		level = fmt.Sprintf(", %.1f× the weekday level", r.OfLevel)
@@ -236,49 +269,118 @@ func (r Reservation) String() string {
 	return fmt.Sprintf("%s: %s GPU-equivalents%s (%d GPUs allocated)", span, size, level, r.GPUs)
 }
 
-// forecast predicts the pool's hourly compute demand for the week after
-// the window, when the window holds at least one week.
+// spanName reads like "Monday 09:00–12:00", naming the second day when
+// the span ends on another.
+func spanName(from, to time.Time) string {
+	name := from.Weekday().String() + " " + from.Format("15:04") + "–"
+	if end := to.Add(-time.Minute); end.YearDay() != from.YearDay() {
+		name += to.Weekday().String() + " "
+	}
+	return name + to.Format("15:04")
+}
+
+// forecast predicts the pool's hourly compute and memory demand for the
+// week after the window, when the window holds at least one week.
 func (o *Options) forecast(items []*demand.Item, res *demand.Result) *Forecast {
 	season := HoursOfWeek
 	if res.Hours < season {
 		return nil
 	}
 	y, measure := DemandSeries(items, res.Hours)
-	alloc := AllocatedSeries(items, res.Hours)
-	f := &Forecast{Measure: measure, Method: "seasonal_naive", Weeks: res.Hours / season, NextFrom: res.To}
+	pr, ok := predict(y, season)
+	if !ok {
+		return nil
+	}
+	f := &Forecast{Measure: measure, Method: pr.method, Weeks: res.Hours / season, NextFrom: res.To,
+		Backtest: pr.backtest, NaiveMAPE: pr.naiveMAPE, Next: pr.next}
+	f.NextAllocated = forecast.SeasonalNaive(AllocatedSeries(items, res.Hours), season, season)
+	f.ByHourOfWeek = make([]float64, HoursOfWeek)
+	for k, x := range f.Next {
+		f.ByHourOfWeek[HourOfWeek(res.To.Add(time.Duration(k)*time.Hour), o.Location)] = x
+	}
+	f.WeekdayLevel = weekdayLevel(f.Next, res.To, o.Location)
+	f.Reserve = reservations(f.Next, f.NextAllocated, f.WeekdayLevel, res.To, o.Location)
+	if mem, ok := predict(MemorySeries(items, res.Hours), season); ok {
+		m := &MemoryForecast{Method: mem.method, Backtest: mem.backtest, NaiveMAPE: mem.naiveMAPE, Next: mem.next}
+		m.WeekdayLevel = weekdayLevel(m.Next, res.To, o.Location)
+		for _, sp := range peakSpans(m.Next, 1) {
+			p := MemoryPeak{From: res.To.Add(time.Duration(sp.from) * time.Hour).In(o.Location),
+				To: res.To.Add(time.Duration(sp.to) * time.Hour).In(o.Location), GiB: sp.peak}
+			if m.WeekdayLevel > 0 {
+				p.OfLevel = p.GiB / m.WeekdayLevel
+			}
+			m.Peaks = append(m.Peaks, p)
+		}
+		f.Memory = m
+	}
+	return f
+}
+
+// prediction is a forecast of one hourly series and how it was chosen.
+type prediction struct {
+	next      []float64
+	method    string
+	backtest  *forecast.Backtest
+	naiveMAPE float64
+}
+
+// predict forecasts the season after y: seasonal naive from one or two
+// seasons of history (with naive's own error when there are two), and
+// from three or more whichever of it and Holt-Winters erred less in the
+// backtest; false when the fit fails.
+func predict(y []float64, season int) (prediction, bool) {
+	pr := prediction{method: "seasonal_naive"}
 	switch bt, err := forecast.Evaluate(y, season, 2); {
 	case err == nil:
-		f.Backtest = &bt
+		pr.backtest = &bt
 		if bt.HoltWinters < bt.Naive {
-			f.Method = "holt_winters"
+			pr.method = "holt_winters"
 		}
-	case f.Weeks == 2:
-		end := res.Hours - res.Hours%season
+	case len(y)/season == 2:
+		end := len(y) - len(y)%season
 		if m := forecast.MAPE(y[end-season:end], y[end-2*season:end-season]); !math.IsNaN(m) {
-			f.NaiveMAPE = m
+			pr.naiveMAPE = m
 		}
 	}
-	f.Next = forecast.SeasonalNaive(y, season, season)
-	if f.Method == "holt_winters" {
+	pr.next = forecast.SeasonalNaive(y, season, season)
+	if pr.method == "holt_winters" {
 		m, err := forecast.Fit(y, season)
 		if err != nil {
-			return nil
+			return pr, false
 		}
-		f.Next = m.Forecast(season)
+		pr.next = m.Forecast(season)
 	}
-	f.NextAllocated = forecast.SeasonalNaive(alloc, season, season)
-	f.ByHourOfWeek = make([]float64, HoursOfWeek)
+	return pr, true
+}
+
+// weekdayLevel is the median of next (hourly, from `from`) over the
+// working hours (09:00-17:00) of Monday to Friday in loc.
+func weekdayLevel(next []float64, from time.Time, loc *time.Location) float64 {
 	var working []float64
-	for k, x := range f.Next {
-		at := res.To.Add(time.Duration(k) * time.Hour).In(o.Location)
-		f.ByHourOfWeek[HourOfWeek(at, o.Location)] = x
+	for k, x := range next {
+		at := from.Add(time.Duration(k) * time.Hour).In(loc)
 		if wd := at.Weekday(); wd >= time.Monday && wd <= time.Friday && at.Hour() >= 9 && at.Hour() < 17 {
 			working = append(working, x)
 		}
 	}
-	f.WeekdayLevel = median(working)
-	f.Reserve = reservations(f.Next, f.NextAllocated, f.WeekdayLevel, res.To, o.Location)
-	return f
+	return median(working)
+}
+
+// MemorySeries sums the holders' hourly framebuffer peaks per hour of the
+// window, in GiB: the memory a pool must hold at once, hour by hour.
+func MemorySeries(items []*demand.Item, hours int) []float64 {
+	y := make([]float64, hours)
+	for _, it := range items {
+		if it.Job == "" {
+			continue
+		}
+		for h := 0; h < hours && h < len(it.HourMemPeak); h++ {
+			if x := float64(it.HourMemPeak[h]); !math.IsNaN(x) {
+				y[h] += x / 1024
+			}
+		}
+	}
+	return y
 }
 
 // DemandSeries sums the holders' compute per hour of the window, in
@@ -345,36 +447,53 @@ func AllocatedSeries(items []*demand.Item, hours int) []float64 {
 // reservations names up to three spans of the coming week whose forecast
 // demand is within 10 % of its peak, highest first.
 func reservations(next, alloc []float64, level float64, from time.Time, loc *time.Location) []Reservation {
-	peak := 0.0
-	for _, x := range next {
-		peak = max(peak, x)
-	}
-	if peak < 0.5 {
-		return nil
-	}
 	var out []Reservation
-	for h := 0; h < len(next); {
-		if next[h] < 0.9*peak {
-			h++
-			continue
+	for _, sp := range peakSpans(next, 0.5) {
+		r := Reservation{From: from.Add(time.Duration(sp.from) * time.Hour).In(loc),
+			To: from.Add(time.Duration(sp.to) * time.Hour).In(loc), GPUEquivalents: sp.peak}
+		for h := sp.from; h < sp.to && h < len(alloc); h++ {
+			r.GPUs = max(r.GPUs, int(math.Ceil(alloc[h]-1e-9)))
 		}
-		r := Reservation{From: from.Add(time.Duration(h) * time.Hour).In(loc)}
-		end := h
-		for end < len(next) && next[end] >= 0.9*peak {
-			r.GPUEquivalents = max(r.GPUEquivalents, next[end])
-			if end < len(alloc) {
-				r.GPUs = max(r.GPUs, int(math.Ceil(alloc[end]-1e-9)))
-			}
-			end++
-		}
-		r.To = from.Add(time.Duration(end) * time.Hour).In(loc)
 		if level > 0 {
 			r.OfLevel = r.GPUEquivalents / level
 		}
 		out = append(out, r)
-		h = end
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].GPUEquivalents > out[j].GPUEquivalents })
+	return out
+}
+
+// span is the hours [from, to) of a forecast and its highest value.
+type span struct {
+	from, to int
+	peak     float64
+}
+
+// peakSpans returns up to three runs of hours of next within 10 % of its
+// highest value, highest first; none when that value is under floor (a
+// forecast of nothing names no peak).
+func peakSpans(next []float64, floor float64) []span {
+	top := 0.0
+	for _, x := range next {
+		top = max(top, x)
+	}
+	if top < floor {
+		return nil
+	}
+	var out []span
+	for h := 0; h < len(next); {
+		if next[h] < 0.9*top {
+			h++
+			continue
+		}
+		sp := span{from: h, to: h}
+		for sp.to < len(next) && next[sp.to] >= 0.9*top {
+			sp.peak = max(sp.peak, next[sp.to])
+			sp.to++
+		}
+		out = append(out, sp)
+		h = sp.to
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].peak > out[j].peak })
 	if len(out) > 3 {
 		out = out[:3]
 	}

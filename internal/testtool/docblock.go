@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // ReplaceDocBlock replaces the generated block called name in the Markdown
@@ -26,6 +27,22 @@ func ReplaceDocBlock(path, name, body string) error {
 	head := s[b:]
 	head = head[:strings.Index(head, "\n")+1]
 	return os.WriteFile(path, []byte(s[:b]+head+body+s[e:]), 0o644)
+}
+
+// WriteBenchRow writes a benchmark's measured row (a Markdown table row
+// of what, figure and how) into the generated block called block of the
+// file that $GPUWATCH_BENCH_WRITE_DOC names, and does nothing when it
+// names none: CI measures without touching the tree, and a developer
+// regenerates docs/performance.md from one run.
+func WriteBenchRow(t testing.TB, block, row string) {
+	t.Helper()
+	path := os.Getenv("GPUWATCH_BENCH_WRITE_DOC")
+	if path == "" {
+		return
+	}
+	if err := ReplaceDocBlock(path, block, "| what | figure | how |\n|---|---|---|\n"+row); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // LoadAverage is the machine's 1-minute load as /proc/loadavg gives it,

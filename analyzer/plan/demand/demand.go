@@ -73,7 +73,9 @@ type Item struct {
 	HourP95     []float32 `json:"-"`
 	HourPeak    []float32 `json:"-"`
 	HourSamples []float32 `json:"-"`
-	hourMemPeak []float32
+	// HourMemPeak is the highest framebuffer used per hour (MiB; NaN where
+	// the holder had no sample): the memory demand the forecast sums.
+	HourMemPeak []float32 `json:"-"`
 	poolLabel   string
 }
 
@@ -372,7 +374,7 @@ func (fd *fold) item(m model.Metric) *Item {
 			it.poolLabel = string(m[model.LabelName(fd.poolLabel)])
 		}
 		it.HourMean, it.HourP95, it.HourPeak = nanSlice(hours), nanSlice(hours), nanSlice(hours)
-		it.HourSamples, it.hourMemPeak = make([]float32, hours), nanSlice(hours)
+		it.HourSamples, it.HourMemPeak = make([]float32, hours), nanSlice(hours)
 		fd.items[key] = it
 	}
 	return it
@@ -461,7 +463,7 @@ func setHour(it *Item, f figure, h int, x, scale float64) {
 		it.HourSamples[h] = float32(x)
 		it.Samples += x
 	case qHourMem:
-		it.hourMemPeak[h] = float32(x)
+		it.HourMemPeak[h] = float32(x)
 		it.Memory.Peak = max(it.Memory.Peak, x)
 	}
 }
@@ -643,7 +645,7 @@ func (it *Item) summarise() {
 		it.Compute.P95 = mixtureQuantile(hs, 0.95)
 	}
 	var mem []float64
-	for _, x := range it.hourMemPeak {
+	for _, x := range it.HourMemPeak {
 		if !math.IsNaN(float64(x)) {
 			mem = append(mem, float64(x))
 		}
@@ -652,7 +654,6 @@ func (it *Item) summarise() {
 		sort.Float64s(mem)
 		it.Memory.P50, it.Memory.P95 = rank(mem, 0.5), rank(mem, 0.95)
 	}
-	it.hourMemPeak = nil
 }
 
 // hourDist summarises one hour of samples.
