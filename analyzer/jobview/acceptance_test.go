@@ -3,11 +3,12 @@ package jobview_test
 import (
 	"context"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"os/user"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 
 	"github.com/prometheus/common/model"
 
