@@ -1,8 +1,11 @@
-// Package action holds the actuators that carry out escalation steps:
-// Slurm (scancel), Kubernetes (Eviction API, owner scale-down, delete),
-// local orphaned processes (SIGTERM then SIGKILL, start time checked),
-// and the notification channels (webhook, Alertmanager, email). Actuators
-// only act; the daemon decides, rate-limits and audits.
+// Package action holds the actuators that carry out escalation steps and
+// what every actuator shares (the Actuator interface, its errors and
+// outcomes): Slurm (scancel), JupyterHub (the Hub's REST API), local
+// orphaned processes (SIGTERM then SIGKILL, start time checked), and the
+// notification channels (webhook, Alertmanager, email). The Kubernetes
+// actuators (Eviction API, owner scale-down, delete; node cordon) are in
+// the Kubernetes adapter, analyzer/kube. Actuators only act; the daemon
+// decides, rate-limits and audits.
 package action
 
 import (

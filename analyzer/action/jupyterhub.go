@@ -15,10 +15,6 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"github.com/gpuwatch/gpuwatch/internal/termsafe"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // KubeSpawner's pod annotations: the Hub's user name and server name as
@@ -28,6 +24,13 @@ const (
 	AnnotationHubUser   = "hub.jupyter.org/username"
 	AnnotationHubServer = "hub.jupyter.org/servername"
 )
+
+// PodLookup reads a finding's pod's annotations from the API server at
+// decision time (kube.Pods). Its errors wrap ErrInvalid for names the API
+// could not hold and ErrGone for a pod that no longer exists.
+type PodLookup interface {
+	Annotations(ctx context.Context, namespace, pod string) (map[string]string, error)
+}
 
 // JupyterHub reclaims idle notebook servers the way the Hub's own culler
 // does: it stops the user's server through the Hub REST API, so the Hub
@@ -43,7 +46,7 @@ type JupyterHub struct {
 	// servers (or admin:servers). It is read at each use and never logged.
 	TokenFile string
 	// Pods reads the pod's annotations at decision time.
-	Pods          corev1client.CoreV1Interface
+	Pods          PodLookup
 	Next          Actuator
 	FallbackEvict bool
 	// Client defaults to one with a 10s timeout. Redirects are never
@@ -86,22 +89,15 @@ func (j *JupyterHub) lookup(ctx context.Context, req *Request) (hubServer, error
 	if j.Pods == nil {
 		return hubServer{}, errNotHubPod
 	}
-	ns, name := req.Finding.Namespace, req.Finding.Pod
-	if !dnsName.MatchString(ns) || !dnsName.MatchString(name) {
-		return hubServer{}, fmt.Errorf("pod %q/%q: %w", ns, name, ErrInvalid)
-	}
-	pod, err := j.Pods.Pods(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return hubServer{}, fmt.Errorf("pod %s/%s: %w", ns, name, ErrGone)
-	}
+	ann, err := j.Pods.Annotations(ctx, req.Finding.Namespace, req.Finding.Pod)
 	if err != nil {
-		return hubServer{}, fmt.Errorf("get pod %s/%s: %w", ns, name, err)
+		return hubServer{}, err
 	}
-	user := pod.Annotations[AnnotationHubUser]
+	user := ann[AnnotationHubUser]
 	if user == "" {
 		return hubServer{}, errNotHubPod
 	}
-	return hubServer{user: user, name: pod.Annotations[AnnotationHubServer]}, nil
+	return hubServer{user: user, name: ann[AnnotationHubServer]}, nil
 }
 
 // Act implements Actuator.

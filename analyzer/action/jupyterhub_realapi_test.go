@@ -5,13 +5,16 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -51,8 +54,8 @@ func TestRealJupyterHubOnKubeSpawnerPods(t *testing.T) {
 	bob := testkube.RunningPod(t, cs, kubeSpawnerPod(ns, "bob", "lab"))
 	plain := testkube.RunningPod(t, cs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "not-a-notebook", Namespace: ns}})
 
-	kube := &action.Kubernetes{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"}
-	j := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: cs.CoreV1(), Next: kube}
+	reclaim := &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"}
+	j := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: &kube.Pods{Core: cs.CoreV1()}, Next: reclaim}
 	req := func(pod string) *action.Request {
 		return &action.Request{Step: action.StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession,
 			Scheduler: schema.SchedulerKubernetes, Namespace: ns, Pod: pod, Job: ns + "/" + pod}}
@@ -83,7 +86,13 @@ func TestRealJupyterHubOnKubeSpawnerPods(t *testing.T) {
 	if d, err := j.Act(ctx, req(plain.Name)); err != nil || !strings.HasPrefix(d, "evicted pod") {
 		t.Fatalf("a pod without KubeSpawner's annotations: %q %v, want the Kubernetes actuator's eviction", d, err)
 	}
-	gone(t, cs, ns, plain.Name)
+	testkube.Eventually(t, 60*time.Second, "pod "+ns+"/"+plain.Name+" gone", func() (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).Get(ctx, plain.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
 	if _, err := j.Act(ctx, req(plain.Name)); !errors.Is(err, action.ErrGone) {
 		t.Errorf("the evicted pod again: %v, want gone", err)
 	}

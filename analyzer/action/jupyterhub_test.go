@@ -1,4 +1,4 @@
-package action
+package action_test
 
 import (
 	"github.com/gpuwatch/gpuwatch/schema"
@@ -21,22 +21,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
 )
 
 func hubPod(name, user, server string) *corev1.Pod {
-	ann := map[string]string{AnnotationHubUser: user}
+	ann := map[string]string{action.AnnotationHubUser: user}
 	if server != "" {
-		ann[AnnotationHubServer] = server
+		ann[action.AnnotationHubServer] = server
 	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "jhub", Annotations: ann,
-		Labels: map[string]string{AnnotationHubUser: user, "component": "singleuser-server"}},
+		Labels: map[string]string{action.AnnotationHubUser: user, "component": "singleuser-server"}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 }
 
-func idleReq(pod string) *Request {
-	return &Request{Step: StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: "jhub", Pod: pod,
+func idleReq(pod string) *action.Request {
+	return &action.Request{Step: action.StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: "jhub", Pod: pod,
 		Scheduler: "kubernetes", Job: "jhub/" + pod}}
 }
 
@@ -54,8 +57,8 @@ func TestJupyterHubActuator(t *testing.T) {
 	hub.Start("carol", "")
 	client := fake.NewClientset(hubPod("jupyter-alice", "alice", ""), hubPod("jupyter-bob--lab", "bob", "lab"),
 		hubPod("jupyter-carol", "carol", ""))
-	kube := &Kubernetes{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: "evict"}
-	j := &JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: client.CoreV1(), Next: kube}
+	reclaim := &kube.Reclaim{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: "evict"}
+	j := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: &kube.Pods{Core: client.CoreV1()}, Next: reclaim}
 	ctx := context.Background()
 
 	d, err := j.Act(ctx, idleReq("jupyter-alice"))
@@ -65,13 +68,13 @@ func TestJupyterHubActuator(t *testing.T) {
 	if hub.Running("alice", "") || !hub.Running("bob", "lab") || !hub.Running("carol", "") {
 		t.Fatal("alice still runs, or another server was stopped")
 	}
-	if len(actiontest.Evictions(client)) != 0 {
+	if len(kubetest.Evictions(client)) != 0 {
 		t.Fatal("a pod was evicted while the Hub stopped the server")
 	}
-	if out, _, err := j.Reconcile(ctx, idleReq("jupyter-alice")); err != nil || out != Applied {
+	if out, _, err := j.Reconcile(ctx, idleReq("jupyter-alice")); err != nil || out != action.Applied {
 		t.Errorf("reconcile alice: %v %v", out, err)
 	}
-	if _, err := j.Act(ctx, idleReq("jupyter-alice")); !errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "already stopped") {
+	if _, err := j.Act(ctx, idleReq("jupyter-alice")); !errors.Is(err, action.ErrGone) || !strings.Contains(err.Error(), "already stopped") {
 		t.Errorf("second stop: %v, want already stopped", err)
 	}
 	if d, err := j.Act(ctx, idleReq("jupyter-bob--lab")); err != nil || !strings.Contains(d, "server lab of bob") || hub.Running("bob", "lab") {
@@ -83,40 +86,40 @@ func TestJupyterHubActuator(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not-the-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wrong := &JupyterHub{URL: hub.URL, TokenFile: bad, Pods: client.CoreV1(), Next: kube}
-	if _, err := wrong.Act(ctx, idleReq("jupyter-carol")); err == nil || errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "refused the token") ||
+	wrong := &action.JupyterHub{URL: hub.URL, TokenFile: bad, Pods: &kube.Pods{Core: client.CoreV1()}, Next: reclaim}
+	if _, err := wrong.Act(ctx, idleReq("jupyter-carol")); err == nil || errors.Is(err, action.ErrGone) || !strings.Contains(err.Error(), "refused the token") ||
 		strings.Contains(err.Error(), "not-the-token") {
 		t.Errorf("wrong token: %v", err)
 	}
 	// The Hub down: fails; with the policy's fallback the pod is evicted.
-	down := &JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: client.CoreV1(), Next: kube}
+	down := &action.JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: &kube.Pods{Core: client.CoreV1()}, Next: reclaim}
 	if _, err := down.Act(ctx, idleReq("jupyter-carol")); err == nil || !strings.Contains(err.Error(), "unreachable") {
 		t.Errorf("hub down: %v", err)
 	}
-	if len(actiontest.Evictions(client)) != 0 || !hub.Running("carol", "") {
+	if len(kubetest.Evictions(client)) != 0 || !hub.Running("carol", "") {
 		t.Fatal("acted without the Hub and without a fallback")
 	}
 	down.FallbackEvict = true
 	if d, err := down.Act(ctx, idleReq("jupyter-carol")); err != nil || !strings.Contains(d, "fallback") {
 		t.Errorf("fallback: %q %v", d, err)
 	}
-	if ev := actiontest.Evictions(client); len(ev) != 1 || ev[0] != "jhub/jupyter-carol" {
+	if ev := kubetest.Evictions(client); len(ev) != 1 || ev[0] != "jhub/jupyter-carol" {
 		t.Errorf("evictions %v", ev)
 	}
 	// Not a Hub pod, or not an idle session: the Kubernetes actuator's.
-	if _, err := j.Act(ctx, &Request{Step: StepCheckpoint, Finding: idleReq("jupyter-carol").Finding}); !errors.Is(err, ErrUnsupported) {
+	if _, err := j.Act(ctx, &action.Request{Step: action.StepCheckpoint, Finding: idleReq("jupyter-carol").Finding}); !errors.Is(err, action.ErrUnsupported) {
 		t.Errorf("checkpoint: %v", err)
 	}
 }
 
 // hostileHub answers every request with answer; got counts requests that
 // reached the other server a redirect points at.
-func hostileHubActuator(t *testing.T, tokenFile string, answer func(w http.ResponseWriter, r *http.Request)) *JupyterHub {
+func hostileHubActuator(t *testing.T, tokenFile string, answer func(w http.ResponseWriter, r *http.Request)) *action.JupyterHub {
 	t.Helper()
 	hub := httptest.NewServer(http.HandlerFunc(answer))
 	t.Cleanup(hub.Close)
 	client := fake.NewClientset(hubPod("jupyter-alice", "alice", ""))
-	return &JupyterHub{URL: hub.URL, TokenFile: tokenFile, Pods: client.CoreV1()}
+	return &action.JupyterHub{URL: hub.URL, TokenFile: tokenFile, Pods: &kube.Pods{Core: client.CoreV1()}}
 }
 
 // TestJupyterHubHostile: the token never leaves in an error (a Hub or

@@ -32,7 +32,7 @@ type Drainer struct {
 	Log     *audit.Log
 	History FaultHistory
 	// Actuators by scheduler (slurm: action.SlurmDrain, kubernetes:
-	// action.KubernetesCordon); a scheduler without one is noted, never acted on.
+	// kube.Cordon); a scheduler without one is noted, never acted on.
 	Actuators map[string]action.Actuator
 	Logger    *slog.Logger
 	Metrics   *Metrics

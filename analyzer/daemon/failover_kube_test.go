@@ -20,6 +20,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
@@ -96,7 +97,7 @@ type kubeReplica struct {
 	id     string
 	st     *store.Store
 	log    *audit.Log
-	kl     *leader.KubeLease
+	kl     *kube.Lease
 	d      *Daemon
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -128,12 +129,12 @@ func (g *kubeFailoverRig) replica(t *testing.T, id string, act func(action.Actua
 	cfg := rest.CopyConfig(testkube.Config(t))
 	cfg.Wrap(g.calls.wrap)
 	cs := testkube.Client(t, cfg)
-	var evict action.Actuator = &action.Kubernetes{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"}
+	var evict action.Actuator = &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"}
 	if act != nil {
 		evict = act(evict)
 	}
 	esc := &Escalator{Policy: p, Log: lg, Metrics: NewMetrics(prometheus.NewRegistry()),
-		Facts:     &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &facts.KubernetesSource{Client: cs.CoreV1()}}},
+		Facts:     &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &kube.Facts{Core: cs.CoreV1()}}},
 		Actuators: map[string]action.Actuator{schema.SchedulerKubernetes: evict, "webhook": &action.Webhook{URL: g.hook.srv.URL}}}
 	src := SourceFunc(func(_ context.Context, at time.Time) ([]finding.Finding, error) {
 		return []finding.Finding{{Pattern: schema.CPUOnly, Severity: schema.SeverityWarning, Scheduler: schema.SchedulerKubernetes,
@@ -141,7 +142,7 @@ func (g *kubeFailoverRig) replica(t *testing.T, id string, act func(action.Actua
 			Start: at.Add(-time.Hour), End: at, WastedGPUHours: 2}}, nil
 	})
 	// A crash gives nothing up: the successor waits the lease out.
-	kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: cs.CoordinationV1(), Namespace: g.ns, Identity: id,
+	kl, err := kube.NewLease(kube.LeaseOptions{Coordination: cs.CoordinationV1(), Namespace: g.ns, Identity: id,
 		LeaseDuration: kubeFailoverLease, RenewDeadline: kubeFailoverRenew, RetryPeriod: kubeFailoverRetry})
 	if err != nil {
 		t.Fatal(err)

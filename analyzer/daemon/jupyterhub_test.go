@@ -15,6 +15,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
 )
 
 const notebookPolicy = `
@@ -77,15 +79,15 @@ func TestIdleNotebooksStopThroughJupyterHub(t *testing.T) {
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	}
 	client := fake.NewClientset(pods[0], pods[1], pods[2], pods[3], pods[4])
-	kube := &action.Kubernetes{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: "evict"}
-	good := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: client.CoreV1(), Next: kube}
+	reclaim := &kube.Reclaim{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: "evict"}
+	good := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: &kube.Pods{Core: client.CoreV1()}, Next: reclaim}
 	badToken := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(badToken, []byte("wrong\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	acts := byPod{"jupyter-alice": good, "jupyter-bob--lab": good, "jupyter-carol": good,
-		"jupyter-dave": &action.JupyterHub{URL: hub.URL, TokenFile: badToken, Pods: client.CoreV1(), Next: kube},
-		"jupyter-erin": &action.JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: client.CoreV1(), Next: kube}}
+		"jupyter-dave": &action.JupyterHub{URL: hub.URL, TokenFile: badToken, Pods: &kube.Pods{Core: client.CoreV1()}, Next: reclaim},
+		"jupyter-erin": &action.JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: &kube.Pods{Core: client.CoreV1()}, Next: reclaim}}
 
 	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	r, d := engineRigFor(t, notebooks, origin, 0, 0)
@@ -105,7 +107,7 @@ func TestIdleNotebooksStopThroughJupyterHub(t *testing.T) {
 		t.Errorf("alice %v (want stopped), bob %v, dave %v, erin %v (want running)", hub.Running("alice", ""),
 			hub.Running("bob", "lab"), hub.Running("dave", ""), hub.Running("erin", ""))
 	}
-	if ev := actiontest.Evictions(client); len(ev) != 0 {
+	if ev := kubetest.Evictions(client); len(ev) != 0 {
 		t.Errorf("evicted %v without a fallback in the policy", ev)
 	}
 	steps := func(pod string) string {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
@@ -144,12 +145,12 @@ func TestTwoReplicasLeaderElection(t *testing.T) {
 	const leaseDuration = 1500 * time.Millisecond
 	type member struct {
 		rep    *replica
-		lease  *leader.KubeLease
+		lease  *kube.Lease
 		cancel context.CancelFunc
 		done   chan struct{}
 	}
 	mk := func(id string) *member {
-		kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: client.CoordinationV1(), Namespace: "gpuwatch", Identity: id,
+		kl, err := kube.NewLease(kube.LeaseOptions{Coordination: client.CoordinationV1(), Namespace: "gpuwatch", Identity: id,
 			LeaseDuration: leaseDuration, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond,
 			// A killed process releases nothing.
 			ReleaseOnCancel: false})

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/analyzer/web"
@@ -85,8 +86,8 @@ func TestRefusedEvictionGivenUpOnRealControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	esc := &Escalator{Policy: p, Log: lg, Metrics: NewMetrics(prometheus.NewRegistry()),
-		Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &facts.KubernetesSource{Client: cs.CoreV1()}}},
-		Actuators: map[string]action.Actuator{schema.SchedulerKubernetes: &action.Kubernetes{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"},
+		Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &kube.Facts{Core: cs.CoreV1()}}},
+		Actuators: map[string]action.Actuator{schema.SchedulerKubernetes: &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"},
 			"webhook": &fakeActuator{name: "webhook", stopped: map[string]bool{}}}}
 	start := time.Now().UTC().Truncate(time.Minute)
 	job := ns + "/" + pod.Name

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 )
 
@@ -42,7 +43,7 @@ func TestEveryAttributeIsFilled(t *testing.T) {
 	}
 	r := &facts.Resolver{Teams: tm, Sources: map[string]facts.Source{
 		schema.SchedulerSlurm:      &facts.SlurmSource{Runner: recorded(out)},
-		schema.SchedulerKubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}}
+		schema.SchedulerKubernetes: &kube.Facts{Core: c.CoreV1()}}}
 	fs := []finding.Finding{{Job: "1228", Scheduler: "slurm"}, {Job: "ml/p", Pod: "p", Namespace: "ml", Scheduler: "kubernetes"}}
 	got := r.Resolve(context.Background(), fs)
 	for _, s := range schema.MatchAttrs() {

@@ -1,7 +1,8 @@
 // Package facts is what the analyzer learns about an allocation from the
 // system that owns it, at decision time: Slurm (one squeue call per cycle)
 // or the Kubernetes API server (one list of pods and of namespaces per
-// cycle). The attributes a policy may match are defined once, in
+// cycle, kube.Facts in the Kubernetes adapter analyzer/kube). The
+// attributes a policy may match are defined once, in
 // schema.AllocationAttrs; every one of them is filled by at least one Source.
 package facts
 

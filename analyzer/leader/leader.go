@@ -1,6 +1,8 @@
 // Package leader elects the one analyzer that acts when several run: a
-// lease row in the shared store, and client-go leader election on a
-// coordination.k8s.io Lease for Deployment replicas. The others stand by.
+// lease row in the shared store, and, for Deployment replicas, client-go
+// leader election on a coordination.k8s.io Lease (kube.Lease, in the
+// Kubernetes adapter analyzer/kube), both behind Leadership. The others
+// stand by.
 package leader
 
 import (
@@ -10,13 +12,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
@@ -94,63 +90,6 @@ func (l *StoreLease) Lead(ctx context.Context, now time.Time) (bool, error) {
 // Release gives the lease up (on shutdown, so a successor need not wait).
 func (l *StoreLease) Release(ctx context.Context) error {
 	return l.Store.ReleaseLease(ctx, LeaseName, l.Identity)
-}
-
-// KubeLease is client-go leader election on a coordination.k8s.io Lease, for
-// analyzer replicas in a cluster.
-type KubeLease struct {
-	leading atomic.Bool
-	elector *leaderelection.LeaderElector
-}
-
-// KubeLeaseOptions configure KubeLease; zero durations take client-go's
-// usual values (15s, 10s, 2s).
-type KubeLeaseOptions struct {
-	Client                                    coordinationv1client.CoordinationV1Interface
-	Namespace, Identity                       string
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// ReleaseOnCancel gives the Lease up when the process stops, so that
-	// another replica takes over at once.
-	ReleaseOnCancel bool
-}
-
-// NewKubeLease prepares the election; Run takes part in it.
-func NewKubeLease(o KubeLeaseOptions) (*KubeLease, error) {
-	k := &KubeLease{}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
-	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: o.Namespace},
-		Client:     o.Client,
-		LockConfig: resourcelock.ResourceLockConfig{Identity: o.Identity},
-	}
-	el, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
-		ReleaseOnCancel: o.ReleaseOnCancel, Name: LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) { k.leading.Store(true) },
-			OnStoppedLeading: func() { k.leading.Store(false) },
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("leader election: %w", err)
-	}
-	k.elector = el
-	return k, nil
-}
-
-// Run takes part in the election until ctx ends, standing again after a lost
-// term.
-func (k *KubeLease) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		k.elector.Run(ctx)
-	}
-}
-
-// Lead implements Leadership: whether this replica leads now.
-func (k *KubeLease) Lead(context.Context, time.Time) (bool, error) {
-	return k.leading.Load() && k.elector.IsLeader(), nil
 }
 
 // Both leads only when every one of its members does (the store lease and

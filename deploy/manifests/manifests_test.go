@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// kube is deploy/kubernetes, the tree under test.
-var kube = os.DirFS("../kubernetes")
+// kubeTree is deploy/kubernetes, the tree under test.
+var kubeTree = os.DirFS("../kubernetes")
 
 var overlays = []string{"overlays/slurm-free-k8s", "overlays/production"}
 
@@ -25,11 +25,11 @@ var overlays = []string{"overlays/slurm-free-k8s", "overlays/production"}
 // must at least be well-formed Prometheus Operator monitors.
 func TestEveryManifestDecodes(t *testing.T) {
 	n := 0
-	err := fs.WalkDir(kube, ".", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(kubeTree, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || path.Ext(p) != ".yaml" || path.Base(p) == "kustomization.yaml" {
 			return err
 		}
-		data, err := fs.ReadFile(kube, p)
+		data, err := fs.ReadFile(kubeTree, p)
 		if err != nil {
 			return err
 		}
@@ -545,7 +545,7 @@ func checkServicesAndMonitors(t *testing.T, objs []Object, monitorLabels map[str
 // which stands for the Secret the operator creates.
 func smtpSecretKeys(t *testing.T) []string {
 	t.Helper()
-	data, err := fs.ReadFile(kube, "smtp-secret.example.yaml")
+	data, err := fs.ReadFile(kubeTree, "smtp-secret.example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
-	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
-	"github.com/gpuwatch/gpuwatch/analyzer/leader"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 )
 
@@ -230,7 +229,7 @@ func realRBAC(t *testing.T, vals map[string]any, cordon bool) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
-		c := &action.KubernetesCordon{Core: cs.CoreV1()}
+		c := &kube.Cordon{Core: cs.CoreV1()}
 		req := &action.Request{Step: action.StepDrain, Finding: finding.Finding{Pattern: schema.GPUFault, Hostname: node, Job: work + "/evict-me"}}
 		// A new node is annotated by the controller-manager's TTL and
 		// node-lifecycle controllers at once: a cordon between its read and
@@ -283,7 +282,7 @@ func realRBAC(t *testing.T, vals map[string]any, cordon bool) {
 func analyzerCalls(t *testing.T, cs *kubernetes.Clientset, leaseNS, work, webPod string) {
 	t.Helper()
 	ctx := context.Background()
-	src := &facts.KubernetesSource{Client: cs.CoreV1()}
+	src := &kube.Facts{Core: cs.CoreV1()}
 	got, err := src.Lookup(ctx, []string{work + "/evict-me"})
 	if err != nil || got[work+"/evict-me"] == nil {
 		t.Fatalf("facts: %v %v", got, err)
@@ -292,11 +291,11 @@ func analyzerCalls(t *testing.T, cs *kubernetes.Clientset, leaseNS, work, webPod
 		return &action.Request{Step: action.StepReclaim, Attempt: attempt,
 			Finding: finding.Finding{Pattern: schema.CPUOnly, Namespace: work, Pod: pod, Job: work + "/" + pod}}
 	}
-	k := func(mode string, deleteAfter int) *action.Kubernetes {
-		return &action.Kubernetes{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: mode, DeleteAfterRefusals: deleteAfter}
+	k := func(mode string, deleteAfter int) *kube.Reclaim {
+		return &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: mode, DeleteAfterRefusals: deleteAfter}
 	}
 	steps := []struct {
-		k       *action.Kubernetes
+		k       *kube.Reclaim
 		pod     string
 		attempt int
 		want    string
@@ -325,7 +324,7 @@ func analyzerCalls(t *testing.T, cs *kubernetes.Clientset, leaseNS, work, webPod
 		}
 	}
 
-	kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: cs.CoordinationV1(), Namespace: leaseNS, Identity: "rbac-test",
+	kl, err := kube.NewLease(kube.LeaseOptions{Coordination: cs.CoordinationV1(), Namespace: leaseNS, Identity: "rbac-test",
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond, ReleaseOnCancel: true})
 	if err != nil {
 		t.Fatal(err)

@@ -19,13 +19,12 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
-	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
-	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
-	"github.com/gpuwatch/gpuwatch/analyzer/leader"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
 )
 
-// actuatorCalls runs the Kubernetes fact source (analyzer/facts) and the Kubernetes actuator of analyzer/action through every
+// actuatorCalls runs the Kubernetes fact source and the Kubernetes actuator (both in analyzer/kube) through every
 // mode it has (evict; evict refused by a disruption budget, then delete;
 // delete; scale the owning Deployment or StatefulSet), the crash-recovery
 // reconcile, and with cordon the out_of_service cordon, against client-go's fake clientset, and returns every API call
@@ -70,7 +69,7 @@ func actuatorCalls(t *testing.T, cordon bool) []string {
 	calls := map[string]bool{}
 	for _, c := range cases {
 		client := fake.NewClientset(objects...)
-		actiontest.ScaleSubresource(client)
+		kubetest.ScaleSubresource(client)
 		client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if a.GetSubresource() != "eviction" {
 				return false, nil, nil
@@ -80,7 +79,7 @@ func actuatorCalls(t *testing.T, cordon bool) []string {
 			}
 			return true, nil, nil
 		})
-		k := &action.Kubernetes{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: c.mode, DeleteAfterRefusals: c.deleteAfter}
+		k := &kube.Reclaim{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: c.mode, DeleteAfterRefusals: c.deleteAfter}
 		attempt := c.attempt
 		if attempt == 0 {
 			attempt = 1
@@ -110,7 +109,7 @@ func actuatorCalls(t *testing.T, cordon bool) []string {
 	// The policy's out_of_service cordons a node (only when enabled).
 	if cordon {
 		client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-7"}})
-		c := &action.KubernetesCordon{Core: client.CoreV1()}
+		c := &kube.Cordon{Core: client.CoreV1()}
 		req := &action.Request{Step: action.StepDrain, Finding: finding.Finding{Pattern: schema.GPUFault, Hostname: "gpu-7", Job: "ml/bare"}}
 		if _, err := c.Act(context.Background(), req); err != nil {
 			t.Fatalf("cordon: %v", err)
@@ -124,7 +123,7 @@ func actuatorCalls(t *testing.T, cordon bool) []string {
 	}
 	// The policy's facts: one list of pods and one of namespaces per cycle.
 	client := fake.NewClientset(objects...)
-	src := &facts.KubernetesSource{Client: client.CoreV1()}
+	src := &kube.Facts{Core: client.CoreV1()}
 	if got, err := src.Lookup(context.Background(), []string{"ml/bare"}); err != nil || got["ml/bare"] == nil {
 		t.Fatalf("facts lookup: %v %v", got, err)
 	}
@@ -144,7 +143,7 @@ func actuatorCalls(t *testing.T, cordon bool) []string {
 func leaseCalls(t *testing.T) []string {
 	t.Helper()
 	client := fake.NewClientset()
-	kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: client.CoordinationV1(), Namespace: "gpuwatch", Identity: "a",
+	kl, err := kube.NewLease(kube.LeaseOptions{Coordination: client.CoordinationV1(), Namespace: "gpuwatch", Identity: "a",
 		LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 100 * time.Millisecond, ReleaseOnCancel: true})
 	if err != nil {
 		t.Fatal(err)

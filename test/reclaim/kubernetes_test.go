@@ -19,11 +19,12 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
-	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
@@ -91,8 +92,8 @@ func kubeEscalator(t *testing.T, mode string, c *fake.Clientset) (*daemon.Escala
 	}
 	return &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
 		"webhook":    nopWarn{},
-		"kubernetes": &action.Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals},
-	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}}}, lg
+		"kubernetes": &kube.Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals},
+	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &kube.Facts{Core: c.CoreV1()}}}}, lg
 }
 
 // Evictions go to the idle pods only; a PodDisruptionBudget refusal (429)
@@ -119,7 +120,7 @@ func TestKubernetesEvictionWithPDBRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := actiontest.Evictions(c); strings.Join(got, ",") != "nb-ann/jupyter-ann,nb-ann/jupyter-ann,nb-ann/jupyter-ann" {
+	if got := kubetest.Evictions(c); strings.Join(got, ",") != "nb-ann/jupyter-ann,nb-ann/jupyter-ann,nb-ann/jupyter-ann" {
 		t.Fatalf("evictions = %v, want three tries of nb-ann/jupyter-ann only", got)
 	}
 	if _, err := c.CoreV1().Pods("nb-ben").Get(context.Background(), "jupyter-ben", metav1.GetOptions{}); err != nil {
@@ -142,7 +143,7 @@ func TestKubernetesEvictionWithPDBRefusals(t *testing.T) {
 
 func TestKubernetesScaleOwnerWhenConfigured(t *testing.T) {
 	c := fake.NewClientset(kubeObjects()...)
-	actiontest.ScaleSubresource(c)
+	kubetest.ScaleSubresource(c)
 	e, _ := kubeEscalator(t, "scale_owner", c)
 	t0 := time.Now().UTC().Truncate(time.Second)
 	for _, m := range []int{0, 10} {
@@ -158,7 +159,7 @@ func TestKubernetesScaleOwnerWhenConfigured(t *testing.T) {
 	if *d.Spec.Replicas != 0 {
 		t.Fatalf("deployment lab: replicas %d, want 0", *d.Spec.Replicas)
 	}
-	if got := actiontest.Evictions(c); len(got) != 0 {
+	if got := kubetest.Evictions(c); len(got) != 0 {
 		t.Fatalf("evicted %v instead of scaling the owner", got)
 	}
 }
@@ -222,8 +223,8 @@ tiers:
 	}
 	e := &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
 		"webhook":    nopWarn{},
-		"kubernetes": &action.Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: policy.KubeEvict},
-	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &facts.KubernetesSource{Client: c.CoreV1()}}, Teams: tm}}
+		"kubernetes": &kube.Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: policy.KubeEvict},
+	}, Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &kube.Facts{Core: c.CoreV1()}}, Teams: tm}}
 	t0 := time.Now().UTC().Truncate(time.Second)
 	var evicted []string
 	for _, m := range []int{0, 10, 20} {
@@ -248,7 +249,7 @@ tiers:
 		if lists != 2 {
 			t.Fatalf("cycle at +%dm: %d list calls, want 2 (pods, namespaces)", m, lists)
 		}
-		evicted = append(evicted, actiontest.Evictions(c)...)
+		evicted = append(evicted, kubetest.Evictions(c)...)
 	}
 	sort.Strings(evicted)
 	if got := strings.Join(evicted, ","); got != "lab/batch-1,lab/nb-ann" {

@@ -1,3 +1,5 @@
+// Package actiontest helps tests of the actuators: a real JupyterHub
+// (StartHub) and a URL nobody listens on (ClosedURL).
 package actiontest
 
 import (

@@ -1,11 +1,11 @@
 // Package pools names the node pool of each GPU as the operator has it:
 // from a series label (a relabel rule that adds one), from a host map
 // (host name or glob pattern → pool), or from the facts of the scheduler or
-// the API server (Slurm partitions, Kubernetes node labels), in that order.
-// Without any of them a pool is the GPU model and the node group, read from
-// the host name (its prefix before the trailing number), and the plan says
-// so: a model alone would merge unrelated node groups, whose work must not
-// be packed together.
+// the API server (Slurm partitions, Kubernetes node labels read by
+// kube.Nodes), in that order. Without any of them a pool is the GPU model
+// and the node group, read from the host name (its prefix before the
+// trailing number), and the plan says so: a model alone would merge
+// unrelated node groups, whose work must not be packed together.
 package pools
 
 import (

@@ -26,6 +26,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
@@ -140,13 +141,13 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 			return &clikit.UsageError{Err: fmt.Errorf("--teams.file: %w", err)}
 		}
 	}
-	kube, err := KubeClient(o.Kubeconfig, o.InCluster)
+	kc, err := KubeClient(o.Kubeconfig, o.InCluster)
 	if err != nil {
 		return err
 	}
 	slurmErr := o.slurmReachable(ctx, logger)
 	slurmOK := slurmErr == nil
-	acts := o.actuators(pol, sender, kube, slurmOK, logger)
+	acts := o.actuators(pol, sender, kc, slurmOK, logger)
 	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
 	if _, err := exec.LookPath(cmp.Or(o.Squeue, "squeue")); err == nil && slurmOK {
 		slurm := &facts.SlurmSource{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
@@ -160,8 +161,8 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	} else if slurmOK {
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", cmp.Or(o.Squeue, "squeue"))
 	}
-	if kube != nil {
-		resolver.Sources[schema.SchedulerKubernetes] = &facts.KubernetesSource{Client: kube.Core}
+	if kc != nil {
+		resolver.Sources[schema.SchedulerKubernetes] = &kube.Facts{Core: kc.Core}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
@@ -220,7 +221,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		}
 		po := plan.Options{Books: accounting.Books{Records: st}}
 		if o.Pools != nil {
-			if err := o.Pools.Apply(&po, kube, &slurm.Client{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Sinfo: o.Sinfo}); err != nil {
+			if err := o.Pools.Apply(&po, kc, &slurm.Client{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Sinfo: o.Sinfo}); err != nil {
 				return err
 			}
 		}
@@ -273,8 +274,8 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	errc := make(chan error, 2)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if kube != nil && o.LeaseNamespace != "" {
-		kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: kube.Coordination, Namespace: o.LeaseNamespace, Identity: storeLease.Identity, ReleaseOnCancel: true})
+	if kc != nil && o.LeaseNamespace != "" {
+		kl, err := kube.NewLease(kube.LeaseOptions{Coordination: kc.Coordination, Namespace: o.LeaseNamespace, Identity: storeLease.Identity, ReleaseOnCancel: true})
 		if err != nil {
 			return err
 		}
@@ -364,7 +365,7 @@ func (o *analyzerOptions) slurmReachable(ctx context.Context, logger *slog.Logge
 	return nil
 }
 
-func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube *Kube, slurmOK bool, logger *slog.Logger) map[string]action.Actuator {
+func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kc *kube.Client, slurmOK bool, logger *slog.Logger) map[string]action.Actuator {
 	acts := map[string]action.Actuator{}
 	if _, err := exec.LookPath(cmp.Or(o.Scancel, "scancel")); err == nil && slurmOK {
 		acts[schema.SchedulerSlurm] = &action.Slurm{Runner: execrun.Exec{Timeout: o.CommandTimeout},
@@ -376,14 +377,14 @@ func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kube
 		if _, err := exec.LookPath(cmp.Or(o.Scontrol, "scontrol")); err == nil && slurmOK {
 			acts[action.SlurmDrainName] = &action.SlurmDrain{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Scontrol: o.Scontrol, Sinfo: o.Sinfo}
 		}
-		if kube != nil {
-			acts[action.KubernetesCordonName] = &action.KubernetesCordon{Core: kube.Core}
+		if kc != nil {
+			acts[action.KubernetesCordonName] = &kube.Cordon{Core: kc.Core}
 		}
 	}
-	if kube != nil {
-		acts[schema.SchedulerKubernetes] = &action.Kubernetes{Core: kube.Core, Apps: kube.Apps, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
+	if kc != nil {
+		acts[schema.SchedulerKubernetes] = &kube.Reclaim{Core: kc.Core, Apps: kc.Apps, Mode: pol.Kubernetes.Reclaim, DeleteAfterRefusals: pol.Kubernetes.DeleteAfterRefusals}
 		if o.JupyterHubURL != "" {
-			acts[schema.SchedulerKubernetes] = &action.JupyterHub{URL: o.JupyterHubURL, TokenFile: o.JupyterHubTokenFile, Pods: kube.Core,
+			acts[schema.SchedulerKubernetes] = &action.JupyterHub{URL: o.JupyterHubURL, TokenFile: o.JupyterHubTokenFile, Pods: &kube.Pods{Core: kc.Core},
 				Next: acts[schema.SchedulerKubernetes], FallbackEvict: pol.Kubernetes.JupyterHubFallback == policy.HubFallbackEvict}
 		}
 	}

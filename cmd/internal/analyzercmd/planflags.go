@@ -5,6 +5,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/pools"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
@@ -31,9 +32,9 @@ func RegisterPoolFlags(cmd *kingpin.CmdClause) *PoolFlags {
 	return f
 }
 
-// Apply sets o's pools from the flags; kube is the API client, or nil, and
+// Apply sets o's pools from the flags; kc is the API client, or nil, and
 // sl the Slurm client.
-func (f *PoolFlags) Apply(o *plan.Options, kube *Kube, sl pools.SlurmNodes) error {
+func (f *PoolFlags) Apply(o *plan.Options, kc *kube.Client, sl pools.SlurmNodes) error {
 	o.PoolLabel = f.Label
 	if f.MapFile != "" {
 		m, err := pools.LoadMap(f.MapFile)
@@ -46,10 +47,10 @@ func (f *PoolFlags) Apply(o *plan.Options, kube *Kube, sl pools.SlurmNodes) erro
 		return &clikit.UsageError{Err: fmt.Errorf("--pool.kubernetes-node-label needs --pool.kubernetes-nodes")}
 	}
 	if f.NodeLabels {
-		if kube == nil {
+		if kc == nil {
 			return &clikit.UsageError{Err: fmt.Errorf("--pool.kubernetes-nodes needs Kubernetes access (--kubernetes.kubeconfig or --kubernetes.in-cluster)")}
 		}
-		o.Hosts = &pools.KubernetesNodes{Client: kube.Core, Label: f.NodeLabel}
+		o.Hosts = &kube.Nodes{Core: kc.Core, Label: f.NodeLabel}
 	}
 	if f.SlurmPartitions {
 		if f.NodeLabels {

@@ -1,4 +1,4 @@
-package facts_test
+package kube_test
 
 import (
 	"github.com/gpuwatch/gpuwatch/schema"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
@@ -53,12 +54,12 @@ exemptions:
   - {team: ml-infra, reason: platform team}
 `
 
-// TestKubernetesFactsOnRealPods: real pods on the real API server (a bare
+// TestFactsOnRealPods: real pods on the real API server (a bare
 // pod, a Job's pod and a Deployment's, made by the controller-manager, with
 // labels and annotations, in namespaces with labels) get their tier, team
 // and exemption from what the API server reports, and a pod that is gone
 // has its facts missing, never a tier.
-func TestKubernetesFactsOnRealPods(t *testing.T) {
+func TestFactsOnRealPods(t *testing.T) {
 	cs := testkube.Admin(t)
 	ctx := context.Background()
 	prod := testkube.Namespace(t, cs, map[string]string{"gpuwatch.io/env": "prod"})
@@ -116,7 +117,7 @@ func TestKubernetesFactsOnRealPods(t *testing.T) {
 	}
 	// A small page size: the lists really page (the continue token).
 	r := &facts.Resolver{Teams: tm, Sources: map[string]facts.Source{
-		schema.SchedulerKubernetes: &facts.KubernetesSource{Client: cs.CoreV1(), PageSize: 2}}}
+		schema.SchedulerKubernetes: &kube.Facts{Core: cs.CoreV1(), PageSize: 2}}}
 	now := time.Now()
 	want := []struct {
 		ns, pod, tier, team, owner, exempt, missing string

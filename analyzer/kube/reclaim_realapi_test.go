@@ -1,4 +1,4 @@
-package action_test
+package kube_test
 
 import (
 	"context"
@@ -19,11 +19,12 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
-// These run the Kubernetes actuator against the real API server and
+// These run the Kubernetes actuators against the real API server and
 // controller-manager of test/kubernetes/start.sh, where the fake clientset's
 // answers are replaced by the real ones: the Eviction API consulting a
 // PodDisruptionBudget whose status the disruption controller keeps, the
@@ -80,7 +81,7 @@ func TestRealEvictionUnderDisruptionBudget(t *testing.T) {
 	testkube.RunningPod(t, cs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train-0", Namespace: ns, Labels: map[string]string{"app": "train"}}})
 	pdb(t, cs, ns, "train", 1, 1, 0)
 
-	k := &action.Kubernetes{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"}
+	k := &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"}
 	for attempt := 1; attempt <= 3; attempt++ {
 		detail, err := k.Act(ctx, reclaimReq(ns, "train-0", attempt))
 		if !errors.Is(err, action.ErrRetryLater) || !strings.Contains(err.Error(), "disruption budget refused") {
@@ -192,7 +193,7 @@ func TestRealScaleOwnerToZero(t *testing.T) {
 	running("db", 2)
 	sweep := running("sweep", 1)
 
-	k := &action.Kubernetes{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "scale_owner"}
+	k := &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "scale_owner"}
 	for _, c := range []struct{ pod, want string }{
 		{serve[0], "scaled deployment " + ns + "/serve from 2 to 0 replicas"},
 		{"db-1", "scaled statefulset " + ns + "/db from 2 to 0 replicas"},
@@ -237,7 +238,7 @@ func TestRealCordon(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
-	c := &action.KubernetesCordon{Core: cs.CoreV1()}
+	c := &kube.Cordon{Core: cs.CoreV1()}
 	req := &action.Request{Step: action.StepDrain, Finding: finding.Finding{Pattern: schema.GPUFault, Hostname: node, Job: ns + "/train"}}
 	if out, _, err := c.Reconcile(ctx, req); err != nil || out != action.NotApplied {
 		t.Fatalf("reconcile before: %v %v, want not applied", out, err)
@@ -251,7 +252,7 @@ func TestRealCordon(t *testing.T) {
 		t.Fatalf("cordon: %q %v", detail, err)
 	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil || !n.Spec.Unschedulable || n.Annotations[action.CordonReasonAnnotation] == "" {
+	if err != nil || !n.Spec.Unschedulable || n.Annotations[kube.CordonReasonAnnotation] == "" {
 		t.Fatalf("node after the cordon: unschedulable %v, annotations %v, %v", n.Spec.Unschedulable, n.Annotations, err)
 	}
 	if _, err := c.Act(ctx, req); !errors.Is(err, action.ErrAlready) {

@@ -1,4 +1,4 @@
-package pools
+package kube
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
-// Well-known node labels that name a node pool or group, in the order
-// Kubernetes tries them when KubernetesNodes.Label is empty.
+// NodePoolLabels are the well-known node labels that name a node pool or
+// group, in the order Nodes tries them when its Label is empty.
 var NodePoolLabels = []string{
 	"cloud.google.com/gke-nodepool",
 	"eks.amazonaws.com/nodegroup",
@@ -18,11 +18,13 @@ var NodePoolLabels = []string{
 	"node.kubernetes.io/instance-type",
 }
 
-// KubernetesNodes names a host's pool from its Node's labels, read from the
-// API server (one paged list of nodes per plan). Hosts are node names, as
-// the exporter's hostname label carries them.
-type KubernetesNodes struct {
-	Client corev1client.CoreV1Interface
+// Nodes is the planner's pools.Hosts for Kubernetes: it names a host's
+// pool from its Node's labels, read from the API server (one paged list of
+// nodes per plan). Hosts are node names, as the exporter's hostname label
+// carries them.
+type Nodes struct {
+	// Core lists nodes; nothing else of the API is used.
+	Core corev1client.CoreV1Interface
 	// Label is the node label naming the pool; empty: the first of
 	// NodePoolLabels a node has.
 	Label string
@@ -30,16 +32,16 @@ type KubernetesNodes struct {
 	PageSize int64
 }
 
-// Describe implements Hosts.
-func (k *KubernetesNodes) Describe() string {
+// Describe implements pools.Hosts.
+func (k *Nodes) Describe() string {
 	if k.Label != "" {
 		return "Kubernetes node label " + k.Label
 	}
 	return "Kubernetes node pool labels"
 }
 
-// Pools implements Hosts.
-func (k *KubernetesNodes) Pools(ctx context.Context, hosts []string) (map[string]string, error) {
+// Pools implements pools.Hosts.
+func (k *Nodes) Pools(ctx context.Context, hosts []string) (map[string]string, error) {
 	want := make(map[string]bool, len(hosts))
 	for _, h := range hosts {
 		want[h] = true
@@ -54,7 +56,7 @@ func (k *KubernetesNodes) Pools(ctx context.Context, hosts []string) (map[string
 	}
 	out := map[string]string{}
 	for cont := ""; ; {
-		l, err := k.Client.Nodes().List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
+		l, err := k.Core.Nodes().List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
 		if err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}

@@ -1,4 +1,4 @@
-package leader_test
+package kube_test
 
 import (
 	"context"
@@ -7,16 +7,17 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 )
 
-// TestKubeLeaseOnRealAPIServer: two analyzers elect on a real
+// TestLeaseOnRealAPIServer: two analyzers elect on a real
 // coordination.k8s.io Lease. Exactly one leads, and the Lease names it; when
 // it stops without giving the Lease up (a crash), the other takes over
 // within the lease duration and a retry period; when it stops and releases
 // the Lease (SIGTERM), the other takes over at its next retry.
-func TestKubeLeaseOnRealAPIServer(t *testing.T) {
+func TestLeaseOnRealAPIServer(t *testing.T) {
 	const (
 		lease = 3 * time.Second
 		renew = 2 * time.Second
@@ -32,12 +33,12 @@ func TestKubeLeaseOnRealAPIServer(t *testing.T) {
 			ns := testkube.Namespace(t, cs, nil)
 			type elector struct {
 				id     string
-				kl     *leader.KubeLease
+				kl     *kube.Lease
 				cancel context.CancelFunc
 				done   chan struct{}
 			}
 			start := func(id string) *elector {
-				kl, err := leader.NewKubeLease(leader.KubeLeaseOptions{Client: cs.CoordinationV1(), Namespace: ns, Identity: id,
+				kl, err := kube.NewLease(kube.LeaseOptions{Coordination: cs.CoordinationV1(), Namespace: ns, Identity: id,
 					LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry, ReleaseOnCancel: release})
 				if err != nil {
 					t.Fatal(err)

@@ -1,4 +1,4 @@
-package action
+package kube
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -35,33 +36,33 @@ func objects() []runtime.Object {
 	}
 }
 
-func podReq(pod string, attempt int) *Request {
-	return &Request{Step: StepReclaim, Attempt: attempt, Finding: finding.Finding{Scheduler: "kubernetes", Namespace: "ml", Pod: pod, Job: "ml/" + pod}}
+func podReq(pod string, attempt int) *action.Request {
+	return &action.Request{Step: action.StepReclaim, Attempt: attempt, Finding: finding.Finding{Scheduler: "kubernetes", Namespace: "ml", Pod: pod, Job: "ml/" + pod}}
 }
 
-func TestKubernetesEvictsTheRightPod(t *testing.T) {
+func TestReclaimEvictsTheRightPod(t *testing.T) {
 	c := fake.NewClientset(objects()...)
-	k := &Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict"}
+	k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict"}
 	if _, err := k.Act(context.Background(), podReq("train-0", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got := actiontest.Evictions(c); len(got) != 1 || got[0] != "ml/train-0" {
+	if got := kubetest.Evictions(c); len(got) != 1 || got[0] != "ml/train-0" {
 		t.Fatalf("evictions = %v, want [ml/train-0]", got)
 	}
 	if _, err := c.CoreV1().Pods("ml").Get(context.Background(), "other", metav1.GetOptions{}); err != nil {
 		t.Fatalf("other pod touched: %v", err)
 	}
-	if _, err := k.Act(context.Background(), podReq("missing", 1)); !errors.Is(err, ErrGone) {
+	if _, err := k.Act(context.Background(), podReq("missing", 1)); !errors.Is(err, action.ErrGone) {
 		t.Fatalf("missing pod: err = %v, want ErrGone", err)
 	}
-	if _, err := k.Act(context.Background(), podReq("Bad_Name", 1)); !errors.Is(err, ErrInvalid) {
+	if _, err := k.Act(context.Background(), podReq("Bad_Name", 1)); !errors.Is(err, action.ErrInvalid) {
 		t.Fatalf("bad name: err = %v, want ErrInvalid", err)
 	}
 }
 
 // A PodDisruptionBudget refuses with 429: retried later, deleted only when
 // configured and only after enough refusals.
-func TestKubernetesPDBRefusal(t *testing.T) {
+func TestReclaimPDBRefusal(t *testing.T) {
 	for _, tc := range []struct {
 		deleteAfter, attempt  int
 		wantRetry, wantDelete bool
@@ -78,9 +79,9 @@ func TestKubernetesPDBRefusal(t *testing.T) {
 			}
 			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
 		})
-		k := &Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict", DeleteAfterRefusals: tc.deleteAfter}
+		k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict", DeleteAfterRefusals: tc.deleteAfter}
 		detail, err := k.Act(context.Background(), podReq("train-0", tc.attempt))
-		if got := errors.Is(err, ErrRetryLater); got != tc.wantRetry {
+		if got := errors.Is(err, action.ErrRetryLater); got != tc.wantRetry {
 			t.Errorf("%+v: retry=%v (err %v)", tc, got, err)
 		}
 		_, getErr := c.CoreV1().Pods("ml").Get(context.Background(), "train-0", metav1.GetOptions{})
@@ -90,10 +91,10 @@ func TestKubernetesPDBRefusal(t *testing.T) {
 	}
 }
 
-func TestKubernetesScaleOwner(t *testing.T) {
+func TestReclaimScaleOwner(t *testing.T) {
 	c := fake.NewClientset(objects()...)
-	actiontest.ScaleSubresource(c)
-	k := &Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "scale_owner"}
+	kubetest.ScaleSubresource(c)
+	k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "scale_owner"}
 	ctx := context.Background()
 	detail, err := k.Act(ctx, podReq("nb-abc-xyz", 1))
 	if err != nil {
@@ -115,48 +116,48 @@ func TestKubernetesScaleOwner(t *testing.T) {
 	if *s.Spec.Replicas != 0 {
 		t.Fatalf("statefulset at %d replicas", *s.Spec.Replicas)
 	}
-	if len(actiontest.Evictions(c)) != 0 {
-		t.Fatalf("owned pods evicted: %v", actiontest.Evictions(c))
+	if len(kubetest.Evictions(c)) != 0 {
+		t.Fatalf("owned pods evicted: %v", kubetest.Evictions(c))
 	}
 	out, _, err := k.Reconcile(ctx, podReq("nb-abc-xyz", 1))
-	if err != nil || out != Applied {
+	if err != nil || out != action.Applied {
 		t.Fatalf("reconcile = %v %v, want applied", out, err)
 	}
 	// A bare pod has no owner: it is evicted instead.
 	if _, err := k.Act(ctx, podReq("train-0", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got := actiontest.Evictions(c); len(got) != 1 || got[0] != "ml/train-0" {
+	if got := kubetest.Evictions(c); len(got) != 1 || got[0] != "ml/train-0" {
 		t.Fatalf("evictions = %v", got)
 	}
 }
 
-func TestKubernetesReconcile(t *testing.T) {
+func TestReclaimReconcile(t *testing.T) {
 	c := fake.NewClientset(objects()...)
-	k := &Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict"}
+	k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict"}
 	ctx := context.Background()
-	if out, _, _ := k.Reconcile(ctx, podReq("train-0", 1)); out != NotApplied {
+	if out, _, _ := k.Reconcile(ctx, podReq("train-0", 1)); out != action.NotApplied {
 		t.Fatalf("running pod: %v", out)
 	}
 	if err := c.CoreV1().Pods("ml").Delete(ctx, "train-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if out, _, _ := k.Reconcile(ctx, podReq("train-0", 1)); out != Applied {
+	if out, _, _ := k.Reconcile(ctx, podReq("train-0", 1)); out != action.Applied {
 		t.Fatalf("deleted pod: %v", out)
 	}
 }
 
-// TestKubernetesScaleOwnerRereadsOnConflict: the controller manager writes
+// TestReclaimScaleOwnerRereadsOnConflict: the controller manager writes
 // a Deployment's status while the reclaim runs, so the scale update's
 // resourceVersion is stale now and then. The scale is read again and the
 // reclaim goes through; a conflict that never ends is reported.
-func TestKubernetesScaleOwnerRereadsOnConflict(t *testing.T) {
+func TestReclaimScaleOwnerRereadsOnConflict(t *testing.T) {
 	for _, tc := range []struct {
 		conflicts int
 		wantErr   bool
 	}{{conflicts: 1}, {conflicts: 3}, {conflicts: 1000, wantErr: true}} {
 		c := fake.NewClientset(objects()...)
-		actiontest.ScaleSubresource(c)
+		kubetest.ScaleSubresource(c)
 		left := tc.conflicts
 		c.PrependReactor("update", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if a.GetSubresource() != "scale" || left == 0 {
@@ -165,7 +166,7 @@ func TestKubernetesScaleOwnerRereadsOnConflict(t *testing.T) {
 			left--
 			return true, nil, apierrors.NewConflict(appsv1.Resource("deployments"), "nb", errors.New("the object has been modified"))
 		})
-		k := &Kubernetes{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "scale_owner"}
+		k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "scale_owner"}
 		detail, err := k.Act(context.Background(), podReq("nb-abc-xyz", 1))
 		d, _ := c.AppsV1().Deployments("ml").Get(context.Background(), "nb", metav1.GetOptions{})
 		if tc.wantErr {

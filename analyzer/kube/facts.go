@@ -1,31 +1,33 @@
-package facts
+package kube
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"fmt"
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
-// KubernetesSource reads pod labels, annotations and owner, and namespace
-// labels, from the API server: one list of pods and one of namespaces per
-// cycle, whatever the number of findings.
-type KubernetesSource struct {
-	// Client is the API server's core group: pods and namespaces are all it reads.
-	Client corev1client.CoreV1Interface
+// Facts is the facts.Source of Kubernetes findings: it reads pod labels,
+// annotations and owner, and namespace labels, from the API server: one
+// list of pods and one of namespaces per cycle, whatever the number of
+// findings.
+type Facts struct {
+	// Core is the API server's core group: pods and namespaces are all it reads.
+	Core corev1client.CoreV1Interface
 	// PageSize bounds each list response (default 500).
 	PageSize int64
 }
 
-// Scheduler implements Source.
-func (k *KubernetesSource) Scheduler() string { return schema.SchedulerKubernetes }
+// Scheduler implements facts.Source.
+func (k *Facts) Scheduler() string { return schema.SchedulerKubernetes }
 
-// Lookup implements Source. Jobs are "namespace/pod".
-func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[string]*Facts, error) {
+// Lookup implements facts.Source. Jobs are "namespace/pod".
+func (k *Facts) Lookup(ctx context.Context, jobs []string) (map[string]*facts.Facts, error) {
 	want := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
 		want[j] = true
@@ -36,7 +38,7 @@ func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[strin
 	}
 	nsLabels := map[string]map[string]string{}
 	for cont := ""; ; {
-		l, err := k.Client.Namespaces().List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
+		l, err := k.Core.Namespaces().List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
 		if err != nil {
 			return nil, fmt.Errorf("list namespaces: %w", err)
 		}
@@ -47,9 +49,9 @@ func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[strin
 			break
 		}
 	}
-	res := make(map[string]*Facts, len(jobs))
+	res := make(map[string]*facts.Facts, len(jobs))
 	for cont := ""; ; {
-		l, err := k.Client.Pods("").List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
+		l, err := k.Core.Pods("").List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
 		if err != nil {
 			return nil, fmt.Errorf("list pods: %w", err)
 		}
@@ -59,7 +61,7 @@ func (k *KubernetesSource) Lookup(ctx context.Context, jobs []string) (map[strin
 			if !want[id] {
 				continue
 			}
-			f := &Facts{Scheduler: schema.SchedulerKubernetes, State: string(p.Status.Phase)}
+			f := &facts.Facts{Scheduler: schema.SchedulerKubernetes, State: string(p.Status.Phase)}
 			f.Set(schema.AttrNamespace, p.Namespace)
 			f.SetMap(schema.AttrPodLabels, maps.Clone(p.Labels))
 			f.SetMap(schema.AttrPodAnnotations, maps.Clone(p.Annotations))

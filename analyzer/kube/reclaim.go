@@ -1,8 +1,6 @@
-package action
+package kube
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"errors"
 	"fmt"
@@ -17,12 +15,16 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
-// Kubernetes reclaims pods: through the Eviction API (so PodDisruptionBudgets
-// hold), by scaling the owning Deployment or StatefulSet to zero (so the pod
-// is not simply recreated), or by deleting the pod as a last resort.
-type Kubernetes struct {
+// Reclaim is the Kubernetes actuator: it reclaims pods through the Eviction
+// API (so PodDisruptionBudgets hold), by scaling the owning Deployment or
+// StatefulSet to zero (so the pod is not simply recreated), or by deleting
+// the pod as a last resort.
+type Reclaim struct {
 	// Core gets, evicts and deletes pods; Apps reads ReplicaSets and scales
 	// Deployments and StatefulSets. Nothing else of the API is used.
 	Core corev1client.CoreV1Interface
@@ -34,23 +36,33 @@ type Kubernetes struct {
 	DeleteAfterRefusals int
 }
 
+// dnsName is what a namespace, pod or node name must be before it is sent
+// to the API server: a finding's names come from its telemetry.
 var dnsName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
 
-// Name implements Actuator.
-func (k *Kubernetes) Name() string { return schema.SchedulerKubernetes }
-
-func (k *Kubernetes) target(req *Request) (string, string, error) {
-	ns, pod := req.Finding.Namespace, req.Finding.Pod
+// validPod refuses a finding's pod whose names the API could not hold.
+func validPod(ns, pod string) error {
 	if !dnsName.MatchString(ns) || !dnsName.MatchString(pod) {
-		return "", "", fmt.Errorf("pod %q/%q: %w", ns, pod, ErrInvalid)
+		return fmt.Errorf("pod %q/%q: %w", ns, pod, action.ErrInvalid)
+	}
+	return nil
+}
+
+// Name implements action.Actuator.
+func (k *Reclaim) Name() string { return schema.SchedulerKubernetes }
+
+func (k *Reclaim) target(req *action.Request) (string, string, error) {
+	ns, pod := req.Finding.Namespace, req.Finding.Pod
+	if err := validPod(ns, pod); err != nil {
+		return "", "", err
 	}
 	return ns, pod, nil
 }
 
-// Act implements Actuator for reclaim steps.
-func (k *Kubernetes) Act(ctx context.Context, req *Request) (string, error) {
-	if req.Step != StepReclaim {
-		return "", fmt.Errorf("kubernetes %s: %w", req.Step, ErrUnsupported)
+// Act implements action.Actuator for reclaim steps.
+func (k *Reclaim) Act(ctx context.Context, req *action.Request) (string, error) {
+	if req.Step != action.StepReclaim {
+		return "", fmt.Errorf("kubernetes %s: %w", req.Step, action.ErrUnsupported)
 	}
 	ns, name, err := k.target(req)
 	if err != nil {
@@ -58,13 +70,13 @@ func (k *Kubernetes) Act(ctx context.Context, req *Request) (string, error) {
 	}
 	pod, err := k.Core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("pod %s/%s: %w", ns, name, ErrGone)
+		return "", fmt.Errorf("pod %s/%s: %w", ns, name, action.ErrGone)
 	}
 	if err != nil {
 		return "", fmt.Errorf("get pod %s/%s: %w", ns, name, err)
 	}
 	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return "", fmt.Errorf("pod %s/%s is finishing: %w", ns, name, ErrGone)
+		return "", fmt.Errorf("pod %s/%s is finishing: %w", ns, name, action.ErrGone)
 	}
 	switch k.Mode {
 	case "scale_owner":
@@ -81,7 +93,7 @@ func (k *Kubernetes) Act(ctx context.Context, req *Request) (string, error) {
 	}
 }
 
-func (k *Kubernetes) evict(ctx context.Context, req *Request, pod *corev1.Pod) (string, error) {
+func (k *Reclaim) evict(ctx context.Context, req *action.Request, pod *corev1.Pod) (string, error) {
 	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
 	err := k.Core.Pods(pod.Namespace).EvictV1(ctx, ev)
 	switch {
@@ -91,17 +103,17 @@ func (k *Kubernetes) evict(ctx context.Context, req *Request, pod *corev1.Pod) (
 		if k.DeleteAfterRefusals > 0 && req.Attempt > k.DeleteAfterRefusals {
 			return k.delete(ctx, pod, fmt.Sprintf("deleted after %d refused evictions:", req.Attempt-1))
 		}
-		return "", fmt.Errorf("evict pod %s/%s: disruption budget refused (attempt %d): %w", pod.Namespace, pod.Name, req.Attempt, ErrRetryLater)
+		return "", fmt.Errorf("evict pod %s/%s: disruption budget refused (attempt %d): %w", pod.Namespace, pod.Name, req.Attempt, action.ErrRetryLater)
 	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ErrGone)
+		return "", fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, action.ErrGone)
 	}
 	return "", fmt.Errorf("evict pod %s/%s: %w", pod.Namespace, pod.Name, err)
 }
 
-func (k *Kubernetes) delete(ctx context.Context, pod *corev1.Pod, what string) (string, error) {
+func (k *Reclaim) delete(ctx context.Context, pod *corev1.Pod, what string) (string, error) {
 	err := k.Core.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ErrGone)
+		return "", fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, action.ErrGone)
 	}
 	if err != nil {
 		return "", fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -122,7 +134,7 @@ func controller(refs []metav1.OwnerReference) *metav1.OwnerReference {
 
 // owner finds the Deployment (through its ReplicaSet) or StatefulSet that
 // controls pod.
-func (k *Kubernetes) owner(ctx context.Context, pod *corev1.Pod) (kind, name string, err error) {
+func (k *Reclaim) owner(ctx context.Context, pod *corev1.Pod) (kind, name string, err error) {
 	ref := controller(pod.OwnerReferences)
 	if ref == nil {
 		return "", "", errNoOwner
@@ -142,7 +154,7 @@ func (k *Kubernetes) owner(ctx context.Context, pod *corev1.Pod) (kind, name str
 	return "", "", errNoOwner
 }
 
-func (k *Kubernetes) scaleOwner(ctx context.Context, pod *corev1.Pod) (string, error) {
+func (k *Reclaim) scaleOwner(ctx context.Context, pod *corev1.Pod) (string, error) {
 	kind, name, err := k.owner(ctx, pod)
 	if err != nil {
 		return "", err
@@ -182,36 +194,36 @@ type scaler interface {
 	UpdateScale(ctx context.Context, name string, scale *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error)
 }
 
-func (k *Kubernetes) scales(kind, ns string) scaler {
+func (k *Reclaim) scales(kind, ns string) scaler {
 	if kind == "Deployment" {
 		return k.Apps.Deployments(ns)
 	}
 	return k.Apps.StatefulSets(ns)
 }
 
-// Reconcile implements Reconciler: a reclaim took effect when the pod is gone
-// or terminating, or its owner stands at zero replicas.
-func (k *Kubernetes) Reconcile(ctx context.Context, req *Request) (Outcome, string, error) {
+// Reconcile implements action.Reconciler: a reclaim took effect when the
+// pod is gone or terminating, or its owner stands at zero replicas.
+func (k *Reclaim) Reconcile(ctx context.Context, req *action.Request) (action.Outcome, string, error) {
 	ns, name, err := k.target(req)
 	if err != nil {
 		return 0, "", err
 	}
 	pod, err := k.Core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return Applied, "pod is gone", nil
+		return action.Applied, "pod is gone", nil
 	}
 	if err != nil {
 		return 0, "", fmt.Errorf("get pod %s/%s: %w", ns, name, err)
 	}
 	if pod.DeletionTimestamp != nil {
-		return Applied, "pod is terminating", nil
+		return action.Applied, "pod is terminating", nil
 	}
 	if k.Mode == "scale_owner" {
 		if kind, oname, err := k.owner(ctx, pod); err == nil {
 			if sc, err := k.scales(kind, ns).GetScale(ctx, oname, metav1.GetOptions{}); err == nil && sc.Spec.Replicas == 0 {
-				return Applied, "owner " + oname + " is at zero replicas", nil
+				return action.Applied, "owner " + oname + " is at zero replicas", nil
 			}
 		}
 	}
-	return NotApplied, "pod " + ns + "/" + name + " still running", nil
+	return action.NotApplied, "pod " + ns + "/" + name + " still running", nil
 }

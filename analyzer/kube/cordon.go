@@ -1,4 +1,4 @@
-package action
+package kube
 
 import (
 	"context"
@@ -11,41 +11,44 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/action"
 )
 
 // CordonReasonAnnotation holds why gpuwatch cordoned a node; it stays
 // after an operator uncordons it, as the node's history.
 const CordonReasonAnnotation = "gpuwatch.io/cordon-reason"
 
-// KubernetesCordon cordons the fault finding's node (spec.unschedulable,
-// as kubectl cordon does): running pods stay, no new pod is scheduled
-// there. It never evicts: draining the pods is the operator's call.
-type KubernetesCordon struct {
+// Cordon is the Kubernetes actuator of the out_of_service action: it
+// cordons the fault finding's node (spec.unschedulable, as kubectl cordon
+// does): running pods stay, no new pod is scheduled there. It never
+// evicts: draining the pods is the operator's call.
+type Cordon struct {
 	// Core gets and patches nodes; nothing else of the API is used.
 	Core corev1client.CoreV1Interface
 }
 
-// Name implements Actuator.
-func (k *KubernetesCordon) Name() string { return KubernetesCordonName }
+// Name implements action.Actuator.
+func (k *Cordon) Name() string { return action.KubernetesCordonName }
 
-func (k *KubernetesCordon) target(req *Request) (string, error) {
+func (k *Cordon) target(req *action.Request) (string, error) {
 	n := req.Finding.Hostname
 	if !dnsName.MatchString(n) {
-		return "", fmt.Errorf("node %q: %w", n, ErrInvalid)
+		return "", fmt.Errorf("node %q: %w", n, action.ErrInvalid)
 	}
 	return n, nil
 }
 
-// Act implements Actuator for drain steps.
-func (k *KubernetesCordon) Act(ctx context.Context, req *Request) (string, error) {
-	if req.Step != StepDrain {
-		return "", fmt.Errorf("kubernetes cordon %s: %w", req.Step, ErrUnsupported)
+// Act implements action.Actuator for drain steps.
+func (k *Cordon) Act(ctx context.Context, req *action.Request) (string, error) {
+	if req.Step != action.StepDrain {
+		return "", fmt.Errorf("kubernetes cordon %s: %w", req.Step, action.ErrUnsupported)
 	}
 	name, err := k.target(req)
 	if err != nil {
 		return "", err
 	}
-	reason := OutOfServiceReason(req, "kubectl uncordon "+name)
+	reason := action.OutOfServiceReason(req, "kubectl uncordon "+name)
 	// The node's status is written by its kubelet all the time, and each
 	// write moves the resourceVersion the patch is guarded by. A conflict is
 	// read again, so an operator's cordon made meanwhile is seen (and left
@@ -54,7 +57,7 @@ func (k *KubernetesCordon) Act(ctx context.Context, req *Request) (string, error
 		return k.cordon(ctx, name, reason)
 	})
 	if apierrors.IsConflict(err) {
-		return "", fmt.Errorf("cordon node %s: changed while cordoning: %w", name, ErrRetryLater)
+		return "", fmt.Errorf("cordon node %s: changed while cordoning: %w", name, action.ErrRetryLater)
 	}
 	if err != nil {
 		return "", err
@@ -64,16 +67,16 @@ func (k *KubernetesCordon) Act(ctx context.Context, req *Request) (string, error
 
 // cordon reads the node and patches it unschedulable, guarded by the
 // resourceVersion it read.
-func (k *KubernetesCordon) cordon(ctx context.Context, name, reason string) error {
+func (k *Cordon) cordon(ctx context.Context, name, reason string) error {
 	node, err := k.Core.Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("node %s: %w", name, ErrGone)
+		return fmt.Errorf("node %s: %w", name, action.ErrGone)
 	}
 	if err != nil {
 		return fmt.Errorf("get node %s: %w", name, err)
 	}
 	if node.Spec.Unschedulable {
-		return fmt.Errorf("node %s is already cordoned: %w", name, ErrAlready)
+		return fmt.Errorf("node %s is already cordoned: %w", name, action.ErrAlready)
 	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": node.ResourceVersion,
@@ -86,7 +89,7 @@ func (k *KubernetesCordon) cordon(ctx context.Context, name, reason string) erro
 	after, err := k.Core.Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("node %s: %w", name, ErrGone)
+		return fmt.Errorf("node %s: %w", name, action.ErrGone)
 	case apierrors.IsConflict(err):
 		return err
 	case err != nil:
@@ -97,22 +100,22 @@ func (k *KubernetesCordon) cordon(ctx context.Context, name, reason string) erro
 	return nil
 }
 
-// Reconcile implements Reconciler: a cordon took effect when the node is
-// unschedulable or gone.
-func (k *KubernetesCordon) Reconcile(ctx context.Context, req *Request) (Outcome, string, error) {
+// Reconcile implements action.Reconciler: a cordon took effect when the
+// node is unschedulable or gone.
+func (k *Cordon) Reconcile(ctx context.Context, req *action.Request) (action.Outcome, string, error) {
 	name, err := k.target(req)
 	if err != nil {
 		return 0, "", err
 	}
 	node, err := k.Core.Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return Applied, "the node is gone", nil
+		return action.Applied, "the node is gone", nil
 	}
 	if err != nil {
 		return 0, "", fmt.Errorf("get node %s: %w", name, err)
 	}
 	if node.Spec.Unschedulable {
-		return Applied, "node " + name + " is cordoned", nil
+		return action.Applied, "node " + name + " is cordoned", nil
 	}
-	return NotApplied, "node " + name + " is schedulable", nil
+	return action.NotApplied, "node " + name + " is schedulable", nil
 }

@@ -1,10 +1,10 @@
-// Package actiontest helps tests of the actuators against client-go's fake
-// clientset: Evictions lists what was evicted, and ScaleSubresource fills a
-// gap of the fake. The fake does not implement the scale subresource (a GetScale answers
-// with the Deployment itself), so ScaleSubresource adds reactors that serve
-// deployments/scale and statefulsets/scale from the fake's object tracker,
-// as the API server does.
-package actiontest
+// Package kubetest helps tests of the Kubernetes actuators against
+// client-go's fake clientset: Evictions lists what was evicted, and
+// ScaleSubresource fills a gap of the fake. The fake does not implement the
+// scale subresource (a GetScale answers with the Deployment itself), so
+// ScaleSubresource adds reactors that serve deployments/scale and
+// statefulsets/scale from the fake's object tracker, as the API server does.
+package kubetest
 
 import (
 	"fmt"
