@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 	"github.com/gpuwatch/gpuwatch/schema"
@@ -65,7 +66,7 @@ faults:
 		}
 		return p
 	}
-	cordon := &action.KubernetesCordon{Core: admin.CoreV1()}
+	cordon := &kube.Cordon{Core: admin.CoreV1()}
 	r.esc.Policy = polDoc(true)
 	r.esc.Actuators[cordon.Name()] = cordon
 	d.Drainer = &Drainer{Policy: r.esc.Policy, Log: r.log, History: r.st, Actuators: map[string]action.Actuator{schema.SchedulerKubernetes: cordon}}
@@ -86,7 +87,7 @@ faults:
 		}
 		if n.Spec.Unschedulable {
 			cordoned[at] = true
-			if reason := n.Annotations[action.CordonReasonAnnotation]; !strings.Contains(reason, "gpuwatch: GPU ") {
+			if reason := n.Annotations[kube.CordonReasonAnnotation]; !strings.Contains(reason, "gpuwatch: GPU ") {
 				t.Errorf("cordon reason %q", reason)
 			}
 			// The operator looks at the GPU and puts the node back.
