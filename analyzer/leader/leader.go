@@ -1,6 +1,6 @@
 // Package leader elects the one analyzer that acts when several run: a
-// lease row in the shared store, and, for Deployment replicas, client-go
-// leader election on a coordination.k8s.io Lease (kube.Lease, in the
+// lease row in the shared store, and, for Deployment replicas, an election
+// on a coordination.k8s.io Lease by client-go's rules (kube.Lease, in the
 // Kubernetes adapter analyzer/kube), both behind Leadership. The others
 // stand by.
 package leader
