@@ -23,7 +23,7 @@ func newApp(stderr io.Writer) *command.App {
 		analyzercmd.Analyze(nil),
 		analyzercmd.Report,
 		analyzercmd.Audit,
-		analyzercmd.CheckConfig,
+		analyzercmd.CheckConfig(nil),
 	)
 }
 

@@ -16,7 +16,9 @@ func TestLeanDependencies(t *testing.T) {
 	deps := testtool.Deps(t, ".")
 	if bad := testtool.Forbidden(deps, "github.com/prometheus/prometheus/tsdb", "github.com/prometheus/prometheus/promql",
 		"github.com/aws/", "github.com/Azure/", "cloud.google.com/", "google.golang.org/api/",
-		"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"); len(bad) > 0 {
+		"github.com/gpuwatch/gpuwatch/analyzer/query/embedded", "github.com/gpuwatch/gpuwatch/exporter/sim",
+		// client-go's informers and full clientset come with tools/leaderelection.
+		"k8s.io/client-go/informers", "k8s.io/client-go/listers", "k8s.io/client-go/tools/leaderelection"); len(bad) > 0 {
 		t.Errorf("gpuwatch-analyzer depends on %d packages it must not: %s", len(bad), strings.Join(bad, " "))
 	}
 	t.Logf("gpuwatch-analyzer builds from %d packages", len(deps))

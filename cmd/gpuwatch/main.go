@@ -15,6 +15,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/cmd/internal/analyzercmd"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
@@ -33,7 +34,7 @@ func newApp(stderr io.Writer) *command.App {
 		dashboardsCommand,
 		analyzercmd.Report,
 		analyzercmd.Analyzer,
-		analyzercmd.CheckConfig,
+		analyzercmd.CheckConfig(checkScenario),
 		analyzercmd.Audit,
 		analyzercmd.Analyze(openEmbedded),
 		jobCommand,
@@ -58,3 +59,10 @@ func openEmbedded(dir string, timeout time.Duration, logger *slog.Logger) (query
 
 // loggerFrom is the logger the log flags configured.
 var loggerFrom = command.LoggerFrom
+
+// checkScenario is check-config's validation of a simulator scenario file:
+// only this binary, which runs the demo, links the simulator.
+func checkScenario(path string) error {
+	_, err := sim.LoadScenario(path)
+	return err
+}

@@ -13,13 +13,25 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
-	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
-func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) error) {
-	cmd := app.Command("check-config", "Validate every file gpuwatch reads: reclamation policy, analyzer thresholds, report/SMTP config, teams file, web config and simulator scenario; every error names file, line and key (exit 2), all of them at once. For a policy, print the effective policy (each tier, its match, each rule's steps with the effective dry-run and reclaim) and warn about risky choices, such as a catch-all tier that reclaims.")
+// CheckConfig registers check-config. checkScenario validates a simulator
+// scenario file; nil (gpuwatch-analyzer, which has no simulator) leaves the
+// --sim.scenario flag out, so the simulator is not linked for it.
+func CheckConfig(checkScenario func(path string) error) func(app *kingpin.Application) (string, func(ctx context.Context) error) {
+	return func(app *kingpin.Application) (string, func(ctx context.Context) error) {
+		return checkConfig(app, checkScenario)
+	}
+}
+
+func checkConfig(app *kingpin.Application, checkScenario func(path string) error) (string, func(ctx context.Context) error) {
+	what := "reclamation policy, analyzer thresholds, report/SMTP config, teams file and web config"
+	if checkScenario != nil {
+		what = "reclamation policy, analyzer thresholds, report/SMTP config, teams file, web config and simulator scenario"
+	}
+	cmd := app.Command("check-config", "Validate every file gpuwatch reads: "+what+"; every error names file, line and key (exit 2), all of them at once. For a policy, print the effective policy (each tier, its match, each rule's steps with the effective dry-run and reclaim) and warn about risky choices, such as a catch-all tier that reclaims.")
 	var polFile, cfgFile string
 	pol, cfg := &polFile, &cfgFile
 	cmd.Flag("policy.file", "Reclamation policy file (YAML) to check.").StringVar(pol)
@@ -29,10 +41,14 @@ func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) er
 	rep := cmd.Flag("report.config", "Report and SMTP configuration file (YAML) to check.").String()
 	tm := cmd.Flag("teams.file", "Teams file (YAML) to check; old camelCase keys are reported as deprecated.").String()
 	webCfg := cmd.Flag("web.config.file", "exporter-toolkit web config (TLS, basic auth) to check.").String()
-	scenario := cmd.Flag("sim.scenario", "Simulator scenario file (YAML) to check.").String()
+	scenario, flags := new(string), "--policy.file, --analyzer.config, --report.config, --teams.file or --web.config.file"
+	if checkScenario != nil {
+		scenario = cmd.Flag("sim.scenario", "Simulator scenario file (YAML) to check.").String()
+		flags = "--policy.file, --analyzer.config, --report.config, --teams.file, --web.config.file or --sim.scenario"
+	}
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		if *pol == "" && *cfg == "" && *rep == "" && *tm == "" && *webCfg == "" && *scenario == "" {
-			return &clikit.UsageError{Err: errors.New("nothing to check: give --policy.file, --analyzer.config, --report.config, --teams.file, --web.config.file or --sim.scenario")}
+			return &clikit.UsageError{Err: errors.New("nothing to check: give " + flags)}
 		}
 		var errs []error
 		ok := func(path string) { fmt.Fprintf(os.Stdout, "%s: OK\n", path) }
@@ -66,7 +82,7 @@ func CheckConfig(app *kingpin.Application) (string, func(ctx context.Context) er
 			}
 		}
 		if *scenario != "" {
-			if _, err := sim.LoadScenario(*scenario); err != nil {
+			if err := checkScenario(*scenario); err != nil {
 				errs = append(errs, err)
 			} else {
 				ok(*scenario)
