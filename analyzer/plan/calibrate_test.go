@@ -99,5 +99,8 @@ const (
 // they are, Prometheus spends more CPU finding every holder's series in
 // each block than reading their points, and the recorded plan cost about
 // what the raw one did. compactDays merges them by day, as a live server's
-// compactor does.
-const promRecordedCPU = 0.75
+// compactor does; then the ratio measured 0.43 and 0.63 on one machine,
+// the raw plan's share varying most, so the bound leaves room above that
+// and still fails a plan from the rules that costs what reading the week
+// does.
+const promRecordedCPU = 0.9
