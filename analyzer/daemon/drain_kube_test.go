@@ -11,10 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/action"
-	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
-	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -50,63 +47,24 @@ workloads:
   - {id: train-c, scheduler: kubernetes, namespace: %[2]s, user: cat, team: dev-a, node: %[1]s, gpus: [3], start: 0s, duration: 5h, behaviour: training}
   - {id: train-d, scheduler: kubernetes, namespace: %[2]s, user: dan, team: dev-a, node: %[1]s, gpus: [4], start: 0s, duration: 5h, behaviour: training}
   - {id: train-e, scheduler: kubernetes, namespace: %[2]s, user: eve, team: dev-a, node: %[1]s, gpus: [5], start: 0s, duration: 5h, behaviour: training}
-faults:
-  - {kind: xid, node: %[1]s, gpus: [2], at: 30m, xid: 13}
-  - {kind: xid, node: %[1]s, gpus: [1], at: 60m, xid: 48}
-  - {kind: xid, node: %[1]s, gpus: [3], at: 100m, xid: 94}
-  - {kind: xid, node: %[1]s, gpus: [4], at: 200m, xid: 79}
-  - {kind: xid, node: %[1]s, gpus: [5], at: 230m, xid: 95}
-`, node, ns)
+`+faultingNodeFaults, node, ns)
 	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	r, d := engineRigFor(t, scenario, origin, 0, 0)
-	polDoc := func(dry bool) *policy.Policy {
-		p, err := policy.Parse([]byte(fmt.Sprintf("dry_run: true\nout_of_service: {enabled: true, dry_run: %v}\ntiers: [{name: all}]\n", dry)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	cordon := &kube.Cordon{Core: admin.CoreV1()}
-	r.esc.Policy = polDoc(true)
-	r.esc.Actuators[cordon.Name()] = cordon
-	d.Drainer = &Drainer{Policy: r.esc.Policy, Log: r.log, History: r.st, Actuators: map[string]action.Actuator{schema.SchedulerKubernetes: cordon}}
-	cordoned := map[time.Duration]bool{}
-	for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5 * time.Hour)); now = now.Add(5 * time.Minute) {
-		at := now.Sub(origin)
-		if at == 2*time.Hour {
-			// The policy goes live: dry-run records do not stand for real cordons.
-			d.Drainer.Policy, r.esc.Policy = polDoc(false), polDoc(false)
-		}
-		d.Now = func() time.Time { return now }
-		if _, err := d.RunOnce(ctx); err != nil {
-			t.Fatalf("cycle at +%s: %v", at, err)
-		}
+	taken, got := outOfServiceRun(t, r, d, origin, schema.SchedulerKubernetes, &kube.Cordon{Core: admin.CoreV1()}, func() bool {
 		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("node %s: %v", node, err)
 		}
-		if n.Spec.Unschedulable {
-			cordoned[at] = true
-			if reason := n.Annotations[kube.CordonReasonAnnotation]; !strings.Contains(reason, "gpuwatch: GPU ") {
-				t.Errorf("cordon reason %q", reason)
-			}
-			// The operator looks at the GPU and puts the node back.
-			uncordon()
+		if !n.Spec.Unschedulable {
+			return false
 		}
-	}
-	evs, err := r.log.Events(ctx, audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range evs {
-		if e.Step == action.StepDrain {
-			got = append(got, fmt.Sprintf("%s:%s:%s", e.At.Sub(origin), e.State, e.Job))
-			if e.State == audit.Done && (!strings.Contains(e.Detail, "2 hardware faults") || !strings.Contains(e.Detail, "cordoned node "+node)) {
-				t.Errorf("done cordon's detail %q", e.Detail)
-			}
+		if reason := n.Annotations[kube.CordonReasonAnnotation]; !strings.Contains(reason, "gpuwatch: GPU ") {
+			t.Errorf("cordon reason %q", reason)
 		}
-	}
+		// The operator looks at the GPU and puts the node back.
+		uncordon()
+		return true
+	}, "cordoned node "+node)
 	// As on Slurm: XID 48 and XID 94 are two hardware faults by 1h40m
 	// (dry run, recorded once); live at 2h they cordon the node once; the
 	// uncordon stands until XID 79 and XID 95 come. XID 13 counts never.
@@ -117,12 +75,7 @@ faults:
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("cordon audit:\n got %v\nwant %v", got, want)
 	}
-	if testing.Verbose() {
-		for _, e := range evs {
-			t.Logf("%s %s %s %s %s", e.At.Sub(origin), e.Step, e.State, e.Job, e.Detail)
-		}
-	}
-	if len(cordoned) != 2 || !cordoned[2*time.Hour] || !cordoned[3*time.Hour+50*time.Minute] {
-		t.Errorf("node cordoned after the cycles at %v, want +2h and +3h50m", cordoned)
+	if len(taken) != 2 || !taken[2*time.Hour] || !taken[3*time.Hour+50*time.Minute] {
+		t.Errorf("node cordoned after the cycles at %v, want +2h and +3h50m", taken)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
-	"github.com/gpuwatch/gpuwatch/analyzer/audit"
-	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
@@ -55,63 +53,25 @@ workloads:
   - {id: "5003", user: cat, account: dev-a, node: %[1]s, gpus: [3], start: 0s, duration: 5h, behaviour: training}
   - {id: "5004", user: dan, account: dev-a, node: %[1]s, gpus: [4], start: 0s, duration: 5h, behaviour: training}
   - {id: "5005", user: eve, account: dev-a, node: %[1]s, gpus: [5], start: 0s, duration: 5h, behaviour: training}
-faults:
-  - {kind: xid, node: %[1]s, gpus: [2], at: 30m, xid: 13}
-  - {kind: xid, node: %[1]s, gpus: [1], at: 60m, xid: 48}
-  - {kind: xid, node: %[1]s, gpus: [3], at: 100m, xid: 94}
-  - {kind: xid, node: %[1]s, gpus: [4], at: 200m, xid: 79}
-  - {kind: xid, node: %[1]s, gpus: [5], at: 230m, xid: 95}
-`, node)
+`+faultingNodeFaults, node)
 	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	r, d := engineRigFor(t, scenario, origin, 0, 0)
-	polDoc := func(dry bool) *policy.Policy {
-		p, err := policy.Parse([]byte(fmt.Sprintf("dry_run: true\nout_of_service: {enabled: true, dry_run: %v}\ntiers: [{name: all}]\n", dry)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	drainAct := &action.SlurmDrain{Runner: execrun.Exec{Timeout: 30 * time.Second}}
-	r.esc.Policy = polDoc(true)
-	r.esc.Actuators[action.SlurmDrainName] = drainAct
-	d.Drainer = &Drainer{Policy: r.esc.Policy, Log: r.log, History: r.st, Actuators: map[string]action.Actuator{schema.SchedulerSlurm: drainAct}}
-	drained := map[time.Duration]bool{}
-	for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5 * time.Hour)); now = now.Add(5 * time.Minute) {
-		at := now.Sub(origin)
-		if at == 2*time.Hour {
-			// The policy goes live: dry-run records do not stand for real drains.
-			d.Drainer.Policy, r.esc.Policy = polDoc(false), polDoc(false)
-		}
-		d.Now = func() time.Time { return now }
-		if _, err := d.RunOnce(ctx); err != nil {
-			t.Fatalf("cycle at +%s: %v", at, err)
-		}
+	drained, got := outOfServiceRun(t, r, d, origin, schema.SchedulerSlurm, drainAct, func() bool {
 		n, err := sl.Node(ctx, node)
 		if err != nil || n == nil {
 			t.Fatalf("node %s: %v %v", node, n, err)
 		}
-		if n.Drained() {
-			drained[at] = true
-			if !strings.Contains(n.Reason, "gpuwatch: GPU ") || !strings.Contains(n.Reason, "State=RESUME") {
-				t.Errorf("drain reason %q", n.Reason)
-			}
-			// The operator looks at the GPU and puts the node back.
-			resume()
+		if !n.Drained() {
+			return false
 		}
-	}
-	evs, err := r.log.Events(ctx, audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range evs {
-		if e.Step == action.StepDrain {
-			got = append(got, fmt.Sprintf("%s:%s:%s", e.At.Sub(origin), e.State, e.Job))
-			if e.State == audit.Done && (!strings.Contains(e.Detail, "2 hardware faults") || !strings.Contains(e.Detail, "drained node "+node)) {
-				t.Errorf("done drain's detail %q", e.Detail)
-			}
+		if !strings.Contains(n.Reason, "gpuwatch: GPU ") || !strings.Contains(n.Reason, "State=RESUME") {
+			t.Errorf("drain reason %q", n.Reason)
 		}
-	}
+		// The operator looks at the GPU and puts the node back.
+		resume()
+		return true
+	}, "drained node "+node)
 	// The second hardware fault (XID 94 at 100m) is seen in the cycle
 	// that ends at it; the dry run records it once. Live at 2h, the same two
 	// faults drain the node once; the resume is not answered until XID 79
@@ -120,11 +80,6 @@ faults:
 		"3h50m0s:intended:5005", "3h50m0s:done:5005"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("drain audit:\n got %v\nwant %v", got, want)
-	}
-	if testing.Verbose() {
-		for _, e := range evs {
-			t.Logf("%s %s %s %s", e.At.Sub(origin), e.Step, e.State, e.Detail)
-		}
 	}
 	if len(drained) != 2 || !drained[2*time.Hour] || !drained[3*time.Hour+50*time.Minute] {
 		t.Errorf("node drained after the cycles at %v, want +2h and +3h50m", drained)
