@@ -60,8 +60,10 @@ func fleetValues(g, i int, off time.Duration) (held bool, vals [4]float64) {
 
 // writeFleetBlocks writes n GPUs × span at step of the series the planner
 // reads (SM activity, util, framebuffer used and free) straight into TSDB
-// blocks under dir, one block per day, two days at a time.
-func writeFleetBlocks(t testing.TB, dir string, n int, from time.Time, span, step time.Duration) int64 {
+// blocks under dir, one block per day, two days at a time; withRecorded
+// adds the planner's recorded figures of the same samples (appendRecorded).
+// It returns the raw samples written.
+func writeFleetBlocks(t testing.TB, dir string, n int, from time.Time, span, step time.Duration, rec fleetRecorded) int64 {
 	t.Helper()
 	metrics := []*schema.Metric{schema.ProfSMActive, schema.GPUUtil, schema.FBUsed, schema.FBFree}
 	days := int(span / (24 * time.Hour))
@@ -76,7 +78,7 @@ func writeFleetBlocks(t testing.TB, dir string, n int, from time.Time, span, ste
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			k, err := writeDay(dir, metrics, n, from, time.Duration(d)*24*time.Hour, step)
+			k, err := writeDay(dir, metrics, n, from, time.Duration(d)*24*time.Hour, span, step, rec)
 			if err != nil {
 				errs <- fmt.Errorf("day %d: %w", d, err)
 				return
@@ -91,10 +93,15 @@ func writeFleetBlocks(t testing.TB, dir string, n int, from time.Time, span, ste
 	for err := range errs {
 		t.Fatal(err)
 	}
+	if rec == withRecorded {
+		if err := writeLastRecorded(dir, n, from, span, step); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return total
 }
 
-func writeDay(dir string, metrics []*schema.Metric, n int, from time.Time, day, step time.Duration) (int64, error) {
+func writeDay(dir string, metrics []*schema.Metric, n int, from time.Time, day, span, step time.Duration, recorded fleetRecorded) (int64, error) {
 	ctx := context.Background()
 	w, err := tsdb.NewBlockWriter(slog.New(slog.NewTextHandler(io.Discard, nil)), dir, (24 * time.Hour).Milliseconds())
 	if err != nil {
@@ -111,7 +118,19 @@ func writeDay(dir string, metrics []*schema.Metric, n int, from time.Time, day, 
 	var total int64
 	b := labels.NewScratchBuilder(8)
 	app := w.Appender(ctx)
+	var rec *recorder
+	if recorded == withRecorded {
+		rec = newRecorder(w, n, from, span, step)
+	}
 	for off := day; off < day+24*time.Hour; off += step {
+		// The recorded points of the hour before, at its end (none at the
+		// fleet's start, where no hour came before), in time order with
+		// the raw samples: the head takes nothing far behind its newest.
+		if rec != nil && off%time.Hour == 0 && off > 0 {
+			if err := rec.boundary(ctx, off); err != nil {
+				return 0, err
+			}
+		}
 		i := int(off / step)
 		ts := from.Add(off).UnixMilli()
 		for g := 0; g < n; g++ {

@@ -54,7 +54,10 @@ func dirSize(dir string) int64 {
 // calibrate and promScaleCPU): packages test side by side and other work
 // may share the machine, so an absolute bound that one machine meets fails
 // on the next. The blocks are written with the TSDB library and served by
-// the prometheus binary.
+// the prometheus binary. Then it plans the same week from the planner's
+// recorded figures, written into the same blocks: the same plan, at a
+// fraction of the raw plan's CPU (promRecordedScaleCPU), against the 10 s
+// target.
 func TestPrometheusScale(t *testing.T) {
 	if testtool.Race {
 		t.Skip("timing targets do not hold under the race detector; scripts/test.sh runs it in its non-race step")
@@ -64,7 +67,7 @@ func TestPrometheusScale(t *testing.T) {
 	span := 7 * 24 * time.Hour
 	data := filepath.Join(t.TempDir(), "data")
 	start := time.Now()
-	samples := writeFleetBlocks(t, data, n, from, span, time.Minute)
+	samples := writeFleetBlocks(t, data, n, from, span, time.Minute, withRecorded)
 	t.Logf("wrote %d samples (%.2f GiB of blocks) in %s", samples, float64(dirSize(data))/(1<<30), time.Since(start).Round(time.Second))
 	ps := startPrometheus(t, data)
 	// The bound is the ratio to the calibration below, not this timeout.
@@ -112,12 +115,47 @@ func TestPrometheusScale(t *testing.T) {
 	if rss > 2<<30 {
 		t.Errorf("planner peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}
-	testtool.WriteBenchRow(t, "bench-plan-prometheus", fmt.Sprintf("| `gpuwatch plan` of %s GPUs × 7 days at 60 s from raw series in a real Prometheus (%s) "+
+	rawRow := fmt.Sprintf("| `gpuwatch plan` of %s GPUs × 7 days at 60 s from raw series in a real Prometheus (%s) "+
 		"(%s samples of SM activity, util and framebuffer used and free) | %.1f s wall (target 60 s; %.2f× the calibration's %.1f s, bound %.0f×), "+
 		"CPU %.1f s planner + %.1f s Prometheus, %d queries, planner peak RSS %.2f GiB (target ≤ 2 GiB) (1-minute load %s) | "+
 		"`GPUWATCH_BENCH_WRITE_DOC=$PWD/docs/performance.md go test -run 'TestPrometheusScale$' ./analyzer/plan` (CI, without `-race`) |\n",
 		testtool.Thousands(n), prometheusVersion(t), testtool.Thousands(int(samples)), wall.Seconds(), float64(wall)/float64(cal.wall), cal.wall.Seconds(), float64(promScaleWall),
-		cpu.Seconds(), pcpu.Seconds(), cq.Count(), float64(rss)/(1<<30), testtool.LoadAverage()))
+		cpu.Seconds(), pcpu.Seconds(), cq.Count(), float64(rss)/(1<<30), testtool.LoadAverage())
+
+	// The same week from the planner's recorded figures, which the blocks
+	// hold beside the raw series (writeFleetBlocks withRecorded), read as
+	// a user's plan reads them: the probe finds them and says so.
+	runtime.GC()
+	cq = &query.Counting{Q: c}
+	cpu0, pcpu0 = cpuTime(), ps.cpu()
+	start = time.Now()
+	pr, err := Build(context.Background(), cq, from, from.Add(span), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rwall := time.Since(start)
+	rcpu, rpcpu := cpuTime()-cpu0, ps.cpu()-pcpu0
+	t.Logf("SCALE plan-prometheus-recorded: %d GPUs × 7 days from the recording rules: %s wall, CPU %s planner + %s Prometheus, %d queries; read %s (%s); %s",
+		n, rwall.Round(time.Millisecond), rcpu.Round(time.Millisecond), rpcpu.Round(time.Millisecond), cq.Count(), pr.Read, pr.ReadReason, pr.Headline())
+	if pr.Read != string(demand.ReadRecorded) || cq.Count() != Probes+QueriesRecorded {
+		t.Errorf("read %s (%s) in %d queries, want the recording rules in %d", pr.Read, pr.ReadReason, cq.Count(), Probes+QueriesRecorded)
+	}
+	if pr.Headline() != p.Headline() {
+		t.Errorf("from the recording rules: %s; from raw series: %s", pr.Headline(), p.Headline())
+	}
+	t.Logf("SCALE target 10 s wall from the recording rules: %s here (informational; the CPU ratio below is held)", rwall.Round(time.Millisecond))
+	r := float64(rcpu+rpcpu) / float64(cpu+pcpu)
+	if r > promRecordedScaleCPU {
+		t.Errorf("the plan from the recording rules took %s of CPU, %.3f× the raw plan's %s: bound %.2f×", (rcpu + rpcpu).Round(time.Millisecond), r,
+			(cpu + pcpu).Round(time.Millisecond), promRecordedScaleCPU)
+	} else {
+		t.Logf("RATIO recorded plan CPU at %d GPUs: %.3f× the raw plan's %s (bound %.2f×)", n, r, (cpu + pcpu).Round(time.Millisecond), promRecordedScaleCPU)
+	}
+	recRow := fmt.Sprintf("| the same plan from the planner's recorded figures, stored beside the raw series in the same blocks "+
+		"(the points the recording rules store, checked equal to promtool's backfill by `TestRecordedBlocksMatchRules`) | %.1f s wall (target 10 s), "+
+		"CPU %.1f s planner + %.1f s Prometheus (%.3f× the raw plan's %.1f s, bound %.2f×), %d queries, the same plan (1-minute load %s) | "+
+		"the same run |\n", rwall.Seconds(), rcpu.Seconds(), rpcpu.Seconds(), r, (cpu + pcpu).Seconds(), promRecordedScaleCPU, cq.Count(), testtool.LoadAverage())
+	testtool.WriteBenchRow(t, "bench-plan-prometheus", rawRow+recRow)
 }
 
 // TestPrometheusScaleRecorded: the plan from the planner's recording rules,
@@ -125,7 +163,8 @@ func TestPrometheusScale(t *testing.T) {
 // would have evaluated them as the data arrived), against the raw plan of
 // the same Prometheus. At 10,000 GPUs the backfill alone takes longer than
 // CI's step allows on two cores, so this runs a 2,000-GPU week; the
-// 10,000-GPU raw plan is TestPrometheusScale.
+// 10,000-GPU plans, raw and from the recorded figures (written by the test
+// as the rules store them), are TestPrometheusScale.
 func TestPrometheusScaleRecorded(t *testing.T) {
 	if testtool.Race {
 		t.Skip("timing targets do not hold under the race detector; scripts/test.sh runs it in its non-race step")
@@ -134,7 +173,7 @@ func TestPrometheusScaleRecorded(t *testing.T) {
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
 	span := 7 * 24 * time.Hour
 	data := filepath.Join(t.TempDir(), "data")
-	writeFleetBlocks(t, data, n, from, span, time.Minute)
+	writeFleetBlocks(t, data, n, from, span, time.Minute, rawOnly)
 	ps := startPrometheus(t, data)
 	c, err := promapi.New(ps.URL, promapi.Options{Timeout: 10 * time.Minute})
 	if err != nil {
@@ -264,7 +303,7 @@ func TestPrometheusFleetIndependent(t *testing.T) {
 	var runs []run
 	for _, n := range []int{100, 400} {
 		data := filepath.Join(t.TempDir(), "data")
-		writeFleetBlocks(t, data, n, from, span, time.Minute)
+		writeFleetBlocks(t, data, n, from, span, time.Minute, rawOnly)
 		ps := startPrometheus(t, data)
 		c, err := promapi.New(ps.URL, promapi.Options{Timeout: time.Minute})
 		if err != nil {
@@ -306,7 +345,7 @@ func TestRecordedMatchesRaw(t *testing.T) {
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
 	span := 48 * time.Hour
 	data := filepath.Join(t.TempDir(), "data")
-	writeFleetBlocks(t, data, 32, from, span, time.Minute)
+	writeFleetBlocks(t, data, 32, from, span, time.Minute, rawOnly)
 	ps := startPrometheus(t, data)
 	c, err := promapi.New(ps.URL, promapi.Options{Timeout: time.Minute})
 	if err != nil {

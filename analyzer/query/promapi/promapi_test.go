@@ -1,6 +1,7 @@
 package promapi
 
 import (
+	"compress/gzip"
 	"context"
 	"fmt"
 	"net/http"
@@ -65,6 +66,44 @@ func TestQueryRange(t *testing.T) {
 			m, ok := v.(model.Matrix)
 			if !ok || len(m) != 1 || len(m[0].Values) != 2 || m[0].Values[1].Value != 43 {
 				t.Fatalf("got %v", v)
+			}
+		})
+	}
+}
+
+// TestCompression: answers come uncompressed unless Compression is set,
+// and a gzipped answer (as Prometheus sends one when asked) still decodes.
+func TestCompression(t *testing.T) {
+	for _, compress := range []bool{false, true} {
+		t.Run(fmt.Sprint("compression=", compress), func(t *testing.T) {
+			var asked string
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				asked = r.Header.Get("Accept-Encoding")
+				w.Header().Set("Content-Type", "application/json")
+				body := `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"UUID":"GPU-1"},"value":[1767225600,"7"]}]}}`
+				if !strings.Contains(asked, "gzip") {
+					fmt.Fprint(w, body)
+					return
+				}
+				w.Header().Set("Content-Encoding", "gzip")
+				zw := gzip.NewWriter(w)
+				fmt.Fprint(zw, body)
+				_ = zw.Close()
+			}))
+			defer s.Close()
+			cl, err := New(s.URL, Options{Compression: compress, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := cl.Query(context.Background(), "up", time.Unix(1767225600, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if vec, ok := v.(model.Vector); !ok || len(vec) != 1 || vec[0].Value != 7 {
+				t.Fatalf("got %v", v)
+			}
+			if want := map[bool]string{false: "identity", true: "gzip"}[compress]; asked != want {
+				t.Errorf("Accept-Encoding %q, want %q", asked, want)
 			}
 		})
 	}
