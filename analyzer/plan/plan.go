@@ -419,13 +419,16 @@ func (o *Options) census(pl *Pool, items []*demand.Item) (seen map[string]bool, 
 func coverage(seen map[string]bool, res *demand.Result) float64 {
 	var got, want float64
 	for d, n := range res.DeviceSamples {
-		// Device keys are host|device; a MIG instance's device is UUID/GI.
-		for k := range seen {
-			if d == k || len(d) > len(k) && d[:len(k)+1] == k+"/" {
-				got += math.Min(n, res.Expected)
-				want += res.Expected
-				break
-			}
+		// Device keys are host|device; a MIG instance's device is
+		// UUID/GI, on the GPU host|UUID.
+		k := d
+		if host, dev, ok := strings.Cut(d, "|"); ok {
+			uuid, _, _ := strings.Cut(dev, "/")
+			k = host + "|" + uuid
+		}
+		if seen[k] {
+			got += math.Min(n, res.Expected)
+			want += res.Expected
 		}
 	}
 	if want > 0 {

@@ -85,7 +85,7 @@ func (r *recorder) boundary(ctx context.Context, h time.Duration) error {
 				if !known {
 					host, idx := fmt.Sprintf("node-%04d", g/8), g%8
 					r.b.Reset()
-					r.b.Add(labels.MetricName, hourly.Record(f))
+					r.b.Add(model.MetricNameLabel, hourly.Record(f))
 					r.b.Add(schema.LabelUUID, fmt.Sprintf("GPU-%s-%d", host, idx))
 					r.b.Add(schema.LabelGPU, fmt.Sprint(idx))
 					r.b.Add(schema.LabelHostname, host)
