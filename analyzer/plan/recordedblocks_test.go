@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -142,7 +143,7 @@ func hourFigures(g int, h, span, step time.Duration) map[bool]map[hourly.Figure]
 	out := map[bool]map[hourly.Figure]float64{}
 	for held, a := range hold {
 		out[held] = map[hourly.Figure]float64{hourly.Mean: mean(a.sm), hourly.P95: promQuantile(0.95, a.sm),
-			hourly.Peak: maxOf(a.sm), hourly.Count: float64(len(a.fb)), hourly.MemPeak: maxOf(a.fb)}
+			hourly.Peak: slices.Max(a.sm), hourly.Count: float64(len(a.fb)), hourly.MemPeak: slices.Max(a.fb)}
 	}
 	// The total is used + free of each series' latest sample in the
 	// lookback [h-5m, h] (raw samples exist before span only).
@@ -166,14 +167,6 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
-}
-
-func maxOf(xs []float64) float64 {
-	m := math.Inf(-1)
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
 }
 
 // promQuantile is PromQL's quantile: linear interpolation between the
