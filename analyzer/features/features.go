@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/schema"
@@ -245,26 +244,22 @@ func FetchWith(ctx context.Context, q query.Querier, end time.Time, n int, step 
 // metric, and a Prometheus (or the embedded engine) answers them on
 // several cores.
 func queryAll(ctx context.Context, q query.Querier, exprs []string, r query.Range) ([]model.Matrix, error) {
+	calls := make([]query.Call, len(exprs))
+	for i, expr := range exprs {
+		calls[i] = query.Ranged(expr, r)
+	}
 	// One missing feature spoils the step: the first error cancels the
 	// rest, and is the one returned.
-	g, qctx := errgroup.WithContext(ctx)
-	g.SetLimit(parallel)
 	results := make([]model.Matrix, len(exprs))
-	for f, expr := range exprs {
-		g.Go(func() error {
-			v, err := q.QueryRange(qctx, expr, r)
-			if err != nil {
-				return err
-			}
-			m, ok := v.(model.Matrix)
-			if !ok {
-				return fmt.Errorf("%q returned %s, want a matrix", expr, v.Type())
-			}
-			results[f] = m
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	err := query.Fan(ctx, q, calls, parallel, func(i int, v model.Value) error {
+		m, ok := v.(model.Matrix)
+		if !ok {
+			return fmt.Errorf("%q returned %s, want a matrix", exprs[i], v.Type())
+		}
+		results[i] = m
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return results, nil

@@ -2,14 +2,12 @@ package jobview
 
 import (
 	"context"
-	"errors"
 	"math"
+	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/schema"
@@ -38,31 +36,25 @@ func Exprs(ref Ref, w time.Duration) map[string]string {
 	}
 }
 
-// instant runs the named queries side by side at t.
+// instant runs the named queries side by side at t. Every failed query is
+// named in the error: the view says which figures it lacks and shows the
+// rest.
 func instant(ctx context.Context, q query.Querier, exprs map[string]string, t time.Time) (map[string]model.Vector, error) {
-	out := map[string]model.Vector{}
-	var mu sync.Mutex
-	var g errgroup.Group
-	g.SetLimit(parallel)
-	var errs []error
-	for name, expr := range exprs {
-		g.Go(func() error {
-			v, err := q.Query(ctx, expr, t)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				// Every failed query is named: the view says which
-				// figures it lacks.
-				errs = append(errs, err)
-				return nil
-			}
-			vec, _ := v.(model.Vector)
-			out[name] = vec
-			return nil
-		})
+	names := make([]string, 0, len(exprs))
+	for name := range exprs {
+		names = append(names, name)
 	}
-	_ = g.Wait() // the queries' errors are joined below
-	return out, errors.Join(errs...)
+	sort.Strings(names)
+	calls := make([]query.Call, len(names))
+	for i, name := range names {
+		calls[i] = query.Instant(exprs[name], t)
+	}
+	out := map[string]model.Vector{}
+	err := query.FanEach(ctx, q, calls, parallel, func(i int, v model.Value) {
+		vec, _ := v.(model.Vector)
+		out[names[i]] = vec
+	})
+	return out, err
 }
 
 func byDevice(v model.Vector) map[string]float64 {

@@ -2,9 +2,7 @@ package jobview
 
 import (
 	"context"
-	"errors"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -30,23 +28,12 @@ func sparklines(ctx context.Context, o Options, sel string, r *Report) error {
 		"max" + by + "(max_over_time(" + schema.FBUsed.Name + sel + win + "))",
 	}
 	ms := make([]map[string][]*float64, len(exprs))
-	errs := make([]error, len(exprs))
-	var wg sync.WaitGroup
-	for i, e := range exprs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v, err := o.Querier.QueryRange(ctx, e, rg)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			m, _ := v.(model.Matrix)
-			ms[i] = series(m, rg, n)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	calls := []query.Call{query.Ranged(exprs[0], rg), query.Ranged(exprs[1], rg)}
+	err := query.FanEach(ctx, o.Querier, calls, len(calls), func(i int, v model.Value) {
+		m, _ := v.(model.Matrix)
+		ms[i] = series(m, rg, n)
+	})
+	if err != nil {
 		return err
 	}
 	for i := range r.GPUs {

@@ -20,11 +20,9 @@ import (
 	"math"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
@@ -321,27 +319,15 @@ func chooseRead(ctx context.Context, q query.Querier, r *Result, rules Rules) (r
 // it arrives and then dropped: a query's slot is freed only once its
 // answer is applied, so at most parallel answers are held at a time.
 func fetchAll(ctx context.Context, q query.Querier, exprs []string, parallel int, start, end time.Time, apply func(figure, model.Value) error) error {
-	g, qctx := errgroup.WithContext(ctx)
-	g.SetLimit(parallel)
-	var mu sync.Mutex // apply folds into shared items, one answer at a time
+	calls := make([]query.Call, len(exprs))
 	for f, expr := range exprs {
-		g.Go(func() error {
-			var v model.Value
-			var err error
-			if figure(f) >= qHourMean {
-				v, err = q.QueryRange(qctx, expr, query.Range{Start: start, End: end, Step: time.Hour})
-			} else {
-				v, err = q.Query(qctx, expr, end)
-			}
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			return apply(figure(f), v)
-		})
+		if figure(f) >= qHourMean {
+			calls[f] = query.Ranged(expr, query.Range{Start: start, End: end, Step: time.Hour})
+		} else {
+			calls[f] = query.Instant(expr, end)
+		}
 	}
-	return g.Wait()
+	return query.Fan(ctx, q, calls, parallel, func(i int, v model.Value) error { return apply(figure(i), v) })
 }
 
 // holderInfo is what the info series say of a holder.
@@ -525,30 +511,15 @@ func probe(ctx context.Context, q query.Querier, from, to time.Time) (coverage, 
 	rec := "count(" + hourly.Recorded(hourly.Count) + ")"
 	raw := "count(" + hourly.Raw(hourly.Count, Both) + ")"
 	first, last := from.Add(time.Hour), to
-	type ask struct {
-		expr string
-		at   time.Time
-	}
-	asks := []ask{{rec, first.Add(hourly.Lag)}, {rec, last.Add(hourly.Lag)}, {rec, last.Add(hourly.Lag - time.Hour)}, {raw, first}, {raw, last}}
-	got := make([]float64, len(asks))
-	errs := make([]error, len(asks))
-	var wg sync.WaitGroup
-	for i, a := range asks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v, err := q.Query(ctx, a.expr, a.at)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			if vec, ok := v.(model.Vector); ok && len(vec) == 1 {
-				got[i] = float64(vec[0].Value)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	calls := []query.Call{query.Instant(rec, first.Add(hourly.Lag)), query.Instant(rec, last.Add(hourly.Lag)),
+		query.Instant(rec, last.Add(hourly.Lag-time.Hour)), query.Instant(raw, first), query.Instant(raw, last)}
+	got := make([]float64, len(calls))
+	err := query.FanEach(ctx, q, calls, len(calls), func(i int, v model.Value) {
+		if vec, ok := v.(model.Vector); ok && len(vec) == 1 {
+			got[i] = float64(vec[0].Value)
+		}
+	})
+	if err != nil {
 		return coverage{}, fmt.Errorf("probe recording rules: %w", err)
 	}
 	recFirst, recLast, recPrev, rawFirst, rawLast := got[0], got[1], got[2], got[3], got[4]

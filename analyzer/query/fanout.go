@@ -1,0 +1,83 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
+)
+
+// Call is one query of a fan-out: a range query over Range when its Step
+// is set, else an instant query at At.
+type Call struct {
+	Expr  string
+	At    time.Time
+	Range Range
+}
+
+// Instant is the call of expr at t.
+func Instant(expr string, t time.Time) Call { return Call{Expr: expr, At: t} }
+
+// Ranged is the call of expr over r.
+func Ranged(expr string, r Range) Call { return Call{Expr: expr, Range: r} }
+
+func (c Call) run(ctx context.Context, q Querier) (model.Value, error) {
+	if c.Range.Step > 0 {
+		return q.QueryRange(ctx, c.Expr, c.Range)
+	}
+	return q.Query(ctx, c.Expr, c.At)
+}
+
+// Fan runs calls through q, at most parallel at a time, and hands each
+// answer to apply as it arrives, with the call's index. apply is called
+// one answer at a time, so it may fold into shared state without a lock;
+// a query's slot is freed only once its answer is applied, so at most
+// parallel answers are held at once. The first error, of a query or of
+// apply, cancels the calls still running and is the one returned: every
+// caller of Fan needs all its answers or none.
+func Fan(ctx context.Context, q Querier, calls []Call, parallel int, apply func(i int, v model.Value) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallel, 1))
+	var mu sync.Mutex
+	for i, c := range calls {
+		g.Go(func() error {
+			v, err := c.run(gctx, q)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return apply(i, v)
+		})
+	}
+	return g.Wait()
+}
+
+// FanEach is Fan for a caller that can use some answers without the
+// rest: every call runs whatever the others do, each answer reaches
+// apply, and the errors of the queries that failed come back joined, so
+// the caller can say which figures it lacks.
+func FanEach(ctx context.Context, q Querier, calls []Call, parallel int, apply func(i int, v model.Value)) error {
+	var g errgroup.Group
+	g.SetLimit(max(parallel, 1))
+	var mu sync.Mutex
+	var errs []error
+	for i, c := range calls {
+		g.Go(func() error {
+			v, err := c.run(ctx, q)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return nil
+			}
+			apply(i, v)
+			return nil
+		})
+	}
+	_ = g.Wait() // no call returns an error: they are joined below
+	return errors.Join(errs...)
+}

@@ -1,0 +1,121 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// gate is a Querier whose queries fail when their expression says so, and
+// otherwise wait to be cancelled when it says "hang"; it counts the
+// queries in flight at once.
+type gate struct {
+	inFlight, most atomic.Int32
+	ranged         atomic.Int32
+}
+
+func (g *gate) answer(ctx context.Context, expr string) (model.Value, error) {
+	n := g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	for {
+		m := g.most.Load()
+		if n <= m || g.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	switch {
+	case strings.HasPrefix(expr, "fail"):
+		return nil, errors.New(expr)
+	case expr == "hang":
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	time.Sleep(time.Millisecond)
+	return model.Vector{{Value: model.SampleValue(len(expr))}}, nil
+}
+
+func (g *gate) Query(ctx context.Context, expr string, _ time.Time) (model.Value, error) {
+	return g.answer(ctx, expr)
+}
+
+func (g *gate) QueryRange(ctx context.Context, expr string, _ Range) (model.Value, error) {
+	g.ranged.Add(1)
+	return g.answer(ctx, expr)
+}
+
+func TestFanBoundsAndAppliesEveryAnswer(t *testing.T) {
+	var g gate
+	now := time.Unix(1e9, 0)
+	calls := []Call{Instant("a", now), Ranged("bb", Range{Start: now, End: now, Step: time.Minute})}
+	for range 10 {
+		calls = append(calls, Instant("ccc", now))
+	}
+	got := make([]float64, len(calls))
+	var applying atomic.Int32
+	err := Fan(context.Background(), &g, calls, 3, func(i int, v model.Value) error {
+		if applying.Add(1) > 1 {
+			t.Error("apply called for two answers at once")
+		}
+		defer applying.Add(-1)
+		got[i] = float64(v.(model.Vector)[0].Value)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 1 || got[1] != 2 || got[11] != 3 {
+		t.Fatalf("answers not applied to their calls: %v", got)
+	}
+	if m := g.most.Load(); m > 3 {
+		t.Fatalf("%d queries in flight, bound 3", m)
+	}
+	if g.ranged.Load() != 1 {
+		t.Fatalf("%d range queries, want the one call with a step", g.ranged.Load())
+	}
+}
+
+// One failure ends a fan that needs every answer: the query still running
+// is cancelled, and the failure is what comes back.
+func TestFanFailsFast(t *testing.T) {
+	var g gate
+	now := time.Unix(1e9, 0)
+	done := make(chan error, 1)
+	go func() {
+		done <- Fan(context.Background(), &g, []Call{Instant("hang", now), Instant("fail: no such metric", now)}, 2,
+			func(int, model.Value) error { return nil })
+	}()
+	select {
+	case err := <-done:
+		if err == nil || err.Error() != "fail: no such metric" {
+			t.Fatalf("Fan = %v, want the failed query's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a failed query did not cancel the one still running")
+	}
+	// An apply error ends it the same way.
+	boom := errors.New("bad answer")
+	if err := Fan(context.Background(), &g, []Call{Instant("a", now)}, 1, func(int, model.Value) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("Fan = %v, want apply's error", err)
+	}
+}
+
+// FanEach runs every call whatever fails, applies the answers it has, and
+// names every failure.
+func TestFanEachJoinsFailures(t *testing.T) {
+	var g gate
+	now := time.Unix(1e9, 0)
+	calls := []Call{Instant("fail one", now), Instant("ok", now), Instant("fail two", now)}
+	var applied []int
+	err := FanEach(context.Background(), &g, calls, 1, func(i int, _ model.Value) { applied = append(applied, i) })
+	if err == nil || !strings.Contains(err.Error(), "fail one") || !strings.Contains(err.Error(), "fail two") {
+		t.Fatalf("FanEach = %v, want both failures named", err)
+	}
+	if len(applied) != 1 || applied[0] != 1 {
+		t.Fatalf("applied %v, want the one answer (call 1)", applied)
+	}
+}
