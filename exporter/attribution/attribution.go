@@ -186,26 +186,32 @@ func (c *Chain) Register(r prometheus.Registerer) error {
 	return nil
 }
 
-// Start refreshes the kubelet map in the background until ctx ends. The first
-// refresh is done before Start returns, bounded by the kubelet timeout, so the
-// first collection already has pods when the kubelet answers.
+// Start refreshes the kubelet map once, bounded by the kubelet timeout, so
+// the first collection already has pods when the kubelet answers.
 func (c *Chain) Start(ctx context.Context) {
+	if c.kube != nil {
+		_ = c.kube.Refresh(ctx)
+	}
+}
+
+// Run refreshes the kubelet map every interval until ctx ends; without a
+// kubelet it only waits for ctx, so that it may join a run group whatever
+// the chain holds.
+func (c *Chain) Run(ctx context.Context) {
 	if c.kube == nil {
+		<-ctx.Done()
 		return
 	}
-	_ = c.kube.Refresh(ctx)
-	go func() {
-		t := time.NewTicker(c.kubeInterval())
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			_ = c.kube.Refresh(ctx)
+	t := time.NewTicker(c.kubeInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-	}()
+		_ = c.kube.Refresh(ctx)
+	}
 }
 
 func (c *Chain) kubeInterval() time.Duration {

@@ -23,6 +23,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
+	"github.com/gpuwatch/gpuwatch/internal/rungroup"
 )
 
 // DefaultListenAddress is dcgm-exporter's port, so scrape configs carry over.
@@ -128,7 +129,8 @@ type Hooks struct {
 	// Collectors join the exporter's registry, so /metrics serves them too.
 	Collectors []prometheus.Collector
 	// Background runs in its own goroutine once collection has started,
-	// until ctx ends.
+	// until ctx ends; it must not return before (it is one of the
+	// exporter's run group, and the first member to return ends the rest).
 	Background func(ctx context.Context)
 }
 
@@ -181,10 +183,17 @@ func Run(ctx context.Context, c *Config, logger *slog.Logger, version string, h 
 	if _, err := col.CollectOnce(ctx); err != nil {
 		logger.Warn("first collection failed", "err", err)
 	}
-	go col.Run(ctx)
-	if h.Background != nil {
-		go h.Background(ctx)
+	// Every goroutine is joined before Run returns, and so before the
+	// deferred closes of the source and the chain.
+	g := rungroup.New(ctx)
+	g.Loop(col.Run)
+	if chain != nil {
+		g.Loop(chain.Run)
 	}
+	if h.Background != nil {
+		g.Loop(h.Background)
+	}
+	g.Go(func(ctx context.Context) error { return ls.Serve(ctx, server.Handler(col, version), logger) })
 	logger.Info("gpuwatch exporter started", "source", src.Name(), "collect_interval", c.CollectInterval, "listen", ls.Addrs())
-	return ls.Serve(ctx, server.Handler(col, version), logger)
+	return g.Run()
 }

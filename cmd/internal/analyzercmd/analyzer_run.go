@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
-	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"log/slog"
 	"net/http"
 	"os"
@@ -33,11 +31,14 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	analyzerweb "github.com/gpuwatch/gpuwatch/analyzer/web"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
+	"github.com/gpuwatch/gpuwatch/internal/rungroup"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -271,29 +272,25 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle("/healthz", d.HealthHandler())
 	mux.Handle("/", analyzerweb.Handler(page))
-	errc := make(chan error, 2)
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Every goroutine below is joined before the command returns: the
+	// lease is released, the listeners shut down and the cycle in flight
+	// finished before the process exits.
+	g := rungroup.New(ctx)
 	if kc != nil && o.LeaseNamespace != "" {
 		kl, err := kube.NewLease(kube.LeaseOptions{Coordination: kc.Coordination, Namespace: o.LeaseNamespace, Identity: storeLease.Identity, ReleaseOnCancel: true})
 		if err != nil {
 			return err
 		}
-		go kl.Run(sctx)
+		g.Loop(kl.Run)
 		d.Leader = leader.Both{kl, storeLease}
 	}
-	go func() { errc <- ls.Serve(sctx, mux, logger) }()
-	go func() { errc <- d.Run(sctx) }()
+	g.Go(func(ctx context.Context) error { return ls.Serve(ctx, mux, logger) })
+	g.Go(d.Run)
 	if planner != nil {
-		go planner.Run(sctx)
+		g.Loop(planner.Run)
 	}
 	logger.Info("analyzer started", "listen", ls.Addrs(), "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
-	err = <-errc
-	cancel()
-	if err2 := <-errc; err == nil {
-		err = err2
-	}
-	return err
+	return g.Run()
 }
 
 func (o *analyzerOptions) source(st *store.Store, logger *slog.Logger) (daemon.Source, error) {
