@@ -88,7 +88,7 @@ func TestEveryKeyDocumented(t *testing.T) {
 		}
 		collectKeys(&n, documented[b.kind])
 	}
-	src, err := os.ReadFile("../analyzer/policy/parse.go")
+	src, err := os.ReadFile("../analyzer/policy/file.go")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@
 package config
 
 import (
-	"fmt"
 	"reflect"
 	"strings"
 	"time"
@@ -307,7 +306,7 @@ func (r *Ratio) UnmarshalYAML(n *yaml.Node) error {
 		return err
 	}
 	if v < 0 || v > 1 {
-		return fmt.Errorf("line %d: %v is not a ratio between 0 and 1", n.Line, v)
+		return configfile.FieldError(n, "%v is not a ratio between 0 and 1", v)
 	}
 	*r = Ratio(v)
 	return nil
@@ -323,7 +322,7 @@ func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
 		return err
 	}
 	if v < 0 || v > 100 {
-		return fmt.Errorf("line %d: %v is not a percentage between 0 and 100", n.Line, v)
+		return configfile.FieldError(n, "%v is not a percentage between 0 and 100", v)
 	}
 	*p = Percent(v)
 	return nil

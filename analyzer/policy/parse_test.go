@@ -62,9 +62,9 @@ func TestParseErrorsNameKeyAndLine(t *testing.T) {
 		{"bad min_warning", "min_warning: soon\n" + minimal, `policy:1: min_warning: duration "soon": want e.g. 90s`},
 		{"infinite hours", "tiers:\n  - name: t\n    rules:\n      - pattern: cpu_only\n        min_wasted_gpu_hours: .inf\n        steps: [{action: notify}]\n", "policy:5: tiers[0].rules[0].min_wasted_gpu_hours: .inf is not a number"},
 		{"negative duration", "min_warning: -5m\n" + minimal, "policy:1: min_warning: duration \"-5m\" must not be negative"},
-		{"zero stale", "stale_after: 0s\n" + minimal, "policy:1: stale_after: must be greater than zero"},
+		{"zero stale", "stale_after: 0s\n" + minimal, `policy:1: stale_after: duration "0s" must be positive`},
 		{"bad signal", "checkpoint_signal: BOOM\n" + minimal, `policy:1: checkpoint_signal: unsupported signal "BOOM"`},
-		{"kube mode", "kubernetes:\n  reclaim: nuke\n" + minimal, `policy:2: kubernetes.reclaim: must be one of`},
+		{"kube mode", "kubernetes:\n  reclaim: nuke\n" + minimal, `policy:2: kubernetes.reclaim: unknown reclaim mode "nuke" (one of evict, scale_owner, delete)`},
 		{"webhook url", "channels:\n  webhook:\n    url: ftp://x\n" + minimal, "policy:3: channels.webhook.url: must be an absolute http(s) URL"},
 		{"webhook format", "channels:\n  webhook:\n    url: http://x/hook\n    format: irc\n" + minimal, "channels.webhook.format: unknown format \"irc\" (one of gpuwatch, slack, mattermost, msteams)"},
 		{"email empty", "channels:\n  email: {}\n" + minimal, "policy:2: channels.email: needs a domain or recipients"},
@@ -178,5 +178,71 @@ func TestStepDelaysInDays(t *testing.T) {
 	}
 	if got := p.Tiers[0].Rules[0].Steps[1].After; got != 7*24*time.Hour {
 		t.Errorf("after: 1w gave %v", got)
+	}
+}
+
+// TestSectionKeysLeftOutKeepDefaults: a section that sets one key keeps
+// the defaults of the others, and a checkpoint step without a signal takes
+// the policy's checkpoint_signal.
+func TestSectionKeysLeftOutKeepDefaults(t *testing.T) {
+	doc := "retry: {max_attempts: 3}\nout_of_service: {enabled: true}\ncheckpoint_signal: SIGTERM\n" +
+		"channels:\n  alertmanager: {url: 'http://am:9093/'}\n" + strings.Replace(minimal,
+		"{action: reclaim, after: 1h}", "{action: checkpoint, after: 30m}\n          - {action: reclaim, after: 1h}", 1)
+	p, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Retry.MaxAttempts != 3 || p.Retry.InitialBackoff != DefaultRetryInitialBackoff || p.Retry.MaxBackoff != DefaultRetryMaxBackoff {
+		t.Errorf("retry = %+v", p.Retry)
+	}
+	if o := p.OutOfService; !o.Enabled || !o.DryRun || o.Faults != DefaultOutOfServiceFaults || o.Window != DefaultOutOfServiceWindow || !o.OnRowRemapFailure {
+		t.Errorf("out_of_service = %+v", o)
+	}
+	if c := p.Channels; c.AlertmanagerURL != "http://am:9093" || c.AlertDuration != DefaultAlertDuration || c.Configured(ChannelWebhook) {
+		t.Errorf("channels = %+v", c)
+	}
+	if s := p.Tiers[0].Rules[0].Steps[1]; s.Action != StepCheckpoint || s.Signal != "TERM" {
+		t.Errorf("checkpoint step = %+v", s)
+	}
+}
+
+// TestBadValuesOfEverySectionInOnePass: the typed fields report every bad
+// value in the file at once, whatever section it is in.
+func TestBadValuesOfEverySectionInOnePass(t *testing.T) {
+	doc := `rate_limits: {reclaims_per_hour: -3}
+channels:
+  webhook: {url: 'ftp://x', format: irc}
+  email: {to: [nobody]}
+tiers:
+  - name: a
+    rules:
+      - pattern: stuck
+        steps:
+          - {action: warn, after: -1m, channels: [pager]}
+exemptions:
+  - {user: '[x', until: soon}
+`
+	_, err := ParseFile("p.yml", []byte(doc))
+	var errs configfile.Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("error %T %v, want configfile.Errors", err, err)
+	}
+	want := []string{
+		"p.yml:1: rate_limits.reclaims_per_hour: must be zero or more",
+		`p.yml:3: channels.webhook.url: must be an absolute http(s) URL, got "ftp://x"`,
+		`p.yml:3: channels.webhook.format: unknown format "irc"`,
+		`p.yml:4: channels.email.to[0]: invalid address "nobody"`,
+		`p.yml:10: tiers[0].rules[0].steps[0].after: duration "-1m" must not be negative`,
+		`p.yml:10: tiers[0].rules[0].steps[0].channels[0]: unknown channel "pager"`,
+		`p.yml:12: exemptions[0].user: invalid pattern "[x"`,
+		`p.yml:12: exemptions[0].until: invalid time "soon"`,
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(errs[i].Error(), w) {
+			t.Errorf("error %d = %q, want prefix %q", i, errs[i], w)
+		}
 	}
 }

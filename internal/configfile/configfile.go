@@ -29,9 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -128,9 +126,14 @@ type Doc struct {
 	Warnings []string
 
 	renamed map[string]string
-	lines   map[int]string // line -> deepest key path starting on it
-	shallow map[int]string // line -> shortest key path starting on it
+	lines   map[int]string  // line -> deepest key path starting on it
+	shallow map[int]string  // line -> shortest key path starting on it
+	spots   map[spot]string // where a value starts -> its key path
 }
+
+// spot is a line and column: several values share a line in flow style
+// ("{url: x, format: y}"), and a field type's error names its own.
+type spot struct{ line, column int }
 
 // Line returns the line of a key path, or of its nearest parent present.
 func (d *Doc) Line(path string) int {
@@ -190,7 +193,7 @@ func Decode(file string, data []byte, out any) (*Doc, error) {
 
 // DecodeWith is Decode with options.
 func DecodeWith(file string, data []byte, out any, o Options) (*Doc, error) {
-	doc := &Doc{File: file, renamed: o.Renamed, paths: map[string]*yaml.Node{}, keys: map[string]int{}, lines: map[int]string{}, shallow: map[int]string{}}
+	doc := &Doc{File: file, renamed: o.Renamed, paths: map[string]*yaml.Node{}, keys: map[string]int{}, lines: map[int]string{}, shallow: map[int]string{}, spots: map[spot]string{}}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var top yaml.Node
 	if err := dec.Decode(&top); err != nil {
@@ -290,14 +293,26 @@ func stripLine(msg string) string { return lineRE.ReplaceAllString(msg, "") }
 // at turns a decoder message ("line 3: cannot unmarshal ...") into an
 // Error naming the key path of that line: the innermost one, unless a whole
 // map or list was the wrong type, which the outermost key on the line holds.
+// A FieldError names its value's column too, which picks the key among
+// several on one line.
 func (d *Doc) at(msg string) *Error {
 	line := lineOf(msg)
+	msg = stripLine(msg)
 	path := d.lines[line]
 	if strings.Contains(msg, "unmarshal !!map") || strings.Contains(msg, "unmarshal !!seq") {
 		path = d.shallow[line]
 	}
-	return &Error{File: d.File, Line: line, Path: path, Msg: stripLine(msg)}
+	if m := columnRE.FindStringSubmatch(msg); m != nil {
+		col, _ := strconv.Atoi(m[1])
+		if p, ok := d.spots[spot{line, col}]; ok {
+			path = p
+		}
+		msg = msg[len(m[0]):]
+	}
+	return &Error{File: d.File, Line: line, Path: path, Msg: msg}
 }
+
+var columnRE = regexp.MustCompile(`^column (\d+): `)
 
 var (
 	unmarshaler = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
@@ -314,6 +329,7 @@ func (d *Doc) walk(n *yaml.Node, path string, t reflect.Type, errs *Errors) {
 	}
 	if path != "" {
 		d.paths[path] = n
+		d.spots[spot{n.Line, n.Column}] = path
 		if _, ok := d.lines[n.Line]; !ok || len(path) > len(d.lines[n.Line]) {
 			d.lines[n.Line] = path
 		}
@@ -481,43 +497,3 @@ func distance(a, b string) int {
 	}
 	return prev[len(b)]
 }
-
-// ParseDuration parses gpuwatch's one duration syntax, Prometheus': units
-// ms, s, m, h, d (24h) and w (7d), combined largest first ("1d12h").
-func ParseDuration(s string) (time.Duration, error) {
-	d, err := model.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("duration %q: want e.g. 90s, 15m, 1h30m, 1d or 2w", s)
-	}
-	return time.Duration(d), nil
-}
-
-// FormatDuration writes d in the syntax ParseDuration reads.
-func FormatDuration(d time.Duration) string { return model.Duration(d).String() }
-
-// Duration is a positive duration in a configuration file.
-type Duration time.Duration
-
-// D returns the time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) String() string { return FormatDuration(time.Duration(d)) }
-
-// UnmarshalYAML parses the one syntax and refuses zero and negatives.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as 90s, 1h or 1d", n.Line)
-	}
-	v, err := ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	if v <= 0 {
-		return fmt.Errorf("line %d: duration %q must be positive", n.Line, n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalYAML writes the one syntax.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }

@@ -74,7 +74,7 @@ func (p *Pattern) UnmarshalYAML(n *yaml.Node) error {
 	}
 	re, err := regexp.Compile(s)
 	if err != nil {
-		return fmt.Errorf("line %d: bad pattern %q: %w", n.Line, s, err)
+		return configfile.FieldError(n, "bad pattern %q: %v", s, err)
 	}
 	p.Regexp = re
 	return nil
