@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
@@ -297,36 +295,10 @@ func (c *Config) check(doc *configfile.Doc) configfile.Errors {
 type Duration = configfile.Duration
 
 // Ratio is a number in [0, 1].
-type Ratio float64
-
-// UnmarshalYAML checks the range, naming the line on error.
-func (r *Ratio) UnmarshalYAML(n *yaml.Node) error {
-	var v float64
-	if err := n.Decode(&v); err != nil {
-		return err
-	}
-	if v < 0 || v > 1 {
-		return configfile.FieldError(n, "%v is not a ratio between 0 and 1", v)
-	}
-	*r = Ratio(v)
-	return nil
-}
+type Ratio = configfile.Ratio
 
 // Percent is a number in [0, 100].
-type Percent float64
-
-// UnmarshalYAML checks the range, naming the line on error.
-func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
-	var v float64
-	if err := n.Decode(&v); err != nil {
-		return err
-	}
-	if v < 0 || v > 100 {
-		return configfile.FieldError(n, "%v is not a percentage between 0 and 100", v)
-	}
-	*p = Percent(v)
-	return nil
-}
+type Percent = configfile.Percent
 
 // Disabled reports whether the detector of a pattern is switched off: the
 // section whose YAML key is the pattern's name sets disabled. A pattern

@@ -175,98 +175,6 @@ type Fault struct {
 	Field    string        // field_error: the field that fails (see FieldNames)
 }
 
-// raw types mirror the file; durations stay strings until validation so
-// that every error can name its key and line.
-type rawScenario struct {
-	Name        string         `yaml:"name"`
-	Description string         `yaml:"description"`
-	Origin      string         `yaml:"origin"`
-	Repeat      string         `yaml:"repeat"`
-	Noise       rawNoise       `yaml:"noise"`
-	Fleet       []rawNodeGroup `yaml:"fleet"`
-	Workloads   []rawWorkload  `yaml:"workloads"`
-	Faults      []rawFault     `yaml:"faults"`
-}
-
-type rawNoise struct {
-	IdleUtilPercent float64 `yaml:"idle_util_percent"`
-	PowerJitterW    float64 `yaml:"power_jitter_w"`
-	BoardIdleSpread float64 `yaml:"board_idle_spread"`
-}
-
-type rawNodeGroup struct {
-	Hostname  string   `yaml:"hostname"`
-	Hostnames []string `yaml:"hostnames"`
-	Model     string   `yaml:"model"`
-	GPUs      int      `yaml:"gpus"`
-	MIG       []rawMIG `yaml:"mig"`
-}
-
-type rawMIG struct {
-	GPU      int      `yaml:"gpu"`
-	Profiles []string `yaml:"profiles"`
-}
-
-type rawMIGRef struct {
-	GPU      int `yaml:"gpu"`
-	Instance int `yaml:"instance"`
-}
-
-type rawParams struct {
-	Util       *float64 `yaml:"util"`
-	MemoryGiB  *float64 `yaml:"memory_gib"`
-	Active     string   `yaml:"active"`
-	Delay      string   `yaml:"delay"`
-	StallEvery string   `yaml:"stall_every"`
-	Stall      string   `yaml:"stall"`
-	Period     string   `yaml:"period"`
-	Phase      string   `yaml:"phase"`
-	MinUtil    *float64 `yaml:"min_util"`
-	MaxUtil    *float64 `yaml:"max_util"`
-	IdleGPUs   *int     `yaml:"idle_gpus"`
-	OrphanFor  string   `yaml:"orphan_for"`
-	CPUCores   *float64 `yaml:"cpu_cores"`
-	Every      string   `yaml:"every"`
-	Burst      string   `yaml:"burst"`
-	Quiet      string   `yaml:"quiet"`
-}
-
-type rawWorkload struct {
-	ID        string            `yaml:"id"`
-	Scheduler string            `yaml:"scheduler"`
-	Namespace string            `yaml:"namespace"`
-	Container string            `yaml:"container"`
-	User      string            `yaml:"user"`
-	Account   string            `yaml:"account"`
-	Team      string            `yaml:"team"`
-	Kind      string            `yaml:"kind"`
-	JobName   string            `yaml:"job_name"`
-	Command   string            `yaml:"command"`
-	Node      string            `yaml:"node"`
-	GPUs      []int             `yaml:"gpus"`
-	MIG       *rawMIGRef        `yaml:"mig"`
-	Start     string            `yaml:"start"`
-	End       string            `yaml:"end"`
-	Duration  string            `yaml:"duration"`
-	Behaviour string            `yaml:"behaviour"`
-	Params    rawParams         `yaml:"params"`
-	Labels    map[string]string `yaml:"labels"`
-	Expect    []string          `yaml:"expect"`
-}
-
-type rawFault struct {
-	Kind     string `yaml:"kind"`
-	Node     string `yaml:"node"`
-	GPUs     []int  `yaml:"gpus"`
-	At       string `yaml:"at"`
-	Duration string `yaml:"duration"`
-	Every    string `yaml:"every"`
-	Until    string `yaml:"until"`
-	XID      int    `yaml:"xid"`
-	Count    int    `yaml:"count"`
-	Field    string `yaml:"field"`
-}
-
 // LoadScenario reads and validates a scenario file.
 func LoadScenario(path string) (*Scenario, error) {
 	// configfile.ReadFile refuses a FIFO or device without blocking on it,
@@ -279,12 +187,13 @@ func LoadScenario(path string) (*Scenario, error) {
 }
 
 // ParseScenario parses a scenario through internal/configfile (one
-// document, known keys only, no NaN or infinity); name is used in error
-// messages. Every problem is returned (configfile.Errors), each as
+// document, known keys only, no NaN or infinity, every value checked by its
+// field's type as it is decoded), then checks the rules that join keys;
+// name is used in error messages. Every problem is returned (configfile.Errors), each as
 // "file:line: key.path: problem".
 func ParseScenario(name string, data []byte) (*Scenario, error) {
-	var raw rawScenario
-	doc, err := configfile.Decode(name, data, &raw)
+	var f scenarioFile
+	doc, err := configfile.Decode(name, data, &f)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +201,7 @@ func ParseScenario(name string, data []byte) (*Scenario, error) {
 		return nil, configfile.Errors{{File: name, Msg: "empty scenario"}}
 	}
 	v := &validator{file: name, doc: doc}
-	sc := v.scenario(&raw)
+	sc := v.scenario(&f)
 	if err := v.errs.Err(); err != nil {
 		return nil, err
 	}

@@ -244,6 +244,32 @@ func TestScenarioEveryErrorCollected(t *testing.T) {
 	}
 }
 
+// TestScenarioBadValuesOnOneLine: the field types name each bad value of
+// a flow-style line at its own key, not all at the line's last one.
+func TestScenarioBadValuesOnOneLine(t *testing.T) {
+	doc := okHead + "workloads:\n  - {id: a, user: u, node: n1, gpus: [0], scheduler: pbs, behaviour: trainin, kind: daemon, start: 0s, duration: -1h, expect: [lazy]}\n"
+	_, err := ParseScenario("s.yaml", []byte(doc))
+	var errs configfile.Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("error %T %v, want configfile.Errors", err, err)
+	}
+	want := []string{
+		`s.yaml:6: workloads[0].scheduler: unknown scheduler "pbs" (one of slurm, kubernetes)`,
+		`s.yaml:6: workloads[0].behaviour: unknown behaviour "trainin"`,
+		`s.yaml:6: workloads[0].kind: unknown kind "daemon" (one of batch, interactive, service)`,
+		`s.yaml:6: workloads[0].duration: must be positive, got -1h`,
+		`s.yaml:6: workloads[0].expect[0]: unknown pattern "lazy"`,
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(errs[i].Error(), w) {
+			t.Errorf("error %d = %q, want prefix %q", i, errs[i], w)
+		}
+	}
+}
+
 func manyHosts(n int) string {
 	h := make([]string, n)
 	for i := range h {

@@ -52,61 +52,19 @@ func keyPath(path []any) string {
 
 func path(p ...any) []any { return p }
 
-// duration parses an offset in gpuwatch's one duration syntax
-// (configfile.ParseDuration: 90s, 15m, 1h30m, 3d, 2w) with an optional
-// sign ("-2h" starts before the origin). Empty gives def.
-func (v *validator) duration(s string, def time.Duration, p []any) time.Duration {
-	if s == "" {
-		return def
-	}
-	d, err := parseDuration(s)
-	if err != nil {
-		v.failf(p, "%v", err)
-		return def
-	}
-	return d
-}
-
-func parseDuration(s string) (time.Duration, error) {
-	body := strings.TrimSpace(s)
-	neg := strings.HasPrefix(body, "-")
-	body = strings.TrimPrefix(strings.TrimPrefix(body, "-"), "+")
-	d, err := configfile.ParseDuration(body)
-	if err != nil || body == "" {
-		return 0, fmt.Errorf("duration %q: want e.g. 90s, 15m, 1h30m, 3d or 2w, with an optional sign", s)
-	}
-	if d > maxOffset {
-		return 0, fmt.Errorf("duration %q: more than 10 years", s)
-	}
-	if neg {
-		d = -d
-	}
-	return d, nil
-}
-
 // maxFleetGPUs bounds the fleet: collection cost grows with it, and a
 // bigger fleet is better simulated by several exporters.
 const maxFleetGPUs = 4096
 
-// maxOffset bounds offsets so arithmetic on them never overflows.
-const maxOffset = 10 * 365 * 24 * time.Hour
-
-func (v *validator) scenario(raw *rawScenario) *Scenario {
+func (v *validator) scenario(raw *scenarioFile) *Scenario {
 	sc := &Scenario{Name: raw.Name, Description: raw.Description}
 	if sc.Name == "" {
 		sc.Name = strings.TrimSuffix(filepath.Base(v.file), filepath.Ext(v.file))
 	}
-	if raw.Origin != "" {
-		t, err := time.Parse(time.RFC3339, raw.Origin)
-		if err != nil {
-			v.failf(path("origin"), "invalid time %q (RFC 3339, e.g. 2026-11-02T00:00:00Z)", raw.Origin)
-		}
-		sc.Origin = t
+	if raw.Origin != nil {
+		sc.Origin = raw.Origin.T()
 	}
-	sc.Repeat = v.duration(raw.Repeat, 0, path("repeat"))
-	if sc.Repeat < 0 || sc.Repeat > maxOffset {
-		v.failf(path("repeat"), "must be positive and at most 10 years")
-	}
+	sc.Repeat = time.Duration(raw.Repeat)
 	sc.Noise = Noise{IdleUtilPercent: raw.Noise.IdleUtilPercent, PowerJitterW: raw.Noise.PowerJitterW,
 		BoardIdleSpread: raw.Noise.BoardIdleSpread}
 	if n := raw.Noise.IdleUtilPercent; n < 0 || n > 10 {
@@ -125,9 +83,9 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 	for i := range raw.Fleet {
 		g := &raw.Fleet[i]
 		p := path("fleet", i)
-		m, ok := LookupModel(g.Model)
+		m, ok := LookupModel(string(g.Model))
 		if !ok {
-			v.failf(append(p, "model"), "unknown model %q (known: %s)", g.Model, strings.Join(ModelKeys(), ", "))
+			v.failf(p, "model is required (known: %s)", strings.Join(ModelKeys(), ", "))
 			continue
 		}
 		n := g.GPUs
@@ -162,17 +120,16 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 				v.failf(append(mp, "profiles"), "between 1 and 7 profiles needed")
 			}
 			var used float64
+			profiles := make([]string, len(mg.Profiles))
 			for k, prof := range mg.Profiles {
-				gib, err := migProfileGiB(prof)
-				if err != nil {
-					v.failf(append(mp, "profiles", k), "%v", err)
-				}
+				gib, _ := migProfileGiB(string(prof)) // checked as decoded
 				used += gib * 1024
+				profiles[k] = string(prof)
 			}
 			if used > m.MemoryMiB {
 				v.failf(append(mp, "profiles"), "profiles need %.0f MiB, the GPU has %.0f", used, m.MemoryMiB)
 			}
-			mig[mg.GPU] = mg.Profiles
+			mig[mg.GPU] = profiles
 		}
 		for j, h := range names {
 			hp := append(append([]any{}, p...), "hostname")
@@ -221,16 +178,6 @@ func (v *validator) scenario(raw *rawScenario) *Scenario {
 	return sc
 }
 
-// migProfileGiB reads the memory size of a MIG profile such as "3g.40gb".
-func migProfileGiB(p string) (float64, error) {
-	var g int
-	var gb float64
-	if _, err := fmt.Sscanf(p, "%dg.%fgb", &g, &gb); err != nil || g < 1 || g > 7 || gb <= 0 || gb > 200 {
-		return 0, fmt.Errorf("invalid MIG profile %q (e.g. 1g.10gb, 3g.40gb)", p)
-	}
-	return gb, nil
-}
-
 func contains[T comparable](s []T, v T) bool {
 	for _, x := range s {
 		if x == v {
@@ -255,11 +202,14 @@ func (v *validator) gpuList(gpus []int, n *Node, p []any) {
 	}
 }
 
-func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Workload, bool) {
+func (v *validator) workload(r *workloadFile, i int, nodes map[string]*Node) (Workload, bool) {
 	p := func(k ...any) []any { return append([]any{"workloads", i}, k...) }
-	w := Workload{ID: r.ID, Scheduler: r.Scheduler, Namespace: r.Namespace, Container: r.Container,
-		User: r.User, Account: r.Account, Team: r.Team, Kind: r.Kind, JobName: r.JobName, Command: r.Command,
-		Node: r.Node, GPUs: r.GPUs, Behaviour: Behaviour(r.Behaviour), Labels: r.Labels, Expect: r.Expect}
+	w := Workload{ID: r.ID, Scheduler: string(r.Scheduler), Namespace: r.Namespace, Container: r.Container,
+		User: r.User, Account: r.Account, Team: r.Team, Kind: string(r.Kind), JobName: r.JobName, Command: r.Command,
+		Node: r.Node, GPUs: r.GPUs, Behaviour: r.Behaviour, Labels: r.Labels}
+	for _, e := range r.Expect {
+		w.Expect = append(w.Expect, string(e))
+	}
 	mark := len(v.errs)
 	w.line = v.doc.Line(keyPath(p()))
 	w.key = hashString(r.Node + "/" + r.ID)
@@ -270,16 +220,12 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 	if strings.ContainsAny(w.ID, " \t\n\"\\/,") {
 		v.failf(p("id"), "invalid id %q", w.ID)
 	}
-	if !contains(behaviours, w.Behaviour) {
-		v.failf(p("behaviour"), "unknown behaviour %q", r.Behaviour)
+	if w.Behaviour == "" {
+		v.fail("behaviour is required", p()...)
 		return w, false
 	}
-	switch w.Scheduler {
-	case "":
+	if w.Scheduler == "" {
 		w.Scheduler = schema.SchedulerSlurm
-	case schema.SchedulerSlurm, schema.SchedulerKubernetes:
-	default:
-		v.failf(p("scheduler"), "must be slurm or kubernetes, got %q", w.Scheduler)
 	}
 	if w.Scheduler == schema.SchedulerKubernetes {
 		if w.Namespace == "" {
@@ -303,8 +249,7 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 	if w.JobName == "" {
 		w.JobName = string(w.Behaviour)
 	}
-	switch w.Kind {
-	case "":
+	if w.Kind == "" {
 		switch w.Behaviour {
 		case IdleNotebook, Notebook:
 			w.Kind = schema.KindInteractive
@@ -313,9 +258,6 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 		default:
 			w.Kind = schema.KindBatch
 		}
-	case schema.KindBatch, schema.KindInteractive, schema.KindService:
-	default:
-		v.failf(p("kind"), "must be batch, interactive or service, got %q", w.Kind)
 	}
 	if (w.Behaviour == IdleNotebook || w.Behaviour == Notebook) && w.Kind != schema.KindInteractive {
 		v.failf(p("kind"), "behaviour %s needs kind interactive", w.Behaviour)
@@ -349,27 +291,22 @@ func (v *validator) workload(r *rawWorkload, i int, nodes map[string]*Node) (Wor
 			}
 		}
 	}
-	w.Start = v.duration(r.Start, 0, p("start"))
+	w.Start = time.Duration(r.Start)
 	switch {
-	case r.End != "" && r.Duration != "":
+	case r.End != nil && r.Duration != nil:
 		v.failf(p("duration"), "set end or duration, not both")
-	case r.End != "":
-		w.End = v.duration(r.End, 0, p("end"))
-	case r.Duration != "":
-		w.End = w.Start + v.duration(r.Duration, 0, p("duration"))
+	case r.End != nil:
+		w.End = time.Duration(*r.End)
+	case r.Duration != nil:
+		w.End = w.Start + time.Duration(*r.Duration)
 	default:
 		v.fail("end or duration is required", p()...)
 	}
-	if w.Start < -maxOffset || w.Start > maxOffset || w.End > maxOffset {
+	if w.End > maxOffset {
 		v.failf(p("start"), "offsets must be within 10 years of the origin")
 	}
 	if v.clean(mark) && w.End <= w.Start {
 		v.failf(p("end"), "end (%s) must be after start (%s)", w.End, w.Start)
-	}
-	for j, e := range w.Expect {
-		if !schema.Pattern(e).Valid() {
-			v.failf(p("expect", j), "unknown pattern %q (known: %s)", e, knownPatterns())
-		}
 	}
 	w.Params = v.params(&r.Params, &w, p("params"))
 	return w, v.clean(mark)
@@ -394,17 +331,17 @@ var behaviourParams = map[Behaviour][]string{
 }
 
 // set lists the parameters present in the file, in declaration order.
-func (r *rawParams) set() []string {
+func (r *paramsFile) set() []string {
 	var out []string
 	for _, kv := range []struct {
 		k  string
 		on bool
 	}{
-		{"util", r.Util != nil}, {"memory_gib", r.MemoryGiB != nil}, {"active", r.Active != ""},
-		{"delay", r.Delay != ""}, {"stall_every", r.StallEvery != ""}, {"stall", r.Stall != ""},
-		{"period", r.Period != ""}, {"phase", r.Phase != ""}, {"min_util", r.MinUtil != nil}, {"max_util", r.MaxUtil != nil},
-		{"idle_gpus", r.IdleGPUs != nil}, {"orphan_for", r.OrphanFor != ""}, {"cpu_cores", r.CPUCores != nil},
-		{"every", r.Every != ""}, {"burst", r.Burst != ""}, {"quiet", r.Quiet != ""},
+		{"util", r.Util != nil}, {"memory_gib", r.MemoryGiB != nil}, {"active", r.Active != nil},
+		{"delay", r.Delay != nil}, {"stall_every", r.StallEvery != nil}, {"stall", r.Stall != nil},
+		{"period", r.Period != nil}, {"phase", r.Phase != nil}, {"min_util", r.MinUtil != nil}, {"max_util", r.MaxUtil != nil},
+		{"idle_gpus", r.IdleGPUs != nil}, {"orphan_for", r.OrphanFor != nil}, {"cpu_cores", r.CPUCores != nil},
+		{"every", r.Every != nil}, {"burst", r.Burst != nil}, {"quiet", r.Quiet != nil},
 	} {
 		if kv.on {
 			out = append(out, kv.k)
@@ -413,82 +350,51 @@ func (r *rawParams) set() []string {
 	return out
 }
 
-func (v *validator) params(r *rawParams, w *Workload, p []any) Params {
+// orDefault is a parameter's value from the file, or its behaviour's default.
+func orDefault[T ~float64 | ~int64, V ~float64 | ~int64](f *T, def V) V {
+	if f == nil {
+		return def
+	}
+	return V(*f)
+}
+
+func (v *validator) params(r *paramsFile, w *Workload, p []any) Params {
 	at := func(k string) []any { return append(append([]any{}, p...), k) }
 	for _, k := range r.set() {
 		if allowed := behaviourParams[w.Behaviour]; !contains(allowed, k) {
 			v.failf(at(k), "not a parameter of behaviour %s (it takes %s)", w.Behaviour, strings.Join(allowed, ", "))
 		}
 	}
-	pct := func(f *float64, def float64, k string) float64 {
-		if f == nil {
-			return def
-		}
-		if *f < 0 || *f > 100 {
-			v.failf(at(k), "must be between 0 and 100, got %g", *f)
-			return def
-		}
-		return *f
-	}
-	pos := func(s string, def time.Duration, k string) time.Duration {
-		d := v.duration(s, def, at(k))
-		if d <= 0 || d > maxOffset {
-			v.failf(at(k), "must be positive, got %s", s)
-			return def
-		}
-		return d
-	}
-	var pr Params
 	def := defaults(w.Behaviour)
-	pr.Util = pct(r.Util, def.Util, "util")
-	pr.MinUtil = pct(r.MinUtil, def.MinUtil, "min_util")
-	pr.MaxUtil = pct(r.MaxUtil, def.MaxUtil, "max_util")
+	pr := Params{
+		Util: orDefault(r.Util, def.Util), MinUtil: orDefault(r.MinUtil, def.MinUtil), MaxUtil: orDefault(r.MaxUtil, def.MaxUtil),
+		MemoryGiB: orDefault(r.MemoryGiB, def.MemoryGiB), CPUCores: orDefault(r.CPUCores, def.CPUCores),
+		Active: orDefault(r.Active, def.Active), Delay: orDefault(r.Delay, def.Delay),
+		StallEvery: orDefault(r.StallEvery, def.StallEvery), Stall: orDefault(r.Stall, def.Stall),
+		Period: orDefault(r.Period, def.Period), Phase: orDefault(r.Phase, time.Duration(0)),
+		Every: orDefault(r.Every, def.Every), Burst: orDefault(r.Burst, def.Burst),
+		OrphanFor: orDefault(r.OrphanFor, time.Duration(0)), Quiet: orDefault(r.Quiet, time.Duration(0)),
+	}
 	if pr.MinUtil > pr.MaxUtil {
 		v.failf(at("min_util"), "min_util %g is above max_util %g", pr.MinUtil, pr.MaxUtil)
 	}
-	pr.MemoryGiB = def.MemoryGiB
-	if r.MemoryGiB != nil {
-		if *r.MemoryGiB < 0 || *r.MemoryGiB > 200 {
-			v.failf(at("memory_gib"), "must be between 0 and 200, got %g", *r.MemoryGiB)
-		} else {
-			pr.MemoryGiB = *r.MemoryGiB
-		}
+	if pr.MemoryGiB < 0 || pr.MemoryGiB > 200 {
+		v.failf(at("memory_gib"), "must be between 0 and 200, got %g", pr.MemoryGiB)
 	}
-	pr.CPUCores = def.CPUCores
-	if r.CPUCores != nil {
-		if *r.CPUCores < 0 || *r.CPUCores > 512 {
-			v.failf(at("cpu_cores"), "must be between 0 and 512, got %g", *r.CPUCores)
-		} else {
-			pr.CPUCores = *r.CPUCores
-		}
+	if pr.CPUCores < 0 || pr.CPUCores > 512 {
+		v.failf(at("cpu_cores"), "must be between 0 and 512, got %g", pr.CPUCores)
 	}
-	pr.Active = pos(r.Active, def.Active, "active")
-	pr.Delay = pos(r.Delay, def.Delay, "delay")
-	pr.StallEvery = pos(r.StallEvery, def.StallEvery, "stall_every")
-	pr.Stall = pos(r.Stall, def.Stall, "stall")
 	if pr.Stall >= pr.StallEvery {
 		v.failf(at("stall"), "stall %s must be shorter than stall_every %s", pr.Stall, pr.StallEvery)
 	}
-	pr.Period = pos(r.Period, def.Period, "period")
-	if r.Phase != "" {
-		pr.Phase = v.duration(r.Phase, 0, at("phase"))
-		if pr.Phase < 0 || pr.Phase >= pr.Period {
-			v.failf(at("phase"), "must be at least 0 and shorter than period %s, got %s", pr.Period, r.Phase)
-			pr.Phase = 0
-		}
+	if pr.Phase >= pr.Period {
+		v.failf(at("phase"), "must be shorter than period %s, got %s", pr.Period, pr.Phase)
 	}
-	pr.Every = pos(r.Every, def.Every, "every")
-	pr.Burst = pos(r.Burst, def.Burst, "burst")
 	if pr.Burst >= pr.Every {
 		v.failf(at("burst"), "burst %s must be shorter than every %s", pr.Burst, pr.Every)
 	}
-	if r.OrphanFor != "" {
-		pr.OrphanFor = pos(r.OrphanFor, 0, "orphan_for")
-	}
-	if r.Quiet != "" {
-		if pr.Quiet = pos(r.Quiet, 0, "quiet"); pr.Quiet >= pr.Period {
-			v.failf(at("quiet"), "quiet %s must be shorter than period %s", pr.Quiet, pr.Period)
-		}
+	if r.Quiet != nil && pr.Quiet >= pr.Period {
+		v.failf(at("quiet"), "quiet %s must be shorter than period %s", pr.Quiet, pr.Period)
 	}
 	n := len(w.GPUs)
 	pr.IdleGPUs = n / 2
@@ -535,12 +441,14 @@ func defaults(b Behaviour) Params {
 	return p
 }
 
-func (v *validator) fault(r *rawFault, i int, nodes map[string]*Node) (Fault, bool) {
+func (v *validator) fault(r *faultFile, i int, nodes map[string]*Node) (Fault, bool) {
 	p := func(k ...any) []any { return append([]any{"faults", i}, k...) }
 	mark := len(v.errs)
-	f := Fault{Kind: FaultKind(r.Kind), Node: r.Node, GPUs: r.GPUs, XID: r.XID, Count: r.Count, Field: r.Field}
-	if !contains(faultKinds, f.Kind) {
-		v.failf(p("kind"), "unknown fault kind %q", r.Kind)
+	f := Fault{Kind: r.Kind, Node: r.Node, GPUs: r.GPUs, XID: r.XID, Count: r.Count, Field: r.Field,
+		At: time.Duration(r.At), Duration: orDefault(r.Duration, time.Duration(0)), Every: time.Duration(r.Every),
+		Until: orDefault(r.Until, time.Duration(0))}
+	if f.Kind == "" {
+		v.failf(p(), "kind is required (one of %s)", joinKinds())
 		return f, false
 	}
 	n, ok := nodes[f.Node]
@@ -554,29 +462,19 @@ func (v *validator) fault(r *rawFault, i int, nodes map[string]*Node) (Fault, bo
 		}
 	}
 	v.gpuList(f.GPUs, n, p("gpus"))
-	f.At = v.duration(r.At, 0, p("at"))
-	f.Duration = v.duration(r.Duration, 0, p("duration"))
-	f.Every = v.duration(r.Every, 0, p("every"))
-	f.Until = v.duration(r.Until, 0, p("until"))
-	if f.At < 0 || f.At > maxOffset {
-		v.failf(p("at"), "must be between 0 and 10 years")
-	}
-	if f.Duration < 0 || f.Duration > maxOffset {
-		v.failf(p("duration"), "must be positive")
-	}
-	if f.Every < 0 || f.Every > maxOffset {
-		v.failf(p("every"), "must be positive")
+	if f.At < 0 {
+		v.failf(p("at"), "must not be before the origin")
 	}
 	if f.Every > 0 && f.Every < time.Second {
 		v.failf(p("every"), "must be at least 1s")
 	}
-	if f.Until != 0 && (f.Until < f.At || f.Until > maxOffset) {
+	if r.Until != nil && f.Until < f.At {
 		v.failf(p("until"), "must be after at")
 	}
 	if f.Kind.windowed() && f.Every > 0 && (f.Duration == 0 || f.Duration >= f.Every) {
 		v.failf(p("duration"), "a recurring %s needs a duration shorter than every", f.Kind)
 	}
-	if !f.Kind.windowed() && r.Duration != "" && f.Kind != RowRemapFailure && f.Kind != ECCDBE {
+	if !f.Kind.windowed() && r.Duration != nil && f.Kind != RowRemapFailure && f.Kind != ECCDBE {
 		v.failf(p("duration"), "%s is a point event: use every for recurrence", f.Kind)
 	}
 	if f.Kind == XID {
@@ -600,6 +498,14 @@ func (v *validator) fault(r *rawFault, i int, nodes map[string]*Node) (Fault, bo
 		v.failf(p("count"), "must be between 1 and 1000000")
 	}
 	return f, v.clean(mark)
+}
+
+func joinKinds() string {
+	names := make([]string, len(faultKinds))
+	for i, k := range faultKinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
 }
 
 // overlaps refuses two workloads holding the same GPU at the same time:
@@ -651,13 +557,4 @@ func (v *validator) overlaps(sc *Scenario) {
 			}
 		}
 	}
-}
-
-// knownPatterns lists the waste patterns `expect` accepts.
-func knownPatterns() string {
-	names := make([]string, len(schema.Patterns))
-	for i, p := range schema.Patterns {
-		names[i] = string(p)
-	}
-	return strings.Join(names, ", ")
 }

@@ -139,6 +139,38 @@ func (a *Amount) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// Ratio is a number in [0, 1].
+type Ratio float64
+
+// UnmarshalYAML checks the range, naming the line on error.
+func (r *Ratio) UnmarshalYAML(n *yaml.Node) error {
+	var v float64
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	if v < 0 || v > 1 {
+		return FieldError(n, "%v is not a ratio between 0 and 1", v)
+	}
+	*r = Ratio(v)
+	return nil
+}
+
+// Percent is a number in [0, 100].
+type Percent float64
+
+// UnmarshalYAML checks the range, naming the line on error.
+func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
+	var v float64
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	if v < 0 || v > 100 {
+		return FieldError(n, "%v is not a percentage between 0 and 100", v)
+	}
+	*p = Percent(v)
+	return nil
+}
+
 // Time is an instant written in RFC 3339 ("2026-12-31T00:00:00Z").
 type Time time.Time
 
