@@ -208,10 +208,13 @@ func Exprs(w time.Duration, src Source, recorded bool) []string {
 	out := make([]string, figures)
 	if recorded {
 		// The window's recorded points are stored in [from+1h, to+1h).
+		// The hourly figures are read as the points stored, one instant
+		// query each: a range query would have Prometheus select every
+		// holder's series once per hour of the window.
 		win := fmt.Sprintf("[%dms] offset 1ms", w.Milliseconds())
 		out[qTotal] = "max_over_time(" + hourly.Record(hourly.Total) + win + ")"
 		for f, h := range hourlyOf {
-			out[f] = hourly.Recorded(h)
+			out[f] = hourly.Record(h) + win
 		}
 	} else {
 		// The total at every hour boundary in (from, to].
@@ -264,9 +267,9 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 	if recorded {
 		lag = hourly.Lag
 	}
-	fd := &fold{from: from, hours: hours, lag: lag, poolLabel: o.Pools.Label, exprs: exprs,
+	fd := &fold{from: from, hours: hours, lag: lag, points: recorded, poolLabel: o.Pools.Label, exprs: exprs,
 		items: map[string]*Item{}, infos: map[string]holderInfo{}}
-	if err := fetchAll(ctx, q, exprs, o.Parallel, from.Add(time.Hour+lag), to.Add(lag), fd.apply); err != nil {
+	if err := fetchAll(ctx, q, exprs, o.Parallel, !recorded, from.Add(time.Hour+lag), to.Add(lag), fd.apply); err != nil {
 		return nil, fmt.Errorf("fetch demand: %w", err)
 	}
 	fd.result(ctx, r, o.Pools)
@@ -312,16 +315,17 @@ func chooseRead(ctx context.Context, q query.Querier, r *Result, rules Rules) (r
 	return false, src, nil
 }
 
-// fetchAll runs exprs (the instant figures at end, the range figures hourly
-// over [start, end]) at most parallel at a time, handing each answer to
+// fetchAll runs exprs (the instant figures at end, and the hourly figures
+// hourly over [start, end] where ranged, else at end too) at most parallel
+// at a time, handing each answer to
 // apply as it arrives; it returns the first error, not counting the
 // cancellations it causes. Each answer is folded into the items as soon as
 // it arrives and then dropped: a query's slot is freed only once its
 // answer is applied, so at most parallel answers are held at a time.
-func fetchAll(ctx context.Context, q query.Querier, exprs []string, parallel int, start, end time.Time, apply func(figure, model.Value) error) error {
+func fetchAll(ctx context.Context, q query.Querier, exprs []string, parallel int, ranged bool, start, end time.Time, apply func(figure, model.Value) error) error {
 	calls := make([]query.Call, len(exprs))
 	for f, expr := range exprs {
-		if figure(f) >= qHourMean {
+		if ranged && figure(f) >= qHourMean {
 			calls[f] = query.Ranged(expr, query.Range{Start: start, End: end, Step: time.Hour})
 		} else {
 			calls[f] = query.Instant(expr, end)
@@ -338,6 +342,7 @@ type fold struct {
 	from      time.Time
 	hours     int
 	lag       time.Duration
+	points    bool // the hourly figures are stored points, not range steps
 	poolLabel string
 	exprs     []string
 	items     map[string]*Item      // host|device|job -> item
@@ -424,8 +429,11 @@ func (fd *fold) applyMatrix(f figure, val model.Matrix) {
 		case qHourMem:
 			it.HasMemory = true
 		}
-		for _, p := range ss.Values {
-			h := int(p.Timestamp.Time().Sub(fd.from.Add(fd.lag))/time.Hour) - 1
+		for i, p := range ss.Values {
+			h := fd.hour(p.Timestamp)
+			if fd.points && i+1 < len(ss.Values) && fd.hour(ss.Values[i+1].Timestamp) == h {
+				continue // the rule ran twice in the hour (a restart): the later point stands
+			}
 			x := float64(p.Value)
 			if h < 0 || h >= fd.hours || math.IsNaN(x) || math.IsInf(x, 0) {
 				continue
@@ -433,6 +441,20 @@ func (fd *fold) applyMatrix(f figure, val model.Matrix) {
 			setHour(it, f, h, x, scale)
 		}
 	}
+}
+
+// hour is the index in the window of the hour a point at ts holds: a range
+// step at H+lag holds [H-1h, H); a point a rule stored in [H, H+1h) holds
+// [H-1h, H) too.
+func (fd *fold) hour(ts model.Time) int {
+	d := ts.Time().Sub(fd.from)
+	if !fd.points {
+		d -= fd.lag
+	}
+	if d < 0 {
+		return -1
+	}
+	return int(d/time.Hour) - 1
 }
 
 // setHour sets hour h of figure f of it to x (a compute figure scaled to a
