@@ -14,12 +14,15 @@ package plan
 import (
 	"context"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/pack"
@@ -285,8 +288,18 @@ func FromDemand(res *demand.Result, o Options) *Plan {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		pl := o.pool(n, byPool[n], res)
+	// Pools and teams pack independently of each other: both run on every
+	// core, and the figures are joined in name order.
+	pools := make([]Pool, len(names))
+	var teams []Team
+	g := new(errgroup.Group)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	g.Go(func() error { teams = o.teams(byPool); return nil })
+	for i, n := range names {
+		g.Go(func() error { pools[i] = o.pool(n, byPool[n], res); return nil })
+	}
+	_ = g.Wait()
+	for _, pl := range pools {
 		p.Pools = append(p.Pools, pl)
 		p.Seen += pl.Seen
 		p.Held += pl.Held
@@ -301,7 +314,7 @@ func FromDemand(res *demand.Result, o Options) *Plan {
 		}
 	}
 	p.Allocations = o.allocations(res)
-	p.Teams = o.teams(res, byPool)
+	p.Teams = teams
 	return p
 }
 
