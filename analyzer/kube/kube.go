@@ -10,8 +10,10 @@
 // (deploy/manifests checks the one against the other), is read in one
 // package, and client-go stays out of the packages that decide: facts,
 // action, leader and plan/pools define the interfaces, and the types here
-// implement them. Only the API groups it calls are linked (core, apps,
-// coordination), never client-go's full clientset.
+// implement them. Only the group clients it calls are linked (core, apps,
+// coordination), never client-go's full clientset with every group's client
+// and apply configurations; the group clients still share client-go's
+// scheme, which registers the types of every API group.
 package kube
 
 import (
@@ -43,7 +45,7 @@ var (
 )
 
 // Client holds a client for each API group the analyzer calls, and no other:
-// client-go's full clientset would link every group of the API into the
+// client-go's full clientset would link every group's client into the
 // binary. The three share one HTTP client, so one connection pool and one
 // rate limiter, as the clientset's groups do.
 type Client struct {
