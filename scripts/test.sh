@@ -11,7 +11,37 @@ export CI="${CI:-true}"                                      # tests fail, not s
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}" # go-nvml's deprecated C declarations
 export PATH="$PATH:$(go env GOPATH)/bin:/usr/local/bin"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time, printed at the end (and on failure) so that a slow
+# CI run says where its minutes went.
+timings=()
+step_name=""
+step_start=$SECONDS
+step_end() {
+	if [[ -n $step_name ]]; then
+		timings+=("$(printf '%6d s  %s' $((SECONDS - step_start)) "$step_name")")
+	fi
+	step_name=""
+}
+step() {
+	step_end
+	step_name="$*"
+	step_start=$SECONDS
+	printf '\n==> %s  [%d s]\n' "$*" "$SECONDS"
+}
+summary() {
+	step_end
+	printf '\n==> wall time per step\n'
+	printf '%s\n' "${timings[@]}"
+	printf '%6d s  in all\n' "$SECONDS"
+}
+services=()
+finish() {
+	local rc=$?
+	for s in "${services[@]}"; do $s >/dev/null 2>&1 || true; done
+	summary
+	exit "$rc"
+}
+trap finish EXIT
 
 step "install test dependencies"
 need_apt=()
@@ -43,18 +73,19 @@ command -v staticcheck >/dev/null || GOBIN=/usr/local/bin go install honnef.co/g
 
 step "start a single-node Slurm (munge, slurmctld, slurmd, slurmdbd + MariaDB)"
 # start.sh prints export lines (SLURM_CONF, GPUWATCH_SLURM_CONF, GPUWATCH_JOB_MAPPING_DIR, ...).
+services+=("bash $root/test/slurm/stop.sh")
 eval "$(bash test/slurm/start.sh)"
 step "start PostgreSQL on loopback (the shared store's tests)"
 # start.sh prints GPUWATCH_TEST_POSTGRES_URL (internal/testpg makes a database per test on it).
+services+=("sh $root/test/postgres/stop.sh")
 eval "$(sh test/postgres/start.sh)"
-trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true; sh "$root/test/postgres/stop.sh" >/dev/null 2>&1 || true' EXIT
 step "start a Kubernetes control plane on loopback (etcd, kube-apiserver, kube-controller-manager, kwok)"
 # start.sh builds kube-apiserver and kube-controller-manager from the module
 # proxy once (18 min on 2 cores with a cold Go build cache, 1 min with a
 # warm one; the binaries are cached in ~/.cache/gpuwatch/kubernetes)
 # and prints KUBECONFIG, GPUWATCH_KUBE_DIR and GPUWATCH_KUBE_NODES
 # (internal/testkube reads them: a namespace per test, ServiceAccount tokens).
-trap 'bash "$root/test/slurm/stop.sh" >/dev/null 2>&1 || true; sh "$root/test/postgres/stop.sh" >/dev/null 2>&1 || true; sh "$root/test/kubernetes/stop.sh" >/dev/null 2>&1 || true' EXIT
+services+=("sh $root/test/kubernetes/stop.sh")
 eval "$(sh test/kubernetes/start.sh)"
 
 step "build the commands once"
@@ -63,7 +94,7 @@ step "build the commands once"
 export GPUWATCH_BIN_DIR="$(mktemp -d)"
 go build -o "$GPUWATCH_BIN_DIR/" ./cmd/...
 
-step "gofmt, go vet, staticcheck"
+step "gofmt, go vet, staticcheck of the product module"
 unformatted="$(gofmt -l $(git ls-files '*.go'))"
 if [[ -n "$unformatted" ]]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
 go vet ./...
@@ -71,6 +102,7 @@ staticcheck ./...
 # The packaging (build/) and the chart and manifest checks (deploy/) are
 # modules of their own: Helm, kustomize, nFPM and go-containerregistry stay
 # out of the product's build and test graph.
+step "go vet, staticcheck of the build and deploy modules"
 for m in build deploy; do (cd "$m" && go vet ./... && staticcheck ./...); done
 
 # build/licenses is a module of its own (the classifier stays out of the
@@ -82,6 +114,7 @@ step "licences of every module the programs and tools link (build/licenses)"
 step "go test -race"
 go test -race -count=1 -timeout 60m ./...
 # The chart and manifests (Helm's SDK) and the packaging, modules of their own.
+step "go test -race of the deploy and build modules"
 (cd deploy && go test -race -count=1 -timeout 20m ./...)
 (cd build && go test -race -count=1 -timeout 20m ./...)
 
