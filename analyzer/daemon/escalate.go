@@ -249,6 +249,9 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 				hist.Steps[st.Name] = escalation.Past{At: now}
 				// Once per episode: the audit holds the note, the log need not repeat it.
 				switch {
+				case written && st.Name == escalation.NoteFacts && fa.Gone:
+					// A job its scheduler has forgotten has ended: routine, not a fault.
+					e.logger().Info("job gone: no tier decided, at most notifying", "key", f.Key(), "missing", ev.Missing)
 				case written && st.Name == escalation.NoteFacts:
 					e.logger().Warn("facts missing: no tier decided, at most notifying", "key", f.Key(), "missing", ev.Missing)
 				case written && st.Name == escalation.NoteGaveUp:

@@ -135,6 +135,7 @@ func newRig(t testing.TB, doc string, st *store.Store) *rig {
 // makes every fact missing, as a failing squeue does.
 type ownerFacts struct {
 	down  bool
+	gone  bool // the scheduler answers but no longer knows the job
 	calls int
 }
 
@@ -145,9 +146,13 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 	out := make([]*facts.Facts, len(fs))
 	for i, f := range fs {
 		fa := &facts.Facts{Scheduler: schema.SchedulerSlurm}
-		if o.down {
+		switch {
+		case o.down:
 			fa.MarkMissing("squeue --json: exit status 1")
-		} else {
+		case o.gone:
+			fa.Gone = true
+			fa.MarkMissing("slurm does not know job " + f.Job + " (gone)")
+		default:
 			for a, v := range map[schema.Attr]string{schema.AttrPartition: partitionOf[f.Job], schema.AttrUser: f.User, schema.AttrTeam: f.Team,
 				schema.AttrQoS: "normal", schema.AttrAccount: "a", schema.AttrJobName: "j", schema.AttrKind: "batch"} {
 				fa.Set(a, v)

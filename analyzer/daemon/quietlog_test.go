@@ -32,3 +32,23 @@ func TestMissingFactsLoggedOncePerEpisode(t *testing.T) {
 		t.Fatalf("two episodes logged %d warnings, want 2:\n%s", n, buf.String())
 	}
 }
+
+// A job its scheduler no longer knows has ended, the usual fate of a
+// finished job: its facts are missing all the same (at most a notice), but
+// the log says so at info, not as a warning an operator must look into.
+func TestGoneJobLoggedAtInfo(t *testing.T) {
+	r := newRig(t, testPolicy, nil)
+	var buf bytes.Buffer
+	r.esc.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	r.esc.Facts.(*ownerFacts).gone = true
+	j := idle("9", "bob", "dev", r.start)
+	for m := 0; m <= 10; m += 5 {
+		if res := r.cycle(t, m, j); res.MissingFacts != 1 {
+			t.Fatalf("+%dm: MissingFacts = %d, want 1", m, res.MissingFacts)
+		}
+	}
+	out := buf.String()
+	if strings.Contains(out, "level=WARN") || strings.Count(out, "level=INFO msg=\"job gone") != 1 {
+		t.Fatalf("a gone job: want one info line and no warning, got:\n%s", out)
+	}
+}

@@ -30,6 +30,10 @@ type Facts struct {
 	// Missing holds, for each attribute that applies to this allocation but
 	// could not be had, why (scheduler down, job gone, access refused).
 	Missing map[schema.Attr]string
+	// Gone is set when the scheduler answered but no longer knows the job:
+	// it ended and was cleaned up, the usual fate of a finished job, so its
+	// facts are missing without anything being wrong.
+	Gone bool
 	// State is the job's state (Slurm) or the pod's phase, for the audit.
 	State     string
 	Start     time.Time
@@ -183,6 +187,7 @@ func (r *Resolver) Resolve(ctx context.Context, fs []finding.Finding) []*Facts {
 		case failed[s] != "":
 			fa.MarkMissing(failed[s])
 		case found[s][f.Job] == nil:
+			fa.Gone = true
 			fa.MarkMissing(fmt.Sprintf("%s does not know job %s (gone)", s, f.Job))
 		default:
 			c := *found[s][f.Job]

@@ -113,10 +113,15 @@ func TestSlurmFacts(t *testing.T) {
 	if _, ok, why := got[2].Value(schema.AttrPartition); ok || !strings.Contains(why, "gone") {
 		t.Errorf("unknown job: partition ok=%v why=%q, want missing (gone)", ok, why)
 	}
-	// squeue failing: every Slurm fact missing, naming the error.
+	if !got[2].Gone || got[0].Gone {
+		t.Errorf("Gone: unknown job %v, known job %v; want true, false", got[2].Gone, got[0].Gone)
+	}
+	// squeue failing: every Slurm fact missing, naming the error, and the
+	// job not taken for gone (the scheduler never answered).
 	down := &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: &facts.SlurmSource{Runner: r, Squeue: "/bin/false"}}}
-	if _, ok, why := down.Resolve(context.Background(), fs[:1])[0].Value(schema.AttrPartition); ok || !strings.Contains(why, "squeue") {
-		t.Errorf("squeue down: ok=%v why=%q", ok, why)
+	failed := down.Resolve(context.Background(), fs[:1])[0]
+	if _, ok, why := failed.Value(schema.AttrPartition); ok || !strings.Contains(why, "squeue") || failed.Gone {
+		t.Errorf("squeue down: ok=%v why=%q gone=%v", ok, why, failed.Gone)
 	}
 }
 
