@@ -8,12 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
@@ -88,7 +88,7 @@ func (v *victoria) sink(t time.Time, fams []*dto.MetricFamily) error {
 				}
 				v.buf.WriteString(l.GetName())
 				v.buf.WriteString(`="`)
-				v.buf.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(l.GetValue()))
+				v.buf.WriteString(simload.Escape(l.GetValue()))
 				v.buf.WriteByte('"')
 			}
 			val := m.GetGauge().GetValue()

@@ -332,7 +332,7 @@ func (w *OpenMetrics) Sink(t time.Time, fams []*dto.MetricFamily) error {
 					}
 					bw.WriteString(l.GetName())
 					bw.WriteString(`="`)
-					bw.WriteString(escape(l.GetValue()))
+					bw.WriteString(Escape(l.GetValue()))
 					bw.WriteByte('"')
 				}
 				bw.WriteByte('}')
@@ -379,10 +379,14 @@ func (w *OpenMetrics) Close(path string) error {
 	return out.Close()
 }
 
-func escape(s string) string {
+// labelEscaper is built once: a strings.Replacer builds its tables on first
+// use, which per label value costs more than the replay it serves.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// Escape quotes a label value for the text exposition formats.
+func Escape(s string) string {
 	if !strings.ContainsAny(s, "\\\"\n") {
 		return s
 	}
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	return r.Replace(s)
+	return labelEscaper.Replace(s)
 }
