@@ -11,6 +11,7 @@ package pack
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
@@ -73,22 +74,31 @@ func size(d *Demand, c Capacity) float64 {
 	return maxOf(d.Compute)/c.Compute + d.Memory/c.Memory
 }
 
-// span is the range of hours [first, last] a demand is present in; a
-// demand present in no hour has first > last.
-type span struct{ first, last int }
+// span is the range of hours [first, last] a demand is present in, and
+// the present hour of its most compute (the first of equals); a demand
+// present in no hour has first > last.
+type span struct{ first, last, heavy int }
 
 func spanOf(d *Demand) span {
-	if d.Present == nil {
-		return span{0, len(d.Compute) - 1}
-	}
-	s := span{len(d.Present), -1}
-	for h, p := range d.Present {
-		if p {
-			s.first = min(s.first, h)
-			s.last = h
+	s := span{len(d.Compute), -1, -1}
+	for h := range d.Compute {
+		if d.Present != nil && (h >= len(d.Present) || !d.Present[h]) {
+			continue
+		}
+		s.first = min(s.first, h)
+		s.last = h
+		if s.heavy < 0 || d.Compute[h] > d.Compute[s.heavy] {
+			s.heavy = h
 		}
 	}
 	return s
+}
+
+// refuses says whether a GPU with load l and memory m at hour h cannot
+// take d there: an exact test of one hour of fits, cheap enough to try on
+// every GPU's column before the whole profile.
+func refuses(d *Demand, h int, l, m float64, c Capacity) bool {
+	return (l > 0 || m > 0) && (l+d.Compute[h] > c.Compute+1e-9 || m+d.Memory > c.Memory+1e-9)
 }
 
 func (b *Bin) fits(d *Demand, sp span, c Capacity) bool {
@@ -206,41 +216,82 @@ func timeSlice(ds []Demand, c Capacity, order []int, spans []span) []Bin {
 	// The load and memory of every GPU at each hour, hour by hour: most
 	// GPUs that cannot take a demand are full at its first hour already, and
 	// scanning one hour's column of all GPUs stays in cache where a GPU's
-	// own profile would not.
+	// own profile would not. The least of each block of GPUs at each hour
+	// refuses a demand for the whole block at once, so that the GPUs filled
+	// long ago are passed over by the block.
 	hours := hoursOf(ds)
 	loadCol, memCol := make([][]float64, hours), make([][]float64, hours)
+	loadMin, memMin := make([][]float64, hours), make([][]float64, hours)
 	var bins []Bin
 	for _, i := range order {
 		d := &ds[i]
 		sp := spans[i]
 		placed := -1
-		for k := range bins {
-			if sp.first <= sp.last {
-				l, m := loadCol[sp.first][k], memCol[sp.first][k]
-				if (l > 0 || m > 0) && (l+d.Compute[sp.first] > c.Compute+1e-9 || m+d.Memory > c.Memory+1e-9) {
+		for k := 0; k < len(bins); k++ {
+			if sp.first > sp.last {
+				placed = k
+				break
+			}
+			if k%binBlock == 0 {
+				if b := k / binBlock; blockRefuses(d, sp.first, loadMin[sp.first][b], memMin[sp.first][b], c) ||
+					blockRefuses(d, sp.heavy, loadMin[sp.heavy][b], memMin[sp.heavy][b], c) {
+					k += binBlock - 1
 					continue
 				}
 			}
-			if len(bins[k].Items) > 0 && bins[k].fits(d, sp, c) {
+			// A GPU full at the demand's first hour or at its heaviest
+			// refuses it; most GPUs that cannot take it are full at one of
+			// the two, and a column is read without touching their profiles.
+			if refuses(d, sp.first, loadCol[sp.first][k], memCol[sp.first][k], c) ||
+				refuses(d, sp.heavy, loadCol[sp.heavy][k], memCol[sp.heavy][k], c) {
+				continue
+			}
+			if bins[k].fits(d, sp, c) {
 				placed = k
 				break
 			}
 		}
 		if placed < 0 {
 			bins = append(bins, newBin(hours))
+			placed = len(bins) - 1
 			for h := range loadCol {
 				loadCol[h] = append(loadCol[h], 0)
 				memCol[h] = append(memCol[h], 0)
+				// The new GPU is idle: its block's least is 0.
+				if placed%binBlock == 0 {
+					loadMin[h] = append(loadMin[h], 0)
+					memMin[h] = append(memMin[h], 0)
+				} else {
+					loadMin[h][placed/binBlock], memMin[h][placed/binBlock] = 0, 0
+				}
 			}
-			placed = len(bins) - 1
 		}
 		bins[placed].add(i, d)
+		b := placed / binBlock
 		for h := sp.first; h <= sp.last && h < hours; h++ {
+			// Loads only grow: a block's least changes only when its GPU
+			// that held it grows.
+			wasMin := loadCol[h][placed] <= loadMin[h][b] || memCol[h][placed] <= memMin[h][b]
 			loadCol[h][placed] = bins[placed].load[h]
 			memCol[h][placed] = bins[placed].mem[h]
+			if wasMin {
+				lo, hi := b*binBlock, min((b+1)*binBlock, len(bins))
+				loadMin[h][b], memMin[h][b] = slices.Min(loadCol[h][lo:hi]), slices.Min(memCol[h][lo:hi])
+			}
 		}
 	}
 	return bins
+}
+
+// binBlock is the number of GPUs whose least load and memory at each hour
+// timeSlice keeps together.
+const binBlock = 64
+
+// blockRefuses says whether every GPU of a block, with least load l and
+// least memory m at hour h, refuses d there: none is idle in that hour,
+// and even the least loaded has no room.
+func blockRefuses(d *Demand, h int, l, m float64, c Capacity) bool {
+	return (l > 0 && l+d.Compute[h] > c.Compute+1e-9) || (m > 0 && m+d.Memory > c.Memory+1e-9)
 }
 
 func newBin(hours int) Bin {

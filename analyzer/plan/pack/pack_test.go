@@ -3,6 +3,7 @@ package pack
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
@@ -169,6 +170,60 @@ func TestTimeSliceComplementaryPeaks(t *testing.T) {
 		order, spans := decreasing(ds, c)
 		if got, ff := TimeSlice(ds, c), timeSlice(ds, c, order, spans); len(got) > len(ff) {
 			t.Fatalf("case %d: %d GPUs, first fit %d", k, len(got), len(ff))
+		}
+	}
+}
+
+// TestTimeSliceIsFirstFit: the column and block tests that pass GPUs over
+// are exact; the packing is the plain first fit's (every GPU's whole
+// profile tried in order) on random fleets of short, long, absent and
+// oversized demands.
+func TestTimeSliceIsFirstFit(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	c := Capacity{Compute: 0.9, Memory: 80000}
+	for trial := range 1000 {
+		n, hours := 1+r.IntN(300), 1+r.IntN(48)
+		ds := make([]Demand, n)
+		for i := range ds {
+			d := &ds[i]
+			d.Compute, d.Present = make([]float64, hours), make([]bool, hours)
+			a, b := r.IntN(hours), r.IntN(hours)
+			for h := min(a, b); h <= max(a, b); h++ {
+				if r.IntN(10) > 0 {
+					d.Present[h], d.Compute[h] = true, 0.6*r.Float64()
+				}
+			}
+			if r.IntN(5) == 0 {
+				d.Present = nil
+				for h := range d.Compute {
+					d.Compute[h] = 0.3 * r.Float64()
+				}
+			}
+			if r.IntN(20) == 0 {
+				d.Compute[r.IntN(hours)] = 1.5
+			}
+			d.Memory = float64(r.IntN(40000))
+		}
+		order, spans := decreasing(ds, c)
+		got := timeSlice(ds, c, order, spans)
+		var want []Bin
+		for _, i := range order {
+			k := 0
+			for k < len(want) && !want[k].fits(&ds[i], spans[i], c) {
+				k++
+			}
+			if k == len(want) {
+				want = append(want, newBin(hours))
+			}
+			want[k].add(i, &ds[i])
+		}
+		if len(got) != len(want) {
+			t.Fatalf("trial %d: %d GPUs, first fit %d", trial, len(got), len(want))
+		}
+		for k := range got {
+			if !slices.Equal(got[k].Items, want[k].Items) {
+				t.Fatalf("trial %d: GPU %d holds %v, first fit %v", trial, k, got[k].Items, want[k].Items)
+			}
 		}
 	}
 }
