@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -305,6 +306,18 @@ func (q timedQuerier) Query(ctx context.Context, expr string, ts time.Time) (mod
 	v, err := q.Querier.Query(ctx, expr, ts)
 	q.t.Logf("QUERY %s instant: %s", time.Since(start).Round(time.Millisecond), expr)
 	return v, err
+}
+
+// ReadSamples passes a remote read on where the wrapped querier has one.
+func (q timedQuerier) ReadSamples(ctx context.Context, metric string, start, end time.Time, each func(model.Metric, []model.SamplePair) error) error {
+	sr, ok := q.Querier.(query.SampleReader)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	t0 := time.Now()
+	err := sr.ReadSamples(ctx, metric, start, end, each)
+	q.t.Logf("QUERY %s remote read: %s [%s, %s]", time.Since(t0).Round(time.Millisecond), metric, start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
+	return err
 }
 
 func (q timedQuerier) QueryRange(ctx context.Context, expr string, r query.Range) (model.Value, error) {

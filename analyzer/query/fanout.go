@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -16,6 +17,9 @@ type Call struct {
 	Expr  string
 	At    time.Time
 	Range Range
+	// stored names the metric of a Stored call; window is its width.
+	stored string
+	window time.Duration
 }
 
 // Instant is the call of expr at t.
@@ -24,7 +28,27 @@ func Instant(expr string, t time.Time) Call { return Call{Expr: expr, At: t} }
 // Ranged is the call of expr over r.
 func Ranged(expr string, r Range) Call { return Call{Expr: expr, Range: r} }
 
+// Stored is the call for the samples stored of metric in the left-open
+// window (end-w, end], as a model.Matrix: read through a SampleReader
+// where q is one, else (or where it answers errors.ErrUnsupported) as the
+// instant query metric[w] at end, which selects the same samples.
+func Stored(metric string, w time.Duration, end time.Time) Call {
+	return Call{Expr: fmt.Sprintf("%s[%dms]", metric, w.Milliseconds()), At: end, stored: metric, window: w}
+}
+
 func (c Call) run(ctx context.Context, q Querier) (model.Value, error) {
+	if sr, ok := q.(SampleReader); ok && c.stored != "" {
+		var m model.Matrix
+		err := sr.ReadSamples(ctx, c.stored, c.At.Add(-c.window+time.Millisecond), c.At, func(l model.Metric, v []model.SamplePair) error {
+			if len(v) > 0 {
+				m = append(m, &model.SampleStream{Metric: l, Values: v})
+			}
+			return nil
+		})
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return m, err
+		}
+	}
 	if c.Range.Step > 0 {
 		return q.QueryRange(ctx, c.Expr, c.Range)
 	}

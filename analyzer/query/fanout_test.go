@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -117,5 +118,58 @@ func TestFanEachJoinsFailures(t *testing.T) {
 	}
 	if len(applied) != 1 || applied[0] != 1 {
 		t.Fatalf("applied %v, want the one answer (call 1)", applied)
+	}
+}
+
+// storedOnly answers remote reads as told and records the PromQL it is asked.
+type storedOnly struct {
+	readErr error
+	asked   []string
+}
+
+func (s *storedOnly) Query(_ context.Context, expr string, ts time.Time) (model.Value, error) {
+	s.asked = append(s.asked, expr+" @ "+ts.UTC().Format(time.RFC3339Nano))
+	return model.Matrix{}, nil
+}
+
+func (s *storedOnly) QueryRange(context.Context, string, Range) (model.Value, error) {
+	return nil, errors.New("no range queries")
+}
+
+func (s *storedOnly) ReadSamples(_ context.Context, metric string, start, end time.Time, each func(model.Metric, []model.SamplePair) error) error {
+	if s.readErr != nil {
+		return s.readErr
+	}
+	s.asked = append(s.asked, "read "+metric+" "+start.UTC().Format(time.RFC3339Nano)+" "+end.UTC().Format(time.RFC3339Nano))
+	return each(model.Metric{"__name__": model.LabelValue(metric)}, []model.SamplePair{{Timestamp: model.TimeFromUnixNano(end.UnixNano()), Value: 1}})
+}
+
+// TestStoredFallsBack: a Stored call is a remote read of the left-open
+// window where the backend has one, and the range selector of the same
+// window where the read is unsupported; any other error of the read is
+// the call's.
+func TestStoredFallsBack(t *testing.T) {
+	end := time.Date(2026, 2, 9, 0, 59, 59, 999e6, time.UTC)
+	call := []Call{Stored("m", time.Hour, end)}
+	for _, tc := range []struct {
+		err    error
+		want   string
+		series int
+	}{
+		{nil, "read m 2026-02-09T00:00:00Z 2026-02-09T00:59:59.999Z", 1},
+		{fmt.Errorf("no remote read: %w", errors.ErrUnsupported), "m[3600000ms] @ 2026-02-09T00:59:59.999Z", 0},
+	} {
+		q := &storedOnly{readErr: tc.err}
+		var got model.Matrix
+		if err := Fan(context.Background(), q, call, 1, func(_ int, v model.Value) error { got = v.(model.Matrix); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(q.asked) != 1 || q.asked[0] != tc.want || len(got) != tc.series {
+			t.Errorf("read error %v: asked %q and got %d series, want %q and %d", tc.err, q.asked, len(got), tc.want, tc.series)
+		}
+	}
+	q := &storedOnly{readErr: errors.New("connection reset")}
+	if err := Fan(context.Background(), q, call, 1, func(int, model.Value) error { return nil }); err == nil || len(q.asked) != 0 {
+		t.Errorf("a failed read: err %v, then asked %q", err, q.asked)
 	}
 }

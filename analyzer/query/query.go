@@ -34,6 +34,16 @@ type SeriesLister interface {
 	Series(ctx context.Context, selector string, start, end time.Time) ([]model.LabelSet, error)
 }
 
+// SampleReader is what a Querier may also answer: the samples stored of
+// every series of one metric with timestamps in [start, end], as stored
+// (no PromQL evaluated, staleness markers dropped), handed to each series
+// by series. A backend that cannot read them so returns an error that is
+// errors.ErrUnsupported before handing any series on; Stored calls then
+// ask the query API instead.
+type SampleReader interface {
+	ReadSamples(ctx context.Context, metric string, start, end time.Time, each func(model.Metric, []model.SamplePair) error) error
+}
+
 // Counting wraps a Querier and counts the queries it passes on, so tests and
 // benchmarks can hold the number of queries per cycle to a bound. It is safe
 // for concurrent use: features.Fetch issues its queries in parallel.
@@ -63,6 +73,17 @@ func (c *Counting) Series(ctx context.Context, selector string, start, end time.
 	}
 	c.n.Add(1)
 	return sl.Series(ctx, selector, start, end)
+}
+
+// ReadSamples implements SampleReader when the wrapped Querier does, and
+// counts the call as a query.
+func (c *Counting) ReadSamples(ctx context.Context, metric string, start, end time.Time, each func(model.Metric, []model.SamplePair) error) error {
+	sr, ok := c.Q.(SampleReader)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	c.n.Add(1)
+	return sr.ReadSamples(ctx, metric, start, end, each)
 }
 
 // Count returns the number of queries so far; queries may run side by side.

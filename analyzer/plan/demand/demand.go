@@ -269,7 +269,7 @@ func Fetch(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 	}
 	fd := &fold{from: from, hours: hours, lag: lag, points: recorded, poolLabel: o.Pools.Label, exprs: exprs,
 		items: map[string]*Item{}, infos: map[string]holderInfo{}}
-	if err := fetchAll(ctx, q, exprs, o.Parallel, !recorded, from.Add(time.Hour+lag), to.Add(lag), fd.apply); err != nil {
+	if err := fetchAll(ctx, q, exprs, o.Parallel, recorded, from.Add(time.Hour+lag), to.Add(lag), fd.apply); err != nil {
 		return nil, fmt.Errorf("fetch demand: %w", err)
 	}
 	fd.result(ctx, r, o.Pools)
@@ -315,19 +315,27 @@ func chooseRead(ctx context.Context, q query.Querier, r *Result, rules Rules) (r
 	return false, src, nil
 }
 
-// fetchAll runs exprs (the instant figures at end, and the hourly figures
-// hourly over [start, end] where ranged, else at end too) at most parallel
-// at a time, handing each answer to
-// apply as it arrives; it returns the first error, not counting the
-// cancellations it causes. Each answer is folded into the items as soon as
-// it arrives and then dropped: a query's slot is freed only once its
-// answer is applied, so at most parallel answers are held at a time.
-func fetchAll(ctx context.Context, q query.Querier, exprs []string, parallel int, ranged bool, start, end time.Time, apply func(figure, model.Value) error) error {
+// fetchAll runs exprs (the instant figures at end; the hourly figures
+// hourly over [start, end] from raw series, or as the points the rules
+// stored in the window, read at end as stored) at most parallel at a time,
+// handing each answer to apply as it arrives; it returns the first error,
+// not counting the cancellations it causes. Each answer is folded into the
+// items as soon as it arrives and then dropped: a query's slot is freed
+// only once its answer is applied, so at most parallel answers are held
+// at a time.
+func fetchAll(ctx context.Context, q query.Querier, exprs []string, parallel int, recorded bool, start, end time.Time, apply func(figure, model.Value) error) error {
 	calls := make([]query.Call, len(exprs))
 	for f, expr := range exprs {
-		if ranged && figure(f) >= qHourMean {
+		h, hourlyFigure := hourlyOf[figure(f)]
+		switch {
+		case hourlyFigure && recorded:
+			// The points of Exprs' window [w] offset 1ms at end: read where
+			// the backend can as stored chunks (remote read), for which
+			// Prometheus evaluates nothing and encodes no JSON.
+			calls[f] = query.Stored(hourly.Record(h), end.Sub(start)+time.Hour, end.Add(-time.Millisecond))
+		case hourlyFigure:
 			calls[f] = query.Ranged(expr, query.Range{Start: start, End: end, Step: time.Hour})
-		} else {
+		default:
 			calls[f] = query.Instant(expr, end)
 		}
 	}

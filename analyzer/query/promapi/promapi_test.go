@@ -3,6 +3,7 @@ package promapi
 import (
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -106,5 +107,42 @@ func TestCompression(t *testing.T) {
 				t.Errorf("Accept-Encoding %q, want %q", asked, want)
 			}
 		})
+	}
+}
+
+// TestReadSamplesUnsupported: a server without remote read (a 404, as
+// VictoriaMetrics answers) or one that answers it with something other
+// than streamed chunks says errors.ErrUnsupported, so the caller asks the
+// query API; a server error stays an error.
+func TestReadSamplesUnsupported(t *testing.T) {
+	for _, tc := range []struct {
+		status      int
+		contentType string
+		unsupported bool
+	}{
+		{http.StatusNotFound, "text/plain", true},
+		{http.StatusOK, "application/x-protobuf", true},
+		{http.StatusInternalServerError, "text/plain", false},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/api/v1/read" || r.Header.Get("Content-Encoding") != "snappy" {
+				t.Errorf("asked %s with %q", r.URL.Path, r.Header.Get("Content-Encoding"))
+			}
+			w.Header().Set("Content-Type", tc.contentType)
+			w.WriteHeader(tc.status)
+		}))
+		c, err := New(srv.URL, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		called := false
+		err = c.ReadSamples(context.Background(), "up", time.Unix(0, 0), time.Unix(3600, 0), func(model.Metric, []model.SamplePair) error {
+			called = true
+			return nil
+		})
+		srv.Close()
+		if err == nil || errors.Is(err, errors.ErrUnsupported) != tc.unsupported || called {
+			t.Errorf("%d %s: err %v (unsupported want %v), series handed on %v", tc.status, tc.contentType, err, tc.unsupported, called)
+		}
 	}
 }

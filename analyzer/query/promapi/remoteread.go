@@ -1,0 +1,215 @@
+package promapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/prompb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+)
+
+var _ query.SampleReader = (*Client)(nil)
+
+// MaxFrameBytes bounds one frame of a streamed remote-read answer.
+// Prometheus cuts its frames at --storage.remote.read-max-bytes-in-frame
+// (1 MiB by default) but never splits a series' chunk, so a frame may be
+// somewhat larger; no sane one is this large.
+const MaxFrameBytes = 64 << 20
+
+// streamedType is the content type of a streamed remote-read answer.
+const streamedType = "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ReadSamples reads the samples stored of metric in [start, end] through
+// Prometheus' remote-read API (/api/v1/read), asking for streamed XOR
+// chunks: the server ships its chunks as stored, evaluating no PromQL and
+// encoding no JSON, and the chunks are decoded here, which costs both
+// sides a fraction of a range selector's read over the query API.
+// Staleness markers are dropped, as a range selector drops them. A server
+// without the API (VictoriaMetrics, most query frontends) or that answers
+// only sampled responses gives errors.ErrUnsupported before any series is
+// handed on, so that the caller can ask the query API instead.
+//
+// storage/remote's client is not used: it links the cloud SDKs of its
+// write path's authentication, which the analyzer never calls.
+func (c *Client) ReadSamples(ctx context.Context, metric string, start, end time.Time, each func(model.Metric, []model.SamplePair) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	err := c.readSamples(ctx, metric, start, end, each)
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Errorf("remote read %s %s: %w", c.url, metric, err)
+	}
+	return err
+}
+
+func (c *Client) readSamples(ctx context.Context, metric string, start, end time.Time, each func(model.Metric, []model.SamplePair) error) error {
+	from, to := start.UnixMilli(), end.UnixMilli()
+	req := &prompb.ReadRequest{
+		Queries: []*prompb.Query{{StartTimestampMs: from, EndTimestampMs: to,
+			Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: model.MetricNameLabel, Value: metric}}}},
+		AcceptedResponseTypes: []prompb.ReadRequest_ResponseType{prompb.ReadRequest_STREAMED_XOR_CHUNKS},
+	}
+	pb, err := req.Marshal()
+	if err != nil {
+		return err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.url, "/")+"/api/v1/read", bytes.NewReader(snappy.Encode(nil, pb)))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Encoding", "snappy")
+	hr.Header.Set("Content-Type", "application/x-protobuf")
+	hr.Header.Set("X-Prometheus-Remote-Read-Version", "0.1.0")
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return err
+	}
+	defer drain(resp)
+	switch ct := resp.Header.Get("Content-Type"); {
+	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusMethodNotAllowed,
+		resp.StatusCode == http.StatusNotImplemented, resp.StatusCode == http.StatusBadRequest:
+		return fmt.Errorf("%w: server answered %s", errors.ErrUnsupported, resp.Status)
+	case resp.StatusCode/100 != 2:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return fmt.Errorf("server answered %s: %s", resp.Status, snippet(b))
+	case ct != streamedType:
+		return fmt.Errorf("%w: the answer is %q, not streamed chunks", errors.ErrUnsupported, ct)
+	}
+	return decodeFrames(&limited{r: resp.Body, n: MaxAnswerBytes}, from, to, each)
+}
+
+// decodeFrames reads a streamed remote-read answer (each frame a uvarint
+// length, the CRC-32C of the frame, then a ChunkedReadResponse) and hands
+// each series' samples in [from, to] on; a series cut across frames is
+// joined first.
+func decodeFrames(r *limited, from, to int64, each func(model.Metric, []model.SamplePair) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var (
+		buf []byte
+		msg prompb.ChunkedReadResponse
+		it  chunkenc.Iterator
+		cur model.Metric
+		key string
+		pts []model.SamplePair
+	)
+	flush := func() error {
+		if cur == nil {
+			return nil
+		}
+		err := each(cur, pts)
+		cur, pts = nil, nil
+		return err
+	}
+	for {
+		size, err := binary.ReadUvarint(br)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return frameErr(r, err)
+		}
+		if size > MaxFrameBytes {
+			return fmt.Errorf("a frame of %d bytes: over the %d MiB bound", size, MaxFrameBytes>>20)
+		}
+		var sum [4]byte
+		if _, err := io.ReadFull(br, sum[:]); err != nil {
+			return frameErr(r, err)
+		}
+		if cap(buf) < int(size) {
+			buf = make([]byte, size)
+		}
+		buf = buf[:size]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return frameErr(r, err)
+		}
+		if crc32.Checksum(buf, castagnoli) != binary.BigEndian.Uint32(sum[:]) {
+			return errors.New("a corrupt frame: checksum mismatch")
+		}
+		msg.Reset()
+		if err := msg.Unmarshal(buf); err != nil {
+			return fmt.Errorf("a frame: %w", err)
+		}
+		for _, s := range msg.ChunkedSeries {
+			k := labelKey(s.Labels)
+			if k != key || cur == nil {
+				if err := flush(); err != nil {
+					return err
+				}
+				key, cur = k, seriesMetric(s.Labels)
+			}
+			for _, ch := range s.Chunks {
+				if ch.MaxTimeMs < from || ch.MinTimeMs > to {
+					continue
+				}
+				if ch.Type != prompb.Chunk_XOR {
+					return fmt.Errorf("series %s: a chunk of encoding %s, want XOR (float samples)", cur, ch.Type)
+				}
+				c, err := chunkenc.FromData(chunkenc.EncXOR, ch.Data)
+				if err != nil {
+					return fmt.Errorf("series %s: %w", cur, err)
+				}
+				pts = slices.Grow(pts, c.NumSamples())
+				it = c.Iterator(it)
+				for it.Next() == chunkenc.ValFloat {
+					t, v := it.At()
+					if t < from || t > to || value.IsStaleNaN(v) {
+						continue
+					}
+					pts = append(pts, model.SamplePair{Timestamp: model.Time(t), Value: model.SampleValue(v)})
+				}
+				if err := it.Err(); err != nil {
+					return fmt.Errorf("series %s: %w", cur, err)
+				}
+			}
+		}
+	}
+	return flush()
+}
+
+// frameErr is the error of a frame cut short: the answer's bound, or the
+// stream ending early.
+func frameErr(r *limited, err error) error {
+	if r.over {
+		return fmt.Errorf("the answer is larger than %d MiB: narrow the query", MaxAnswerBytes>>20)
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("a frame cut short: %w", err)
+}
+
+// labelKey identifies a series across frames.
+func labelKey(ls []prompb.Label) string {
+	var b strings.Builder
+	for _, l := range ls {
+		b.WriteString(l.Name)
+		b.WriteByte(0xff)
+		b.WriteString(l.Value)
+		b.WriteByte(0xff)
+	}
+	return b.String()
+}
+
+func seriesMetric(ls []prompb.Label) model.Metric {
+	m := make(model.Metric, len(ls))
+	for _, l := range ls {
+		m[model.LabelName(l.Name)] = model.LabelValue(l.Value)
+	}
+	return m
+}
