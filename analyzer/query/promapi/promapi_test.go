@@ -110,8 +110,8 @@ func TestCompression(t *testing.T) {
 	}
 }
 
-// TestReadSamplesUnsupported: a server without remote read (a 404, as
-// VictoriaMetrics answers) or one that answers it with something other
+// TestReadSamplesUnsupported: a server without remote read (a 404, or
+// the 400 "unsupported path" of VictoriaMetrics single-node) or one that answers it with something other
 // than streamed chunks says errors.ErrUnsupported, so the caller asks the
 // query API; a server error stays an error.
 func TestReadSamplesUnsupported(t *testing.T) {
@@ -121,6 +121,7 @@ func TestReadSamplesUnsupported(t *testing.T) {
 		unsupported bool
 	}{
 		{http.StatusNotFound, "text/plain", true},
+		{http.StatusBadRequest, "text/plain; charset=utf-8", true},
 		{http.StatusOK, "application/x-protobuf", true},
 		{http.StatusInternalServerError, "text/plain", false},
 	} {

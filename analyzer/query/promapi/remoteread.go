@@ -39,12 +39,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // ReadSamples reads the samples stored of metric in [start, end] through
 // Prometheus' remote-read API (/api/v1/read), asking for streamed XOR
 // chunks: the server ships its chunks as stored, evaluating no PromQL and
-// encoding no JSON, and the chunks are decoded here, which costs both
-// sides a fraction of a range selector's read over the query API.
-// Staleness markers are dropped, as a range selector drops them. A server
-// without the API (VictoriaMetrics, most query frontends) or that answers
-// only sampled responses gives errors.ErrUnsupported before any series is
-// handed on, so that the caller can ask the query API instead.
+// encoding no JSON, and the chunks are decoded here (docs/planner.md has
+// what that saves). Staleness markers are dropped, as a range selector
+// drops them. A server without the API (VictoriaMetrics single-node
+// answers 400 "unsupported path"; most query frontends 404) or that
+// answers only sampled responses gives errors.ErrUnsupported before any
+// series is handed on, so that the caller can ask the query API instead.
 //
 // storage/remote's client is not used: it links the cloud SDKs of its
 // write path's authentication, which the analyzer never calls.
