@@ -117,29 +117,11 @@ func decodeFrames(r *limited, from, to int64, each func(model.Metric, []model.Sa
 		return err
 	}
 	for {
-		size, err := binary.ReadUvarint(br)
-		if err == io.EOF {
+		var err error
+		if buf, err = readFrame(br, r, buf); err == io.EOF {
 			break
-		}
-		if err != nil {
-			return frameErr(r, err)
-		}
-		if size > MaxFrameBytes {
-			return fmt.Errorf("a frame of %d bytes: over the %d MiB bound", size, MaxFrameBytes>>20)
-		}
-		var sum [4]byte
-		if _, err := io.ReadFull(br, sum[:]); err != nil {
-			return frameErr(r, err)
-		}
-		if cap(buf) < int(size) {
-			buf = make([]byte, size)
-		}
-		buf = buf[:size]
-		if _, err := io.ReadFull(br, buf); err != nil {
-			return frameErr(r, err)
-		}
-		if crc32.Checksum(buf, castagnoli) != binary.BigEndian.Uint32(sum[:]) {
-			return errors.New("a corrupt frame: checksum mismatch")
+		} else if err != nil {
+			return err
 		}
 		msg.Reset()
 		if err := msg.Unmarshal(buf); err != nil {
@@ -180,6 +162,37 @@ func decodeFrames(r *limited, from, to int64, each func(model.Metric, []model.Sa
 		}
 	}
 	return flush()
+}
+
+// readFrame reads the next frame into buf (grown as needed): io.EOF at
+// the end of the stream, an error for a frame cut short, oversized or
+// corrupt.
+func readFrame(br *bufio.Reader, r *limited, buf []byte) ([]byte, error) {
+	size, err := binary.ReadUvarint(br)
+	if err == io.EOF {
+		return buf, io.EOF
+	}
+	if err != nil {
+		return buf, frameErr(r, err)
+	}
+	if size > MaxFrameBytes {
+		return buf, fmt.Errorf("a frame of %d bytes: over the %d MiB bound", size, MaxFrameBytes>>20)
+	}
+	var sum [4]byte
+	if _, err := io.ReadFull(br, sum[:]); err != nil {
+		return buf, frameErr(r, err)
+	}
+	if cap(buf) < int(size) {
+		buf = make([]byte, size)
+	}
+	buf = buf[:size]
+	if _, err := io.ReadFull(br, buf); err != nil {
+		return buf, frameErr(r, err)
+	}
+	if crc32.Checksum(buf, castagnoli) != binary.BigEndian.Uint32(sum[:]) {
+		return buf, errors.New("a corrupt frame: checksum mismatch")
+	}
+	return buf, nil
 }
 
 // frameErr is the error of a frame cut short: the answer's bound, or the
