@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -54,6 +55,8 @@ type Client struct {
 	timeout time.Duration
 	logger  *slog.Logger
 	allow   bool
+	// noRemoteRead is set once the server has said it has no remote read.
+	noRemoteRead atomic.Bool
 }
 
 var (

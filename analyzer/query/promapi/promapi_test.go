@@ -137,13 +137,20 @@ func TestReadSamplesUnsupported(t *testing.T) {
 			t.Fatal(err)
 		}
 		called := false
-		err = c.ReadSamples(context.Background(), "up", time.Unix(0, 0), time.Unix(3600, 0), func(model.Metric, []model.SamplePair) error {
-			called = true
-			return nil
-		})
-		srv.Close()
+		read := func() error {
+			return c.ReadSamples(context.Background(), "up", time.Unix(0, 0), time.Unix(3600, 0), func(model.Metric, []model.SamplePair) error {
+				called = true
+				return nil
+			})
+		}
+		err = read()
 		if err == nil || errors.Is(err, errors.ErrUnsupported) != tc.unsupported || called {
 			t.Errorf("%d %s: err %v (unsupported want %v), series handed on %v", tc.status, tc.contentType, err, tc.unsupported, called)
+		}
+		// Unsupported is remembered: the server is not asked again.
+		srv.Close()
+		if err = read(); errors.Is(err, errors.ErrUnsupported) != tc.unsupported {
+			t.Errorf("%d %s: asked again, err %v", tc.status, tc.contentType, err)
 		}
 	}
 }

@@ -49,13 +49,23 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // storage/remote's client is not used: it links the cloud SDKs of its
 // write path's authentication, which the analyzer never calls.
 func (c *Client) ReadSamples(ctx context.Context, metric string, start, end time.Time, each func(model.Metric, []model.SamplePair) error) error {
+	if c.noRemoteRead.Load() {
+		return errors.ErrUnsupported
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	err := c.readSamples(ctx, metric, start, end, each)
-	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	if errors.Is(err, errors.ErrUnsupported) {
+		// A server's API does not change between reads: ask it once.
+		if !c.noRemoteRead.Swap(true) {
+			c.logger.Debug("no remote read: the recorded figures are read through the query API", "url", c.url, "reason", err)
+		}
+		return err
+	}
+	if err != nil {
 		return fmt.Errorf("remote read %s %s: %w", c.url, metric, err)
 	}
-	return err
+	return nil
 }
 
 func (c *Client) readSamples(ctx context.Context, metric string, start, end time.Time, each func(model.Metric, []model.SamplePair) error) error {
