@@ -18,8 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -505,12 +507,15 @@ func (fd *fold) result(ctx context.Context, r *Result, po pools.Options) {
 			gpuPool[it.Host+"|"+it.UUID] = it.poolLabel
 		}
 	}
+	var live []*Item
 	for _, it := range fd.items {
-		if it.Samples <= 0 {
-			continue // a holder without memory samples was not there
+		if it.Samples > 0 { // a holder without memory samples was not there
+			live = append(live, it)
 		}
+	}
+	summariseAll(live)
+	for _, it := range live {
 		it.Pool, _ = namer.Pool(it.Model, it.Host, gpuPool[it.Host+"|"+it.UUID])
-		it.summarise()
 		if in, ok := fd.infos[it.Key()]; ok {
 			it.Team, it.User, it.Kind = in.team, in.user, in.kind
 		}
@@ -655,6 +660,21 @@ func (it *Item) summarise() {
 		sort.Float64s(mem)
 		it.Memory.P50, it.Memory.P95 = rank(mem, 0.5), rank(mem, 0.95)
 	}
+}
+
+// summariseAll summarises the items on every core: each item's summary
+// is its own, and a fleet's is most of the planner's work after the reads.
+func summariseAll(its []*Item) {
+	parts := min(runtime.GOMAXPROCS(0), len(its))
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			for _, it := range its[p*len(its)/parts : (p+1)*len(its)/parts] {
+				it.summarise()
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // hourDist summarises one hour of samples.

@@ -11,7 +11,6 @@ package pack
 
 import (
 	"math"
-	"slices"
 	"sort"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
@@ -213,15 +212,8 @@ func (b *Bin) peakWith(d *Demand, sp span, c Capacity, bound float64) (float64, 
 // timeSlice places the demands in order, each on the first GPU that
 // takes it.
 func timeSlice(ds []Demand, c Capacity, order []int, spans []span) []Bin {
-	// The load and memory of every GPU at each hour, hour by hour: most
-	// GPUs that cannot take a demand are full at its first hour already, and
-	// scanning one hour's column of all GPUs stays in cache where a GPU's
-	// own profile would not. The least of each block of GPUs at each hour
-	// refuses a demand for the whole block at once, so that the GPUs filled
-	// long ago are passed over by the block.
 	hours := hoursOf(ds)
-	loadCol, memCol := make([][]float64, hours), make([][]float64, hours)
-	loadMin, memMin := make([][]float64, hours), make([][]float64, hours)
+	cols := newColumns(hours)
 	var bins []Bin
 	for _, i := range order {
 		d := &ds[i]
@@ -232,18 +224,14 @@ func timeSlice(ds []Demand, c Capacity, order []int, spans []span) []Bin {
 				placed = k
 				break
 			}
-			if k%binBlock == 0 {
-				if b := k / binBlock; blockRefuses(d, sp.first, loadMin[sp.first][b], memMin[sp.first][b], c) ||
-					blockRefuses(d, sp.heavy, loadMin[sp.heavy][b], memMin[sp.heavy][b], c) {
-					k += binBlock - 1
-					continue
-				}
+			if b := k / binBlock; k%binBlock == 0 && (cols.blockRefuses(d, sp.first, b, c) || cols.blockRefuses(d, sp.heavy, b, c)) {
+				k += binBlock - 1
+				continue
 			}
 			// A GPU full at the demand's first hour or at its heaviest
 			// refuses it; most GPUs that cannot take it are full at one of
 			// the two, and a column is read without touching their profiles.
-			if refuses(d, sp.first, loadCol[sp.first][k], memCol[sp.first][k], c) ||
-				refuses(d, sp.heavy, loadCol[sp.heavy][k], memCol[sp.heavy][k], c) {
+			if cols.refuses(d, sp.first, k, c) || cols.refuses(d, sp.heavy, k, c) {
 				continue
 			}
 			if bins[k].fits(d, sp, c) {
@@ -253,31 +241,12 @@ func timeSlice(ds []Demand, c Capacity, order []int, spans []span) []Bin {
 		}
 		if placed < 0 {
 			bins = append(bins, newBin(hours))
+			cols.open()
 			placed = len(bins) - 1
-			for h := range loadCol {
-				loadCol[h] = append(loadCol[h], 0)
-				memCol[h] = append(memCol[h], 0)
-				// The new GPU is idle: its block's least is 0.
-				if placed%binBlock == 0 {
-					loadMin[h] = append(loadMin[h], 0)
-					memMin[h] = append(memMin[h], 0)
-				} else {
-					loadMin[h][placed/binBlock], memMin[h][placed/binBlock] = 0, 0
-				}
-			}
 		}
 		bins[placed].add(i, d)
-		b := placed / binBlock
 		for h := sp.first; h <= sp.last && h < hours; h++ {
-			// Loads only grow: a block's least changes only when its GPU
-			// that held it grows.
-			wasMin := loadCol[h][placed] <= loadMin[h][b] || memCol[h][placed] <= memMin[h][b]
-			loadCol[h][placed] = bins[placed].load[h]
-			memCol[h][placed] = bins[placed].mem[h]
-			if wasMin {
-				lo, hi := b*binBlock, min((b+1)*binBlock, len(bins))
-				loadMin[h][b], memMin[h][b] = slices.Min(loadCol[h][lo:hi]), slices.Min(memCol[h][lo:hi])
-			}
+			cols.set(h, placed, bins[placed].load[h], bins[placed].mem[h])
 		}
 	}
 	return bins
@@ -286,13 +255,6 @@ func timeSlice(ds []Demand, c Capacity, order []int, spans []span) []Bin {
 // binBlock is the number of GPUs whose least load and memory at each hour
 // timeSlice keeps together.
 const binBlock = 64
-
-// blockRefuses says whether every GPU of a block, with least load l and
-// least memory m at hour h, refuses d there: none is idle in that hour,
-// and even the least loaded has no room.
-func blockRefuses(d *Demand, h int, l, m float64, c Capacity) bool {
-	return (l > 0 && l+d.Compute[h] > c.Compute+1e-9) || (m > 0 && m+d.Memory > c.Memory+1e-9)
-}
 
 func newBin(hours int) Bin {
 	return Bin{load: make([]float64, hours), peak: make([]float64, hours), mem: make([]float64, hours)}
