@@ -109,32 +109,27 @@ func openField(t *testing.T, formats map[string]simload.Format, openMetrics stri
 		t.Cleanup(func() { db.Close() })
 		fs.dbs[n] = db
 		app := db.Appender()
-		sink := formats[n].Sink(func(ts time.Time, f []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, f) })
+		write := func(ts time.Time, f []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, f) }
 		if n == openMetrics {
+			// The format is applied once, for the store and the file both.
 			om = simload.NewOpenMetrics(dir)
-			inner := sink
-			sink = formats[n].Sink(om.Sink)
-			sink = func(next, a simload.Sink) simload.Sink {
-				return func(ts time.Time, f []*dto.MetricFamily) error {
-					if err := next(ts, f); err != nil {
-						return err
-					}
-					return a(ts, f)
+			store := write
+			write = func(ts time.Time, f []*dto.MetricFamily) error {
+				if err := store(ts, f); err != nil {
+					return err
 				}
-			}(inner, sink)
+				return om.Sink(ts, f)
+			}
 		}
+		sink := formats[n].Sink(write)
 		sinks = append(sinks, sink)
 	}
 	start := time.Now()
-	_, err = simload.Replay(ctx, sc, simload.Options{Seed: 7, Origin: fs.origin, To: fieldSpan, Resolution: 15 * time.Second},
-		func(ts time.Time, f []*dto.MetricFamily) error {
-			for _, s := range sinks {
-				if err := s(ts, f); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+	fan := simload.NewFanout(ctx, sinks...)
+	_, err = simload.Replay(ctx, sc, simload.Options{Seed: 7, Origin: fs.origin, To: fieldSpan, Resolution: 15 * time.Second}, fan.Sink)
+	if cerr := fan.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

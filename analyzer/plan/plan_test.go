@@ -38,15 +38,11 @@ func loadScenario(t testing.TB, name string, span, res time.Duration, fs ...siml
 		app := db.Appender()
 		sinks[i] = f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) })
 	}
-	origin, err := simload.Replay(ctx, sc, simload.Options{Seed: seed, Origin: sc.Origin, From: 0, To: span, Resolution: res},
-		func(ts time.Time, fams []*dto.MetricFamily) error {
-			for _, s := range sinks {
-				if err := s(ts, fams); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+	fan := simload.NewFanout(ctx, sinks...)
+	origin, err := simload.Replay(ctx, sc, simload.Options{Seed: seed, Origin: sc.Origin, From: 0, To: span, Resolution: res}, fan.Sink)
+	if cerr := fan.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,11 +226,14 @@ func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 	if hostLabel == "" && f.Stock {
 		hostLabel = schema.LabelOldHost
 	}
-	out := proto.Clone(mf).(*dto.MetricFamily)
-	metrics := out.Metric[:0]
-	for _, m := range out.Metric {
+	// The families are shared by every sink of a replay and read by them
+	// concurrently (Fanout), so the changed metrics and label pairs are new
+	// and the rest (values, unchanged pairs) is shared, never written.
+	out := &dto.MetricFamily{Name: mf.Name, Help: mf.Help, Type: mf.Type, Unit: mf.Unit}
+	metrics := make([]*dto.Metric, 0, len(mf.Metric))
+	for _, src := range mf.Metric {
 		host, held := "", false
-		for _, l := range m.Label {
+		for _, l := range src.Label {
 			switch l.GetName() {
 			case schema.LabelHostname:
 				host = l.GetValue()
@@ -241,50 +244,56 @@ func (f Format) apply(t time.Time, mf *dto.MetricFamily) *dto.MetricFamily {
 		if iv := f.HostIntervals[host]; iv > 0 && t.UnixMilli()%iv.Milliseconds() != 0 {
 			continue
 		}
-		metrics = append(metrics, m)
-		kept := m.Label[:0]
-		for _, l := range m.Label {
-			switch l.GetName() {
-			case schema.LabelHostname:
-				switch hostLabel {
-				case "instance":
-					continue
-				case "":
-				default:
-					l.Name = proto.String(hostLabel)
-				}
-			case schema.LabelPod, schema.LabelNamespace, schema.LabelContainer:
-				if f.HonorLabelsFalse {
-					l.Name = proto.String("exported_" + l.GetName())
-				}
-			}
-			kept = append(kept, l)
-		}
-		m.Label = kept
-		if hostLabel == "instance" || f.HonorLabelsFalse {
-			m.Label = append(m.Label, &dto.LabelPair{Name: proto.String("instance"), Value: proto.String(host + ":9400")})
-		}
-		if f.HonorLabelsFalse || (f.TargetLabelsOnFreeGPUs && !held) {
-			epoch := int64(0)
-			if f.ExporterRestart > 0 {
-				epoch = t.UnixMilli() / f.ExporterRestart.Milliseconds()
-			}
-			pod, ns, container := fmt.Sprintf("nvidia-dcgm-exporter-%s-%x", host, epoch%4096), "gpu-operator", "nvidia-dcgm-exporter"
-			if f.ExporterPod != nil {
-				pod, ns, container = f.ExporterPod(host, epoch)
-			}
-			m.Label = append(m.Label,
-				&dto.LabelPair{Name: proto.String(schema.LabelPod), Value: proto.String(pod)},
-				&dto.LabelPair{Name: proto.String(schema.LabelNamespace), Value: proto.String(ns)},
-				&dto.LabelPair{Name: proto.String(schema.LabelContainer), Value: proto.String(container)})
-		}
-		sort.Slice(m.Label, func(i, j int) bool { return m.Label[i].GetName() < m.Label[j].GetName() })
+		metrics = append(metrics, f.relabel(t, src, host, held, hostLabel))
 	}
 	out.Metric = metrics
 	if len(out.Metric) == 0 {
 		return nil
 	}
 	return out
+}
+
+// relabel returns src as this format's exporter and scrape would label it
+// on the host that holds it.
+func (f Format) relabel(t time.Time, src *dto.Metric, host string, held bool, hostLabel string) *dto.Metric {
+	m := &dto.Metric{Gauge: src.Gauge, Counter: src.Counter, Summary: src.Summary, Untyped: src.Untyped,
+		Histogram: src.Histogram, TimestampMs: src.TimestampMs, Label: make([]*dto.LabelPair, 0, len(src.Label)+4)}
+	for _, l := range src.Label {
+		switch l.GetName() {
+		case schema.LabelHostname:
+			switch hostLabel {
+			case "instance":
+				continue
+			case "", schema.LabelHostname:
+			default:
+				l = &dto.LabelPair{Name: proto.String(hostLabel), Value: l.Value}
+			}
+		case schema.LabelPod, schema.LabelNamespace, schema.LabelContainer:
+			if f.HonorLabelsFalse {
+				l = &dto.LabelPair{Name: proto.String("exported_" + l.GetName()), Value: l.Value}
+			}
+		}
+		m.Label = append(m.Label, l)
+	}
+	if hostLabel == "instance" || f.HonorLabelsFalse {
+		m.Label = append(m.Label, &dto.LabelPair{Name: proto.String("instance"), Value: proto.String(host + ":9400")})
+	}
+	if f.HonorLabelsFalse || (f.TargetLabelsOnFreeGPUs && !held) {
+		epoch := int64(0)
+		if f.ExporterRestart > 0 {
+			epoch = t.UnixMilli() / f.ExporterRestart.Milliseconds()
+		}
+		pod, ns, container := fmt.Sprintf("nvidia-dcgm-exporter-%s-%x", host, epoch%4096), "gpu-operator", "nvidia-dcgm-exporter"
+		if f.ExporterPod != nil {
+			pod, ns, container = f.ExporterPod(host, epoch)
+		}
+		m.Label = append(m.Label,
+			&dto.LabelPair{Name: proto.String(schema.LabelPod), Value: proto.String(pod)},
+			&dto.LabelPair{Name: proto.String(schema.LabelNamespace), Value: proto.String(ns)},
+			&dto.LabelPair{Name: proto.String(schema.LabelContainer), Value: proto.String(container)})
+	}
+	sort.Slice(m.Label, func(i, j int) bool { return m.Label[i].GetName() < m.Label[j].GetName() })
+	return m
 }
 
 // OpenMetrics writes replayed collections as one OpenMetrics file, which
