@@ -2,12 +2,13 @@
 # Checks gpuwatch's Prometheus rules and the Alertmanager example with the real
 # tools: promtool check rules, promtool test rules (rules/tests/*.yml), amtool
 # check-config and amtool config routes test (rules/tests/alertmanager_routes.txt).
-# Needs Debian's `prometheus` (promtool) and `prometheus-alertmanager` (amtool).
+# Needs promtool (scripts/test.sh builds it: test/prometheus/build.sh) and
+# Debian's `prometheus-alertmanager` (amtool).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 for bin in promtool amtool; do
-  command -v "$bin" >/dev/null || { echo "rules/test.sh: $bin not installed (apt-get install prometheus prometheus-alertmanager)" >&2; exit 1; }
+  command -v "$bin" >/dev/null || { echo "rules/test.sh: $bin not installed (promtool: sh test/prometheus/build.sh; amtool: apt-get install prometheus-alertmanager)" >&2; exit 1; }
 done
 
 promtool check rules gpuwatch-alerts.yml gpuwatch-recording.yml

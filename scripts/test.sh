@@ -45,7 +45,6 @@ trap finish EXIT
 
 step "install test dependencies"
 need_apt=()
-command -v promtool >/dev/null || need_apt+=(prometheus)
 command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
 command -v victoria-metrics >/dev/null || need_apt+=(victoria-metrics)   # the analyzer corpus through a real VictoriaMetrics
 command -v slurmctld >/dev/null || need_apt+=(slurm-wlm)
@@ -68,6 +67,11 @@ if ((${#need_apt[@]})); then
 fi
 command -v mailpit >/dev/null || GOBIN=/usr/local/bin go install github.com/axllent/mailpit@v1.33.1
 command -v staticcheck >/dev/null || GOBIN=/usr/local/bin go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# Prometheus and promtool of the release go.mod pins for the TSDB and PromQL
+# libraries (3.x; Debian's package is 2.42), built from the module proxy once
+# and cached (test/prometheus/build.sh), first on PATH for every test.
+prometheus_bin="$(sh test/prometheus/build.sh)"
+export PATH="$prometheus_bin:$PATH"
 # Debian's node-configurable-http-proxy lacks a module: npm's, in its own prefix (actiontest.StartHub looks there).
 [[ -x /opt/configurable-http-proxy/bin/configurable-http-proxy ]] || npm install -g --silent --prefix /opt/configurable-http-proxy configurable-http-proxy@5.3.0 >/dev/null
 

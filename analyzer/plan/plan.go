@@ -288,13 +288,16 @@ func FromDemand(res *demand.Result, o Options) *Plan {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	// Pools and teams pack independently of each other: both run on every
-	// core, and the figures are joined in name order.
+	// Pools, teams and allocations are figured independently of each
+	// other (each only reads the items): they run on every core, and the
+	// figures are joined in name order.
 	pools := make([]Pool, len(names))
 	var teams []Team
 	g := new(errgroup.Group)
-	g.SetLimit(runtime.GOMAXPROCS(0))
+	// The teams and allocations beside as many pools as there are cores.
+	g.SetLimit(runtime.GOMAXPROCS(0) + 2)
 	g.Go(func() error { teams = o.teams(byPool); return nil })
+	g.Go(func() error { p.Allocations = o.allocations(res); return nil })
 	for i, n := range names {
 		g.Go(func() error { pools[i] = o.pool(n, byPool[n], res); return nil })
 	}
@@ -313,7 +316,6 @@ func FromDemand(res *demand.Result, o Options) *Plan {
 			p.UnallocatedGPUHours += presentHours(it)
 		}
 	}
-	p.Allocations = o.allocations(res)
 	p.Teams = teams
 	return p
 }
@@ -536,6 +538,7 @@ func (o *Options) allocations(res *demand.Result) []Allocation {
 	}
 	jobs := map[string]*acc{}
 	var keys []string
+	how := o.hoursOfWeek(res)
 	for i := range res.Items {
 		it := &res.Items[i]
 		if it.Job == "" {
@@ -553,7 +556,7 @@ func (o *Options) allocations(res *demand.Result) []Allocation {
 		a.known = a.known && o.known(it)
 		a.a.Compute = maxStats(a.a.Compute, it.Compute)
 		a.a.Memory = maxStats(a.a.Memory, it.Memory)
-		a.hours = maxHours(a.hours, o.hourOfWeek(it, res))
+		a.hours = maxHours(a.hours, hourOfWeek(it, how))
 		if it.Model != "" {
 			g, ok := mig.Lookup(it.Model)
 			if !ok {
@@ -629,16 +632,25 @@ func HourOfWeek(t time.Time, loc *time.Location) int {
 	return ((int(t.Weekday())+6)%7)*24 + t.Hour()
 }
 
-// hourOfWeek folds an item's hourly p95 into the highest per hour of week.
-func (o *Options) hourOfWeek(it *demand.Item, res *demand.Result) []float64 {
+// hoursOfWeek is the hour-of-week index of each hour of res's window.
+func (o *Options) hoursOfWeek(res *demand.Result) []int {
+	out := make([]int, res.Hours)
+	for h := range out {
+		out[h] = HourOfWeek(res.From.Add(time.Duration(h)*time.Hour), o.Location)
+	}
+	return out
+}
+
+// hourOfWeek folds an item's hourly p95 into the highest per hour of week;
+// how is the window's hoursOfWeek.
+func hourOfWeek(it *demand.Item, how []int) []float64 {
 	out := make([]float64, HoursOfWeek)
 	for h, x32 := range it.HourP95 {
 		x := float64(x32)
-		if math.IsNaN(x) {
+		if math.IsNaN(x) || h >= len(how) {
 			continue
 		}
-		w := HourOfWeek(res.From.Add(time.Duration(h)*time.Hour), o.Location)
-		out[w] = max(out[w], x)
+		out[how[h]] = max(out[how[h]], x)
 	}
 	return out
 }

@@ -49,6 +49,11 @@ func (c Call) run(ctx context.Context, q Querier) (model.Value, error) {
 			return m, err
 		}
 	}
+	return c.query(ctx, q)
+}
+
+// query runs the call through the query API.
+func (c Call) query(ctx context.Context, q Querier) (model.Value, error) {
 	if c.Range.Step > 0 {
 		return q.QueryRange(ctx, c.Expr, c.Range)
 	}
@@ -59,16 +64,32 @@ func (c Call) run(ctx context.Context, q Querier) (model.Value, error) {
 // answer to apply as it arrives, with the call's index. apply is called
 // one answer at a time, so it may fold into shared state without a lock;
 // a query's slot is freed only once its answer is applied, so at most
-// parallel answers are held at once. The first error, of a query or of
-// apply, cancels the calls still running and is the one returned: every
-// caller of Fan needs all its answers or none.
+// parallel answers are held at once. A Stored call that q reads through a
+// SampleReader reaches apply a series at a time, each a model.Matrix of
+// one series, as the series arrive: a fleet's week of one metric is then
+// never held whole. The first error, of a query or of apply, cancels the
+// calls still running and is the one returned: every caller of Fan needs
+// all its answers or none.
 func Fan(ctx context.Context, q Querier, calls []Call, parallel int, apply func(i int, v model.Value) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
 	var mu sync.Mutex
 	for i, c := range calls {
 		g.Go(func() error {
-			v, err := c.run(gctx, q)
+			if sr, ok := q.(SampleReader); ok && c.stored != "" {
+				err := sr.ReadSamples(gctx, c.stored, c.At.Add(-c.window+time.Millisecond), c.At, func(l model.Metric, v []model.SamplePair) error {
+					if len(v) == 0 {
+						return nil
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					return apply(i, model.Matrix{{Metric: l, Values: v}})
+				})
+				if !errors.Is(err, errors.ErrUnsupported) {
+					return err
+				}
+			}
+			v, err := c.query(gctx, q)
 			if err != nil {
 				return err
 			}

@@ -173,3 +173,53 @@ func TestStoredFallsBack(t *testing.T) {
 		t.Errorf("a failed read: err %v, then asked %q", err, q.asked)
 	}
 }
+
+// manySeries is a SampleReader of n series of one sample each.
+type manySeries struct {
+	storedOnly
+	n int
+}
+
+func (s *manySeries) ReadSamples(_ context.Context, metric string, _, end time.Time, each func(model.Metric, []model.SamplePair) error) error {
+	for k := 0; k < s.n; k++ {
+		m := model.Metric{"__name__": model.LabelValue(metric), "k": model.LabelValue(fmt.Sprint(k))}
+		if err := each(m, []model.SamplePair{{Timestamp: model.TimeFromUnixNano(end.UnixNano()), Value: model.SampleValue(k)}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestStoredStreamsSeries: a Stored call read through a SampleReader
+// reaches apply a series at a time, in the order read, so that no answer
+// is held whole; an error of apply ends the read there.
+func TestStoredStreamsSeries(t *testing.T) {
+	end := time.Date(2026, 2, 9, 0, 59, 59, 999e6, time.UTC)
+	q := &manySeries{n: 5}
+	var got []string
+	err := Fan(context.Background(), q, []Call{Stored("m", time.Hour, end)}, 1, func(_ int, v model.Value) error {
+		m := v.(model.Matrix)
+		if len(m) != 1 {
+			t.Errorf("an apply of %d series, want 1", len(m))
+		}
+		for _, ss := range m {
+			got = append(got, string(ss.Metric["k"]))
+		}
+		return nil
+	})
+	if err != nil || fmt.Sprint(got) != "[0 1 2 3 4]" {
+		t.Errorf("applied %v (%v), want the 5 series one at a time in order", got, err)
+	}
+	stop := errors.New("enough")
+	got = nil
+	err = Fan(context.Background(), q, []Call{Stored("m", time.Hour, end)}, 1, func(_ int, v model.Value) error {
+		got = append(got, string(v.(model.Matrix)[0].Metric["k"]))
+		if len(got) == 2 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || len(got) != 2 {
+		t.Errorf("apply failed at the 2nd series: got %v, err %v; want the read to stop there with its error", got, err)
+	}
+}

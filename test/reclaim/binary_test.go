@@ -276,7 +276,7 @@ tiers:
 			}
 		}
 	} else if os.Getenv("CI") != "" {
-		t.Error("promtool not installed; .ci/run installs it (Debian prometheus)")
+		t.Error("promtool not installed; .ci/run builds it (test/prometheus/build.sh)")
 	}
 	// The web page shows the finding and the audit log.
 	if page, err := httpGet("http://" + addr + "/findings.json"); err != nil || !strings.Contains(string(page), `"900"`) {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -166,9 +167,11 @@ const (
 
 type figure int
 
-// The figures, each one query. Only the device's total memory and the
-// allocation info are instant queries; both are cheap (the total is read
-// once an hour, the info series are one per allocation).
+// The figures, each one query. Only the allocation info and, from raw
+// series, the device's total memory are instant queries; both are cheap
+// (the total is read once an hour, the info series are one per
+// allocation). From the recording rules the total is read as stored, like
+// the hourly figures.
 const (
 	qTotal figure = iota
 	qInfo
@@ -180,11 +183,21 @@ const (
 	figures = iota
 )
 
-// hourly is the hourly figure of each range figure.
+// hourlyOf is the hourly figure of each range figure.
 var hourlyOf = map[figure]hourly.Figure{
 	qHourMean: hourly.Mean, qHourP95: hourly.P95, qHourPeak: hourly.Peak,
 	qHourCount: hourly.Count, qHourMem: hourly.MemPeak,
 }
+
+// recordedOf is the recorded figure each figure reads from the recording
+// rules: the hourly ones and the device total.
+var recordedOf = func() map[figure]hourly.Figure {
+	m := map[figure]hourly.Figure{qTotal: hourly.Total}
+	for f, h := range hourlyOf {
+		m[f] = h
+	}
+	return m
+}()
 
 // Source is where compute is read from.
 type Source = hourly.Source
@@ -213,9 +226,11 @@ func Exprs(w time.Duration, src Source, recorded bool) []string {
 		// The hourly figures are read as the points stored, one instant
 		// query each: a range query would have Prometheus select every
 		// holder's series once per hour of the window.
+		// The device total is read the same way, its highest point kept:
+		// as stored chunks it costs Prometheus less than max_over_time
+		// evaluated over every holder's week.
 		win := fmt.Sprintf("[%dms] offset 1ms", w.Milliseconds())
-		out[qTotal] = "max_over_time(" + hourly.Record(hourly.Total) + win + ")"
-		for f, h := range hourlyOf {
+		for f, h := range recordedOf {
 			out[f] = hourly.Record(h) + win
 		}
 	} else {
@@ -328,13 +343,14 @@ func chooseRead(ctx context.Context, q query.Querier, r *Result, rules Rules) (r
 func fetchAll(ctx context.Context, q query.Querier, exprs []string, parallel int, recorded bool, start, end time.Time, apply func(figure, model.Value) error) error {
 	calls := make([]query.Call, len(exprs))
 	for f, expr := range exprs {
-		h, hourlyFigure := hourlyOf[figure(f)]
+		_, hourlyFigure := hourlyOf[figure(f)]
+		rec, recordedFigure := recordedOf[figure(f)]
 		switch {
-		case hourlyFigure && recorded:
+		case recordedFigure && recorded:
 			// The points of Exprs' window [w] offset 1ms at end: read where
 			// the backend can as stored chunks (remote read), for which
 			// Prometheus evaluates nothing and encodes no JSON.
-			calls[f] = query.Stored(hourly.Record(h), end.Sub(start)+time.Hour, end.Add(-time.Millisecond))
+			calls[f] = query.Stored(hourly.Record(rec), end.Sub(start)+time.Hour, end.Add(-time.Millisecond))
 		case hourlyFigure:
 			calls[f] = query.Ranged(expr, query.Range{Start: start, End: end, Step: time.Hour})
 		default:
@@ -432,6 +448,15 @@ func (fd *fold) applyMatrix(f figure, val model.Matrix) {
 		}
 		scale := 1.0
 		switch f {
+		case qTotal:
+			// The recorded totals of the window: the device's memory is
+			// the highest.
+			for _, p := range ss.Values {
+				if x := float64(p.Value); !math.IsNaN(x) && !math.IsInf(x, 0) {
+					it.TotalMiB = max(it.TotalMiB, x)
+				}
+			}
+			continue
 		case qHourMean, qHourP95, qHourPeak:
 			scale = migScale(ss.Metric, it.Model)
 			it.HasCompute = true
@@ -507,16 +532,23 @@ func (fd *fold) result(ctx context.Context, r *Result, po pools.Options) {
 			gpuPool[it.Host+"|"+it.UUID] = it.poolLabel
 		}
 	}
-	var live []*Item
-	for _, it := range fd.items {
+	// In key order (an item's map key is its Key).
+	keys := make([]string, 0, len(fd.items))
+	for k, it := range fd.items {
 		if it.Samples > 0 { // a holder without memory samples was not there
-			live = append(live, it)
+			keys = append(keys, k)
 		}
 	}
+	slices.Sort(keys)
+	live := make([]*Item, len(keys))
+	for i, k := range keys {
+		live[i] = fd.items[k]
+	}
 	summariseAll(live)
-	for _, it := range live {
+	r.Items = slices.Grow(r.Items, len(live))
+	for i, it := range live {
 		it.Pool, _ = namer.Pool(it.Model, it.Host, gpuPool[it.Host+"|"+it.UUID])
-		if in, ok := fd.infos[it.Key()]; ok {
+		if in, ok := fd.infos[keys[i]]; ok {
 			it.Team, it.User, it.Kind = in.team, in.user, in.kind
 		}
 		r.Items = append(r.Items, *it)
@@ -527,7 +559,6 @@ func (fd *fold) result(ctx context.Context, r *Result, po pools.Options) {
 	for _, n := range r.DeviceSamples {
 		r.Expected = max(r.Expected, n)
 	}
-	sort.Slice(r.Items, func(a, b int) bool { return r.Items[a].Key() < r.Items[b].Key() })
 }
 
 // coverage is what the probe found of the recording rules over a window.

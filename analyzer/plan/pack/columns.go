@@ -9,33 +9,39 @@ import "slices"
 // profile would not; a block's least refuses a demand for the whole block
 // at once, so that the GPUs filled long ago are passed over by the block.
 //
+// The columns are stored a block at a time ([block][hour][GPU of the
+// block]), allocated whole when the block's first GPU opens: growing one
+// slice per hour by a GPU at a time copied every column again and again
+// (a fifth of a week's 10,000-GPU plan went to those copies).
+//
 // A block's least is recomputed only when it is asked for after one of its
 // GPUs that held it grew: a placement touches every hour of the demand,
 // while the search asks of two hours only.
 type columns struct {
-	n               int
-	load, mem       [][]float64 // [hour][GPU]
-	loadMin, memMin [][]float64 // [hour][block]
-	stale           [][]bool    // [hour][block]: the least is to be recomputed
+	hours  int
+	n      int
+	blocks []*block
 }
 
-func newColumns(hours int) *columns {
-	return &columns{load: make([][]float64, hours), mem: make([][]float64, hours),
-		loadMin: make([][]float64, hours), memMin: make([][]float64, hours), stale: make([][]bool, hours)}
+// block is the columns of binBlock GPUs.
+type block struct {
+	load, mem       [][binBlock]float64 // [hour][GPU of the block]
+	loadMin, memMin []float64           // [hour]
+	stale           []bool              // [hour]: the least is to be recomputed
 }
+
+func newColumns(hours int) *columns { return &columns{hours: hours} }
 
 // open adds an idle GPU; an idle GPU is its block's least.
 func (c *columns) open() {
 	b := c.n / binBlock
-	for h := range c.load {
-		c.load[h] = append(c.load[h], 0)
-		c.mem[h] = append(c.mem[h], 0)
-		if c.n%binBlock == 0 {
-			c.loadMin[h] = append(c.loadMin[h], 0)
-			c.memMin[h] = append(c.memMin[h], 0)
-			c.stale[h] = append(c.stale[h], false)
-		} else {
-			c.loadMin[h][b], c.memMin[h][b], c.stale[h][b] = 0, 0, false
+	if c.n%binBlock == 0 {
+		c.blocks = append(c.blocks, &block{load: make([][binBlock]float64, c.hours), mem: make([][binBlock]float64, c.hours),
+			loadMin: make([]float64, c.hours), memMin: make([]float64, c.hours), stale: make([]bool, c.hours)})
+	} else {
+		bl := c.blocks[b]
+		for h := range c.hours {
+			bl.loadMin[h], bl.memMin[h], bl.stale[h] = 0, 0, false
 		}
 	}
 	c.n++
@@ -44,21 +50,22 @@ func (c *columns) open() {
 // set records GPU k's load l and memory m at hour h. Loads only grow, so
 // a block's least changes only when the GPU that grew held it.
 func (c *columns) set(h, k int, l, m float64) {
-	b := k / binBlock
-	if !c.stale[h][b] && (c.load[h][k] <= c.loadMin[h][b] || c.mem[h][k] <= c.memMin[h][b]) {
-		c.stale[h][b] = true
+	bl, i := c.blocks[k/binBlock], k%binBlock
+	if !bl.stale[h] && (bl.load[h][i] <= bl.loadMin[h] || bl.mem[h][i] <= bl.memMin[h]) {
+		bl.stale[h] = true
 	}
-	c.load[h][k], c.mem[h][k] = l, m
+	bl.load[h][i], bl.mem[h][i] = l, m
 }
 
 // least is the least load and memory of block b at hour h.
 func (c *columns) least(h, b int) (load, mem float64) {
-	if c.stale[h][b] {
-		lo, hi := b*binBlock, min((b+1)*binBlock, c.n)
-		c.loadMin[h][b], c.memMin[h][b] = slices.Min(c.load[h][lo:hi]), slices.Min(c.mem[h][lo:hi])
-		c.stale[h][b] = false
+	bl := c.blocks[b]
+	if bl.stale[h] {
+		k := min(binBlock, c.n-b*binBlock)
+		bl.loadMin[h], bl.memMin[h] = slices.Min(bl.load[h][:k]), slices.Min(bl.mem[h][:k])
+		bl.stale[h] = false
 	}
-	return c.loadMin[h][b], c.memMin[h][b]
+	return bl.loadMin[h], bl.memMin[h]
 }
 
 // blockRefuses says whether every GPU of block b refuses d at hour h: none
@@ -70,5 +77,6 @@ func (c *columns) blockRefuses(d *Demand, h, b int, cp Capacity) bool {
 
 // refuses says whether GPU k, busy at hour h, has no room there for d.
 func (c *columns) refuses(d *Demand, h, k int, cp Capacity) bool {
-	return refuses(d, h, c.load[h][k], c.mem[h][k], cp)
+	bl, i := c.blocks[k/binBlock], k%binBlock
+	return refuses(d, h, bl.load[h][i], bl.mem[h][i], cp)
 }
