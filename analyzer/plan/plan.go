@@ -369,6 +369,15 @@ func (o *Options) sized(it *demand.Item, g *mig.Model) pack.Demand {
 
 func (o *Options) pool(name string, items []*demand.Item, res *demand.Result) Pool {
 	pl := Pool{Name: name}
+	// The heat map and the forecast read the items alone: they are worked
+	// out beside the packing.
+	var heat *HeatMap
+	var fc *Forecast
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		heat, fc = o.heat(items, res), o.forecast(items, res)
+	}()
 	seen, known := o.census(&pl, items)
 	pl.Coverage = coverage(seen, res)
 	g, hasMIG := mig.Lookup(pl.Model)
@@ -399,8 +408,8 @@ func (o *Options) pool(name string, items []*demand.Item, res *demand.Result) Po
 	// The GPUs held are a packing too: a plan never needs more.
 	pl.Needed = min(pl.Held, len(layout)+pl.Unknown)
 	pl.Freeable = pl.Held - pl.Needed
-	pl.Heat = o.heat(items, res)
-	pl.Forecast = o.forecast(items, res)
+	<-done
+	pl.Heat, pl.Forecast = heat, fc
 	return pl
 }
 

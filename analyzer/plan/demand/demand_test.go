@@ -57,3 +57,20 @@ func TestMixtureQuantile(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryFigureFetched: fetchAll's order names every figure once, so a
+// figure added to the list is read.
+func TestEveryFigureFetched(t *testing.T) {
+	seen := map[figure]int{}
+	for _, f := range dearestFirst {
+		seen[f]++
+	}
+	for f := figure(0); f < figures; f++ {
+		if seen[f] != 1 {
+			t.Errorf("figure %d appears %d times in dearestFirst, want once", f, seen[f])
+		}
+	}
+	if len(dearestFirst) != figures {
+		t.Errorf("dearestFirst has %d figures, want %d", len(dearestFirst), figures)
+	}
+}
