@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,9 +57,9 @@ func dirSize(dir string) int64 {
 // may share the machine, so an absolute bound that one machine meets fails
 // on the next. The blocks are written with the TSDB library and served by
 // the prometheus binary. Then it plans the same week from the planner's
-// recorded figures, written into the same blocks: the same plan, at a
-// fraction of the raw plan's CPU (promRecordedScaleCPU), against the 10 s
-// target.
+// recorded figures, written into the same blocks, recordedRuns times: the
+// same plan each time, the median run at a fraction of the raw plan's CPU
+// (promRecordedScaleCPU), against the 10 s target.
 func TestPrometheusScale(t *testing.T) {
 	if testtool.Race {
 		t.Skip("timing targets do not hold under the race detector; scripts/test.sh runs it in its non-race step")
@@ -124,26 +126,37 @@ func TestPrometheusScale(t *testing.T) {
 
 	// The same week from the planner's recorded figures, which the blocks
 	// hold beside the raw series (writeFleetBlocks withRecorded), read as
-	// a user's plan reads them: the probe finds them and says so.
-	runtime.GC()
-	cq = &query.Counting{Q: c}
-	cpu0, pcpu0 = cpuTime(), ps.cpu()
-	start = time.Now()
-	pr, err := Build(context.Background(), cq, from, from.Add(span), Options{})
-	if err != nil {
-		t.Fatal(err)
+	// a user's plan reads them: the probe finds them and says so. A plan
+	// of ten seconds varies by a second or two from one run to the next on
+	// a shared machine (the first after the raw plan is the slowest), so
+	// it runs recordedRuns times and the median run is the figure.
+	runs := make([]recordedRun, recordedRuns)
+	var queries int64
+	for i := range runs {
+		runtime.GC()
+		cq = &query.Counting{Q: c}
+		cpu0, pcpu0 = cpuTime(), ps.cpu()
+		start = time.Now()
+		pr, err := Build(context.Background(), cq, from, from.Add(span), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = recordedRun{wall: time.Since(start), cpu: cpuTime() - cpu0, pcpu: ps.cpu() - pcpu0}
+		queries = cq.Count()
+		t.Logf("SCALE plan-prometheus-recorded run %d: %d GPUs × 7 days from the recording rules: %s wall, CPU %s planner + %s Prometheus, %d queries; read %s (%s); %s",
+			i+1, n, runs[i].wall.Round(time.Millisecond), runs[i].cpu.Round(time.Millisecond), runs[i].pcpu.Round(time.Millisecond), cq.Count(), pr.Read, pr.ReadReason, pr.Headline())
+		if pr.Read != string(demand.ReadRecorded) || cq.Count() != Probes+QueriesRecorded {
+			t.Errorf("read %s (%s) in %d queries, want the recording rules in %d", pr.Read, pr.ReadReason, cq.Count(), Probes+QueriesRecorded)
+		}
+		if pr.Headline() != p.Headline() {
+			t.Errorf("from the recording rules: %s; from raw series: %s", pr.Headline(), p.Headline())
+		}
 	}
-	rwall := time.Since(start)
-	rcpu, rpcpu := cpuTime()-cpu0, ps.cpu()-pcpu0
-	t.Logf("SCALE plan-prometheus-recorded: %d GPUs × 7 days from the recording rules: %s wall, CPU %s planner + %s Prometheus, %d queries; read %s (%s); %s",
-		n, rwall.Round(time.Millisecond), rcpu.Round(time.Millisecond), rpcpu.Round(time.Millisecond), cq.Count(), pr.Read, pr.ReadReason, pr.Headline())
-	if pr.Read != string(demand.ReadRecorded) || cq.Count() != Probes+QueriesRecorded {
-		t.Errorf("read %s (%s) in %d queries, want the recording rules in %d", pr.Read, pr.ReadReason, cq.Count(), Probes+QueriesRecorded)
-	}
-	if pr.Headline() != p.Headline() {
-		t.Errorf("from the recording rules: %s; from raw series: %s", pr.Headline(), p.Headline())
-	}
-	t.Logf("SCALE target 10 s wall from the recording rules: %s here (informational; the CPU ratio below is held)", rwall.Round(time.Millisecond))
+	slices.SortFunc(runs, func(a, b recordedRun) int { return cmp.Compare(a.wall, b.wall) })
+	med := runs[len(runs)/2]
+	rwall, rcpu, rpcpu := med.wall, med.cpu, med.pcpu
+	t.Logf("SCALE target 10 s wall from the recording rules: %s here, the median of %d runs (%s to %s; informational, the CPU ratio below is held)",
+		rwall.Round(time.Millisecond), len(runs), runs[0].wall.Round(time.Millisecond), runs[len(runs)-1].wall.Round(time.Millisecond))
 	r := float64(rcpu+rpcpu) / float64(cpu+pcpu)
 	if r > promRecordedScaleCPU {
 		t.Errorf("the plan from the recording rules took %s of CPU, %.3f× the raw plan's %s: bound %.2f×", (rcpu + rpcpu).Round(time.Millisecond), r,
@@ -152,11 +165,20 @@ func TestPrometheusScale(t *testing.T) {
 		t.Logf("RATIO recorded plan CPU at %d GPUs: %.3f× the raw plan's %s (bound %.2f×)", n, r, (cpu + pcpu).Round(time.Millisecond), promRecordedScaleCPU)
 	}
 	recRow := fmt.Sprintf("| the same plan from the planner's recorded figures, stored beside the raw series in the same blocks "+
-		"(the points the recording rules store, checked equal to promtool's backfill by `TestRecordedBlocksMatchRules`) | %.1f s wall (target 10 s), "+
-		"CPU %.1f s planner + %.1f s Prometheus (%.3f× the raw plan's %.1f s, bound %.2f×), %d queries, the same plan (1-minute load %s) | "+
-		"the same run |\n", rwall.Seconds(), rcpu.Seconds(), rpcpu.Seconds(), r, (cpu + pcpu).Seconds(), promRecordedScaleCPU, cq.Count(), testtool.LoadAverage())
+		"(the points the recording rules store, checked equal to promtool's backfill by `TestRecordedBlocksMatchRules`) | %.1f s wall (target 10 s; "+
+		"the median of %d plans in a row, %.1f to %.1f s), CPU %.1f s planner + %.1f s Prometheus (%.3f× the raw plan's %.1f s, bound %.2f×), %d queries, "+
+		"the same plan (1-minute load %s) | the same run |\n", rwall.Seconds(), len(runs), runs[0].wall.Seconds(), runs[len(runs)-1].wall.Seconds(),
+		rcpu.Seconds(), rpcpu.Seconds(), r, (cpu + pcpu).Seconds(), promRecordedScaleCPU, queries, testtool.LoadAverage())
 	testtool.WriteBenchRow(t, "bench-plan-prometheus", rawRow+recRow)
 }
+
+// recordedRuns is how many times TestPrometheusScale plans from the
+// recorded figures; the median is its figure.
+const recordedRuns = 3
+
+// recordedRun is one plan's wall time and the CPU time of the planner and
+// of Prometheus.
+type recordedRun struct{ wall, cpu, pcpu time.Duration }
 
 // TestPrometheusScaleRecorded: the plan from the planner's recording rules,
 // evaluated over the same data first (promtool's backfill, as Prometheus

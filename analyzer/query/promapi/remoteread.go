@@ -111,12 +111,12 @@ func (c *Client) readSamples(ctx context.Context, metric string, start, end time
 func decodeFrames(r *limited, from, to int64, each func(model.Metric, []model.SamplePair) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var (
-		buf []byte
-		msg prompb.ChunkedReadResponse
-		it  chunkenc.Iterator
-		cur model.Metric
-		key string
-		pts []model.SamplePair
+		buf     []byte
+		fs      frameSeries
+		it      chunkenc.Iterator
+		cur     model.Metric
+		key, kb []byte
+		pts     []model.SamplePair
 	)
 	flush := func() error {
 		if cur == nil {
@@ -126,6 +126,40 @@ func decodeFrames(r *limited, from, to int64, each func(model.Metric, []model.Sa
 		cur, pts = nil, nil
 		return err
 	}
+	series := func(s *frameSeries) error {
+		kb = labelKey(kb[:0], s)
+		if cur == nil || !bytes.Equal(kb, key) {
+			if err := flush(); err != nil {
+				return err
+			}
+			key, cur = append(key[:0], kb...), seriesMetric(s)
+		}
+		for _, ch := range s.chunks {
+			if ch.maxT < from || ch.minT > to {
+				continue
+			}
+			if ch.encoding != int32(prompb.Chunk_XOR) {
+				return fmt.Errorf("series %s: a chunk of encoding %s, want XOR (float samples)", cur, prompb.Chunk_Encoding(ch.encoding))
+			}
+			c, err := chunkenc.FromData(chunkenc.EncXOR, ch.data)
+			if err != nil {
+				return fmt.Errorf("series %s: %w", cur, err)
+			}
+			pts = slices.Grow(pts, c.NumSamples())
+			it = c.Iterator(it)
+			for it.Next() == chunkenc.ValFloat {
+				t, v := it.At()
+				if t < from || t > to || value.IsStaleNaN(v) {
+					continue
+				}
+				pts = append(pts, model.SamplePair{Timestamp: model.Time(t), Value: model.SampleValue(v)})
+			}
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("series %s: %w", cur, err)
+			}
+		}
+		return nil
+	}
 	for {
 		var err error
 		if buf, err = readFrame(br, r, buf); err == io.EOF {
@@ -133,42 +167,9 @@ func decodeFrames(r *limited, from, to int64, each func(model.Metric, []model.Sa
 		} else if err != nil {
 			return err
 		}
-		msg.Reset()
-		if err := msg.Unmarshal(buf); err != nil {
-			return fmt.Errorf("a frame: %w", err)
-		}
-		for _, s := range msg.ChunkedSeries {
-			k := labelKey(s.Labels)
-			if k != key || cur == nil {
-				if err := flush(); err != nil {
-					return err
-				}
-				key, cur = k, seriesMetric(s.Labels)
-			}
-			for _, ch := range s.Chunks {
-				if ch.MaxTimeMs < from || ch.MinTimeMs > to {
-					continue
-				}
-				if ch.Type != prompb.Chunk_XOR {
-					return fmt.Errorf("series %s: a chunk of encoding %s, want XOR (float samples)", cur, ch.Type)
-				}
-				c, err := chunkenc.FromData(chunkenc.EncXOR, ch.Data)
-				if err != nil {
-					return fmt.Errorf("series %s: %w", cur, err)
-				}
-				pts = slices.Grow(pts, c.NumSamples())
-				it = c.Iterator(it)
-				for it.Next() == chunkenc.ValFloat {
-					t, v := it.At()
-					if t < from || t > to || value.IsStaleNaN(v) {
-						continue
-					}
-					pts = append(pts, model.SamplePair{Timestamp: model.Time(t), Value: model.SampleValue(v)})
-				}
-				if err := it.Err(); err != nil {
-					return fmt.Errorf("series %s: %w", cur, err)
-				}
-			}
+		// The chunks are decoded before the next frame overwrites buf.
+		if err := decodeFrame(buf, &fs, series); err != nil {
+			return err
 		}
 	}
 	return flush()
@@ -217,22 +218,21 @@ func frameErr(r *limited, err error) error {
 	return fmt.Errorf("a frame cut short: %w", err)
 }
 
-// labelKey identifies a series across frames.
-func labelKey(ls []prompb.Label) string {
-	var b strings.Builder
-	for _, l := range ls {
-		b.WriteString(l.Name)
-		b.WriteByte(0xff)
-		b.WriteString(l.Value)
-		b.WriteByte(0xff)
+// labelKey appends to b the key that identifies a series across frames.
+func labelKey(b []byte, s *frameSeries) []byte {
+	for i, n := range s.names {
+		b = append(b, n...)
+		b = append(b, 0xff)
+		b = append(b, s.values[i]...)
+		b = append(b, 0xff)
 	}
-	return b.String()
+	return b
 }
 
-func seriesMetric(ls []prompb.Label) model.Metric {
-	m := make(model.Metric, len(ls))
-	for _, l := range ls {
-		m[model.LabelName(l.Name)] = model.LabelValue(l.Value)
+func seriesMetric(s *frameSeries) model.Metric {
+	m := make(model.Metric, len(s.names))
+	for i, n := range s.names {
+		m[model.LabelName(n)] = model.LabelValue(s.values[i])
 	}
 	return m
 }
