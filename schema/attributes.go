@@ -46,27 +46,59 @@ type AttrSpec struct {
 	// Sources names the schedulers whose facts fill it at decision time.
 	Sources []string
 	Doc     string
+	// Owner is who writes the attribute: OwnerOperator (the scheduler or
+	// API server on the operator's terms) or OwnerWorkload (the author of
+	// the job or pod). A policy chooses tiers and exemptions by a
+	// workload-owned attribute only where the operator trusts it key by key.
+	Owner Owner
+	// Writers says who can set the attribute's value, in words for the
+	// operator (check-config's warnings, the documentation).
+	Writers string
 }
+
+// Owner is who writes an attribute of an allocation.
+type Owner string
+
+// The owners of attributes.
+const (
+	// OwnerOperator: the scheduler's record, the API server's, or the
+	// operator's own files; a job's author cannot choose it beyond what the
+	// operator allows.
+	OwnerOperator Owner = "operator"
+	// OwnerWorkload: text the job's or pod's author writes freely.
+	OwnerWorkload Owner = "workload"
+)
+
+// Who can write what, for the specs below.
+const (
+	writersSlurm   = "the operator (slurm.conf, sacctmgr); a job gets only what its submitter is allowed"
+	writersJobName = "the job's submitter (sbatch --job-name, scontrol update JobName=)"
+	writersKube    = "the API server, from objects the operator's RBAC governs"
+	writersPod     = "any user who can create or update pods in the pod's namespace"
+	writersNSLabel = "whoever may update the namespace (cluster administrators, as a rule)"
+	writersTeam    = "the operator's teams file (and the pod's author only where the teams file names a pod_label)"
+	writersKind    = "whoever names the job or pod (the job's submitter; any user who can create pods in the namespace), through the teams file's kinds"
+)
 
 // AllocationAttrs is the one list of an allocation's attributes: those a
 // policy may match, in documentation order, then those only the exporter
 // publishes. The exporter's allocation labels, the policy parser, the facts
 // at decision time and the documentation all read it.
 var AllocationAttrs = []AttrSpec{
-	{AttrPartition, false, "partitions", false, []string{SchedulerSlurm}, "Slurm partition (squeue)"},
-	{AttrQoS, false, "qos", false, []string{SchedulerSlurm}, "Slurm QoS (squeue)"},
-	{AttrAccount, true, "accounts", false, []string{SchedulerSlurm}, "Slurm account (squeue)"},
-	{AttrUser, true, "users", false, []string{SchedulerSlurm}, "Slurm job owner (squeue)"},
-	{AttrJobName, true, "job_names", false, []string{SchedulerSlurm}, "Slurm job name (squeue)"},
-	{AttrNamespace, false, "namespaces", false, []string{SchedulerKubernetes}, "pod namespace (API server)"},
-	{AttrOwner, false, "owners", false, []string{SchedulerKubernetes}, "kind of the pod's controller, e.g. Job, ReplicaSet, StatefulSet (API server)"},
-	{AttrTeam, true, "teams", false, []string{SchedulerSlurm, SchedulerKubernetes}, "team from the teams file (pod_label, namespaces, accounts, users) applied to the facts above"},
-	{AttrKind, true, "kinds", false, []string{SchedulerSlurm, SchedulerKubernetes}, "batch, interactive or service, from the teams file's kinds applied to the job or pod name"},
-	{AttrPodLabels, false, "labels", true, []string{SchedulerKubernetes}, "pod labels (API server)"},
-	{AttrPodAnnotations, false, "annotations", true, []string{SchedulerKubernetes}, "pod annotations (API server)"},
-	{AttrNamespaceLabels, false, "namespace_labels", true, []string{SchedulerKubernetes}, "labels of the pod's namespace (API server)"},
-	{AttrJob, true, "", false, nil, "hpc_job id, or namespace/pod"},
-	{AttrScheduler, true, "", false, nil, "slurm or kubernetes"},
+	{AttrPartition, false, "partitions", false, []string{SchedulerSlurm}, "Slurm partition (squeue)", OwnerOperator, writersSlurm},
+	{AttrQoS, false, "qos", false, []string{SchedulerSlurm}, "Slurm QoS (squeue)", OwnerOperator, writersSlurm},
+	{AttrAccount, true, "accounts", false, []string{SchedulerSlurm}, "Slurm account (squeue)", OwnerOperator, writersSlurm},
+	{AttrUser, true, "users", false, []string{SchedulerSlurm}, "Slurm job owner (squeue)", OwnerOperator, "the scheduler (the submitter's uid)"},
+	{AttrJobName, true, "job_names", false, []string{SchedulerSlurm}, "Slurm job name (squeue)", OwnerWorkload, writersJobName},
+	{AttrNamespace, false, "namespaces", false, []string{SchedulerKubernetes}, "pod namespace (API server)", OwnerOperator, writersKube},
+	{AttrOwner, false, "owners", false, []string{SchedulerKubernetes}, "kind of the pod's controller, e.g. Job, ReplicaSet, StatefulSet (API server)", OwnerOperator, writersKube},
+	{AttrTeam, true, "teams", false, []string{SchedulerSlurm, SchedulerKubernetes}, "team from the teams file (namespaces, accounts, users; then pod_label where the file names one) applied to the facts above", OwnerOperator, writersTeam},
+	{AttrKind, true, "kinds", false, []string{SchedulerSlurm, SchedulerKubernetes}, "batch, interactive or service, from the teams file's kinds applied to the job or pod name", OwnerWorkload, writersKind},
+	{AttrPodLabels, false, "labels", true, []string{SchedulerKubernetes}, "pod labels (API server)", OwnerWorkload, writersPod},
+	{AttrPodAnnotations, false, "annotations", true, []string{SchedulerKubernetes}, "pod annotations (API server)", OwnerWorkload, writersPod},
+	{AttrNamespaceLabels, false, "namespace_labels", true, []string{SchedulerKubernetes}, "labels of the pod's namespace (API server)", OwnerOperator, writersNSLabel},
+	{AttrJob, true, "", false, nil, "hpc_job id, or namespace/pod", OwnerOperator, "the scheduler (job id), or the pod's author (pod name)"},
+	{AttrScheduler, true, "", false, nil, "slurm or kubernetes", OwnerOperator, "gpuwatch"},
 }
 
 // Allocation is one holder of a GPU described by its attributes: its fields
@@ -206,5 +238,22 @@ func MatchKeys() []string {
 }
 
 // ExemptKey is the pod label or annotation that exempts an allocation; its
-// value is "true" or an RFC 3339 time until which it holds.
+// value is "true" or an RFC 3339 time until which it holds. The pod's author
+// writes it, so it counts only where the policy trusts it.
 const ExemptKey = "gpuwatch.io/exempt"
+
+// WorkloadOwned reports whether the allocation's author writes the
+// attribute freely.
+func (s AttrSpec) WorkloadOwned() bool { return s.Owner == OwnerWorkload }
+
+// WorkloadMatchAttrs lists the attributes a policy may match that the
+// workload writes, in documentation order.
+func WorkloadMatchAttrs() []AttrSpec {
+	var out []AttrSpec
+	for _, s := range MatchAttrs() {
+		if s.WorkloadOwned() {
+			out = append(out, s)
+		}
+	}
+	return out
+}

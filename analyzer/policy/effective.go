@@ -70,7 +70,8 @@ func (r *Rule) reclaims() bool {
 
 // Warnings are legal but risky choices: a catch-all tier that reclaims
 // takes every allocation no earlier tier selected, whatever its partition
-// or namespace; and a tier after a catch-all is never reached.
+// or namespace; a tier after a catch-all is never reached; and every tier,
+// exemption and trusted key a workload's author can sway, naming who.
 func (p *Policy) Warnings() []string {
 	var out []string
 	for i := range p.Tiers {
@@ -93,6 +94,7 @@ func (p *Policy) Warnings() []string {
 			out = append(out, fmt.Sprintf("tier %q matches everything: the tiers after it (%q...) are never used", t.Name, p.Tiers[i+1].Name))
 		}
 	}
+	out = append(out, p.trustWarnings()...)
 	for i := range p.Tiers {
 		if s := p.Tiers[i].Match.schedulers(); len(s) == 0 {
 			out = append(out, fmt.Sprintf("tier %q matches attributes that no one scheduler has together: it selects nothing", p.Tiers[i].Name))
@@ -139,6 +141,7 @@ func (p *Policy) WriteEffective(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "dry_run=%v min_warning=%s stale_after=%s reclaims_per_cycle=%d reclaims_per_hour=%d\n",
 		p.DryRun, p.MinWarning, p.StaleAfter, p.RateLimits.ReclaimsPerCycle, p.RateLimits.ReclaimsPerHour)
+	fmt.Fprintf(&b, "workload decides: %s\n", p.Trust)
 	last := ""
 	for _, e := range p.Effective() {
 		if e.Tier != last {

@@ -28,6 +28,8 @@ type policyFile struct {
 	Channels         channelsFile        `yaml:"channels"`
 	Tiers            []tierFile          `yaml:"tiers"`
 	Exemptions       []exemptionFile     `yaml:"exemptions"`
+	// TrustWorkloadKeys (trust.go) is spelled trustKey in messages.
+	TrustWorkloadKeys trustFile `yaml:"trust_workload_keys"`
 }
 
 type rateLimitsFile struct {

@@ -74,6 +74,7 @@ func (c *checker) policy(f *policyFile) *Policy {
 		ProcessGrace: f.Process.Grace.D(),
 		Channels:     c.channels(&f.Channels),
 		Exemptions:   c.exemptions(f.Exemptions),
+		Trust:        Trust(f.TrustWorkloadKeys),
 	}
 	if p.Retry.MaxBackoff < p.Retry.InitialBackoff {
 		c.fail("retry.max_backoff", "must be at least retry.initial_backoff (%s)", f.Retry.InitialBackoff)
@@ -153,6 +154,7 @@ func (c *checker) exemptions(fs []exemptionFile) []Exemption {
 func (c *checker) tier(key string, f *tierFile, p *Policy) Tier {
 	t := Tier{Name: string(f.Name), Reclaim: f.Reclaim, DryRun: f.DryRun, MaxRunTime: f.MaxRunTime.D(),
 		Match: c.match(key+".match", f.Match)}
+	c.untrusted(key+".match", t.Match, p.Trust)
 	if f.Name == "" {
 		c.fail(key+".name", "a tier needs a name")
 	}

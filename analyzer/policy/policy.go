@@ -62,6 +62,10 @@ type Policy struct {
 	Channels         Channels
 	Tiers            []Tier
 	Exemptions       []Exemption
+	// Trust is what the workload may decide (trust_workload_keys): no tier
+	// matches an untrusted workload-owned key (the parser refuses it), and
+	// gpuwatch.io/exempt exempts only where it is trusted.
+	Trust Trust
 }
 
 // RateLimits bound reclaims (not warnings).
@@ -363,10 +367,12 @@ func (p *Policy) qualifies(f *finding.Finding, t *Tier, r *Rule, now time.Time) 
 }
 
 // exempt says whether f is exempt; missing names a fact an exemption needed
-// and could not have (then it is not known to be exempt).
+// and could not have (then it is not known to be exempt). The pod's own
+// gpuwatch.io/exempt counts only where the operator trusts it: its author
+// wrote it, and without trust it neither exempts nor is needed.
 func (p *Policy) exempt(f *finding.Finding, fa *facts.Facts, now time.Time) (bool, string, string) {
 	var missing []string
-	for _, a := range []schema.Attr{schema.AttrPodLabels, schema.AttrPodAnnotations} {
+	for _, a := range p.Trust.SelfExemption() {
 		m, _, why := fa.Map(a)
 		if why != "" {
 			missing = append(missing, string(a)+": "+why)

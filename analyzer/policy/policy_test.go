@@ -13,6 +13,7 @@ import (
 
 const tiered = `
 dry_run: false
+trust_workload_keys: {labels: [app], annotations: [gpuwatch.io/exempt]}
 tiers:
   - name: production
     match: {partitions: [prod], qos: [high]}
