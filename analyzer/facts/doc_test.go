@@ -28,7 +28,7 @@ func TestDocumentedMatchKeys(t *testing.T) {
 	}
 	var want []string
 	for _, s := range schema.MatchAttrs() {
-		want = append(want, "| `"+s.MatchKey+"` | "+string(s.Attr)+" | "+strings.Join(s.Sources, ", ")+" | "+s.Doc+" |")
+		want = append(want, "| `"+s.MatchKey+"` | "+string(s.Attr)+" | "+strings.Join(s.Sources, ", ")+" | "+s.Doc+" | "+string(s.Owner)+": "+s.Writers+" |")
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("match keys table:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

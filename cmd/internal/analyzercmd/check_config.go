@@ -31,7 +31,7 @@ func checkConfig(app *kingpin.Application, checkScenario func(path string) error
 	if checkScenario != nil {
 		what = "reclamation policy, analyzer thresholds, report/SMTP config, teams file, web config and simulator scenario"
 	}
-	cmd := app.Command("check-config", "Validate every file gpuwatch reads: "+what+"; every error names file, line and key (exit 2), all of them at once. For a policy, print the effective policy (each tier, its match, each rule's steps with the effective dry-run and reclaim) and warn about risky choices, such as a catch-all tier that reclaims.")
+	cmd := app.Command("check-config", "Validate every file gpuwatch reads: "+what+"; every error names file, line and key (exit 2), all of them at once. For a policy, print the effective policy (each tier, its match, each rule's steps with the effective dry-run and reclaim) and warn about risky choices, such as a catch-all tier that reclaims, or a tier or exemption that a field the workload writes (a trusted pod label or annotation, job name or kind; a team taken from a pod label) can sway, naming who can write it; warnings alone exit 0.")
 	var polFile, cfgFile string
 	pol, cfg := &polFile, &cfgFile
 	cmd.Flag("policy.file", "Reclamation policy file (YAML) to check.").StringVar(pol)
@@ -51,6 +51,7 @@ func checkConfig(app *kingpin.Application, checkScenario func(path string) error
 			return &clikit.UsageError{Err: errors.New("nothing to check: give " + flags)}
 		}
 		var errs []error
+		var teamsCfg *teams.Config
 		ok := func(path string) { fmt.Fprintf(os.Stdout, "%s: OK\n", path) }
 		if *rep != "" {
 			if _, err := report.LoadConfig(*rep); err != nil {
@@ -64,6 +65,7 @@ func checkConfig(app *kingpin.Application, checkScenario func(path string) error
 				errs = append(errs, err)
 			} else {
 				ok(*tm)
+				teamsCfg = t
 				for _, w := range t.Warnings {
 					fmt.Fprintf(os.Stderr, "warning: %s\n", w)
 				}
@@ -97,7 +99,11 @@ func checkConfig(app *kingpin.Application, checkScenario func(path string) error
 				if err := p.WriteEffective(os.Stdout); err != nil {
 					return err
 				}
-				for _, w := range p.Warnings() {
+				warnings := p.Warnings()
+				if teamsCfg != nil {
+					warnings = append(warnings, p.PodLabelTeamWarnings(teamsCfg.Team.PodLabel)...)
+				}
+				for _, w := range warnings {
 					fmt.Fprintf(os.Stderr, "warning: %s\n", w)
 				}
 			}

@@ -6,10 +6,10 @@
 // podName, builtinKinds) are still read, with a deprecation warning.
 //
 //	team:
-//	  pod_label: team                # a pod label whose value is the team (needs pod metadata)
 //	  namespaces: {ml-research: research}
 //	  accounts:   {physics: physics}
 //	  users:      {alice: research}
+//	  pod_label: team                # trust this pod label to name the team where no mapping above does
 //	  default: unassigned            # when nothing matches ("" leaves the team empty)
 //	kinds:                           # first match wins; a rule matches when any of its patterns does
 //	  - kind: service
@@ -18,7 +18,11 @@
 //	    job_name: '^(rstudio|vscode)'
 //	builtin_kinds: true              # then gpuwatch's defaults (schema.KindDefaults); default true
 //
-// Team rules are tried in the order pod label, namespace, account, user.
+// Team rules are tried in the order namespace, account, user, pod label:
+// the operator's own mappings first. A pod label is written by whoever
+// creates the pod, so it names a team only where the operator trusts that
+// label (pod_label) and no mapping of the operator's applies; reading the
+// file then warns that pods in unmapped namespaces choose their own team.
 package teams
 
 import (
@@ -38,7 +42,8 @@ type Config struct {
 	Team         TeamRules  `yaml:"team"`
 	Kinds        []KindRule `yaml:"kinds"`
 	BuiltinKinds *bool      `yaml:"builtin_kinds"`
-	// Warnings are deprecation notes from reading the file.
+	// Warnings are notes from reading the file: deprecated keys, and the
+	// pod label it trusts to name teams.
 	Warnings []string `yaml:"-"`
 }
 
@@ -48,6 +53,8 @@ var renamed = map[string]string{"podLabel": "pod_label", "builtinKinds": "builti
 
 // TeamRules map an allocation's owner to a team.
 type TeamRules struct {
+	// PodLabel is the pod label trusted to name a pod's team when no
+	// namespace, account or user mapping does; "" trusts none.
 	PodLabel   string            `yaml:"pod_label"`
 	Namespaces map[string]string `yaml:"namespaces"`
 	Accounts   map[string]string `yaml:"accounts"`
@@ -112,6 +119,14 @@ func ParseFile(name string, data []byte) (*Config, error) {
 			errs = append(errs, doc.Errorf(at, "give job_name, pod_name or both"))
 		}
 	}
+	if l := c.Team.PodLabel; l != "" {
+		if err := schema.ValidLabelKey(l); err != nil {
+			errs = append(errs, doc.Errorf("team.pod_label", "%v", err))
+		} else {
+			c.Warnings = append(c.Warnings, doc.Errorf("team.pod_label", "the pod label %q names the team of a pod whose namespace team.namespaces does not map: "+
+				"any user who can create or update pods in such a namespace chooses their team, and with it the policy's tiers and exemptions by team", l).Error())
+		}
+	}
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
@@ -134,11 +149,6 @@ func (c *Config) team(a *source.Allocation) string {
 		return ""
 	}
 	r := &c.Team
-	if r.PodLabel != "" {
-		if t := a.Labels[r.PodLabel]; t != "" {
-			return t
-		}
-	}
 	for _, m := range []struct {
 		rules map[string]string
 		key   string
@@ -147,6 +157,12 @@ func (c *Config) team(a *source.Allocation) string {
 			continue
 		}
 		if t, ok := m.rules[m.key]; ok {
+			return t
+		}
+	}
+	// Only now the pod's own word: the operator's mappings above outrank it.
+	if r.PodLabel != "" {
+		if t := a.Labels[r.PodLabel]; t != "" {
 			return t
 		}
 	}

@@ -1,6 +1,7 @@
 package teams
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,10 @@ func TestApply(t *testing.T) {
 		in               source.Allocation
 		wantTeam, wantKd string
 	}{
-		{"pod label first", c, source.Allocation{Namespace: "ml-research", Pod: "x", Labels: map[string]string{"team": "vision"}}, "vision", "batch"},
+		{"namespace mapping outranks the pod label", c, source.Allocation{Namespace: "ml-research", Pod: "x", Labels: map[string]string{"team": "vision"}}, "research", "batch"},
+		{"pod label where no mapping applies", c, source.Allocation{Namespace: "other", Pod: "x", Labels: map[string]string{"team": "vision"}}, "vision", "batch"},
+		{"empty pod label: default", c, source.Allocation{Namespace: "other", Pod: "x", Labels: map[string]string{"team": ""}}, "unassigned", "batch"},
+		{"user mapping outranks the pod label", c, source.Allocation{Namespace: "other", User: "bob", Pod: "x", Labels: map[string]string{"team": "ml-infra"}}, "infra", "batch"},
 		{"namespace", c, source.Allocation{Namespace: "ml-research", Pod: "triton-0"}, "research", "service"},
 		{"account before user", c, source.Allocation{HPCJob: "1", Account: "physics", User: "alice", JobName: "rstudio-session"}, "physics-dept", "interactive"},
 		{"user", c, source.Allocation{HPCJob: "1", User: "bob", JobName: "interactive"}, "infra", "interactive"},
@@ -103,8 +107,9 @@ func TestOldCamelCaseKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cur.Warnings) != 0 || len(old.Warnings) != 4 {
-		t.Fatalf("warnings: new file %q, old file %q (want 0 and 4)", cur.Warnings, old.Warnings)
+	// Both trust the pod label "team": one warning says so.
+	if len(cur.Warnings) != 1 || len(old.Warnings) != 5 {
+		t.Fatalf("warnings: new file %q, old file %q (want 1 and 5)", cur.Warnings, old.Warnings)
 	}
 	if !strings.Contains(old.Warnings[0], `teams file:2: team.pod_label: "podLabel" is deprecated, write "pod_label"`) {
 		t.Errorf("warning %q", old.Warnings[0])
@@ -115,6 +120,69 @@ func TestOldCamelCaseKeys(t *testing.T) {
 		cur.Apply(&y)
 		if x.Team != y.Team || x.Kind != y.Kind {
 			t.Errorf("%+v: old keys give %s/%s, new %s/%s", a, x.Team, x.Kind, y.Team, y.Kind)
+		}
+	}
+}
+
+// TestPodLabelTrust: pod_label is the operator trusting one pod label to
+// name a team where no mapping of theirs applies. A key no pod could carry
+// (a pattern, unicode, control characters, oversized) is refused at its
+// line; an accepted one warns who can then choose their team. Whatever
+// value a pod puts in the label, a namespace, account or user mapping
+// still wins, and without pod_label no label names a team.
+func TestPodLabelTrust(t *testing.T) {
+	for _, k := range []string{"*", "team*", "te?m", "[t]eam", "gpuwatch.io/*", "t\u00ebam", "\u202eteam", "\uff54eam",
+		"my team", "team ", "-team", "team.", "/team", "team/", "a/b/c", "Team.IO/x", strings.Repeat("n", 64),
+		strings.Repeat("p", 254) + "/x", strings.Repeat("k", 5000), "te\tam", "\x1b[2J", "\x1bteam", "$(id)", "team;id"} {
+		t.Run(fmt.Sprintf("refused %.30q", k), func(t *testing.T) {
+			_, err := Parse(fmt.Appendf(nil, "team:\n  default: x\n  pod_label: %q\n", k))
+			if err == nil || !strings.Contains(err.Error(), "teams file:3: team.pod_label: ") {
+				t.Fatalf("err = %v, want a refusal at line 3", err)
+			}
+			if strings.ContainsAny(strings.SplitN(err.Error(), "team.pod_label: ", 2)[1], "\x1b\u202e\t") {
+				t.Fatalf("message %q echoes a raw control character", err)
+			}
+		})
+	}
+	for _, k := range []string{"team", "gpuwatch.io/team", "app.kubernetes.io/part-of", strings.Repeat("n", 63)} {
+		t.Run("accepted "+k[:min(len(k), 30)], func(t *testing.T) {
+			c, err := Parse(fmt.Appendf(nil, "team:\n  pod_label: %q\n", k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("teams file:2: team.pod_label: the pod label %q names the team of a pod whose namespace team.namespaces does not map: any user who can create or update pods in such a namespace chooses their team", k)
+			if len(c.Warnings) != 1 || !strings.HasPrefix(c.Warnings[0], want) {
+				t.Fatalf("warnings %q, want %q", c.Warnings, want)
+			}
+		})
+	}
+	mapped, err := Parse([]byte("team:\n  pod_label: team\n  namespaces: {research: research}\n  accounts: {phys: physics}\n  users: {carol: ops}\n  default: unassigned\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlabelled, err := Parse([]byte("team:\n  namespaces: {research: research}\n  default: unassigned\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"ml-infra", "", "research", strings.Repeat("x", 63), "ops"} {
+		for _, c := range []struct {
+			name   string
+			cfg    *Config
+			a      source.Allocation
+			mapped string // the team with no label at all
+		}{
+			{"mapped namespace", mapped, source.Allocation{Namespace: "research", Pod: "p"}, "research"},
+			{"mapped user", mapped, source.Allocation{Namespace: "other", User: "carol", Pod: "p"}, "ops"},
+			{"no pod_label", unlabelled, source.Allocation{Namespace: "other", Pod: "p"}, "unassigned"},
+		} {
+			t.Run(fmt.Sprintf("%s label %.20q", c.name, v), func(t *testing.T) {
+				a := c.a
+				a.Labels = map[string]string{"team": v}
+				c.cfg.Apply(&a)
+				if a.Team != c.mapped {
+					t.Fatalf("team %q, want %q whatever the label says", a.Team, c.mapped)
+				}
+			})
 		}
 	}
 }
