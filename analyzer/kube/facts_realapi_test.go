@@ -24,9 +24,11 @@ import (
 
 // The policy the real pods are judged by: tiers chosen by namespace labels,
 // by the pod's owner kind and by pod labels; exemptions by annotation, by
-// label and by team (the teams file takes the team from a pod label).
+// label and by team (the teams file takes the team from a pod label). The
+// pod keys it matches are trusted (trust_workload_keys).
 const realPolicy = `
 dry_run: false
+trust_workload_keys: {labels: [app.kubernetes.io/name], annotations: [gpuwatch.io/exempt]}
 tiers:
   - name: production
     match: {namespace_labels: {gpuwatch.io/env: prod}}

@@ -167,7 +167,8 @@ func TestKubernetesScaleOwnerWhenConfigured(t *testing.T) {
 // The owners' facts decide for pods: pod labels, annotations and namespace
 // labels (from the API server, one list each per cycle) choose the tier;
 // the teams file's podLabel rule names the team; gpuwatch.io/exempt on a
-// pod is honoured. The findings carry none of these: only the pod's name.
+// pod is honoured, the policy trusting these pod keys. The findings carry
+// none of these: only the pod's name.
 func TestKubernetesFactsChooseTierAndTeam(t *testing.T) {
 	running := corev1.PodStatus{Phase: corev1.PodRunning}
 	pod := func(ns, name string, labels, ann map[string]string) *corev1.Pod {
@@ -186,6 +187,7 @@ dry_run: false
 min_warning: 5m
 channels:
   webhook: {url: "http://127.0.0.1:1/unused"}
+trust_workload_keys: {labels: [app], annotations: [priority, gpuwatch.io/exempt]}
 tiers:
   - name: prod
     match: {namespace_labels: {env: prod}}
