@@ -3,6 +3,7 @@ package schema
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -80,5 +81,58 @@ func TestAllocationFieldsAreTheAttributes(t *testing.T) {
 	a := Allocation{Job: "1", User: "u", Team: "t", Kind: KindBatch, Account: "acc", JobName: "n", Scheduler: SchedulerSlurm, Partition: "p"}
 	if got, want := a.InfoLabelValues(), []string{"1", "u", "t", KindBatch, "acc", "n", SchedulerSlurm}; !slices.Equal(got, want) {
 		t.Errorf("InfoLabelValues() = %v, want %v in the order of %v", got, want, AllocationInfo.Labels)
+	}
+}
+
+// TestEveryMatchKeyHasAnOwner: each attribute a policy may match says who
+// writes it, so the policy, check-config and the docs can tell the
+// operator's facts from the workload's; the ones a job's author writes
+// freely are exactly these.
+func TestEveryMatchKeyHasAnOwner(t *testing.T) {
+	var workload []string
+	for _, s := range MatchAttrs() {
+		if s.Owner != OwnerOperator && s.Owner != OwnerWorkload {
+			t.Errorf("match key %q has owner %q", s.MatchKey, s.Owner)
+		}
+		if s.Writers == "" {
+			t.Errorf("match key %q does not say who writes it", s.MatchKey)
+		}
+		if s.WorkloadOwned() {
+			workload = append(workload, s.MatchKey)
+		}
+	}
+	if want := []string{"job_names", "kinds", "labels", "annotations"}; !slices.Equal(workload, want) {
+		t.Errorf("workload-owned match keys %v, want %v", workload, want)
+	}
+	var listed []string
+	for _, s := range WorkloadMatchAttrs() {
+		listed = append(listed, s.MatchKey)
+	}
+	if !slices.Equal(listed, workload) {
+		t.Errorf("WorkloadMatchAttrs %v, want %v", listed, workload)
+	}
+}
+
+// TestValidLabelKey: the keys the API server accepts on a pod's labels and
+// annotations, and none other; a pattern is refused as one.
+func TestValidLabelKey(t *testing.T) {
+	for _, c := range []struct {
+		key, want string // want: part of the error, "" for valid
+	}{
+		{"team", ""}, {"Team", ""}, {"a", ""}, {"9", ""}, {"a.b_c-d", ""}, {ExemptKey, ""}, {"app.kubernetes.io/name", ""},
+		{strings.Repeat("n", 63), ""}, {strings.Repeat("p", 253) + "/" + strings.Repeat("n", 63), ""},
+		{"", "empty key"}, {"*", "is a pattern"}, {"te?m", "is a pattern"}, {"[t]eam", "is a pattern"}, {`te\am`, "is a pattern"},
+		{strings.Repeat("n", 64), "the name must be"}, {strings.Repeat("p", 254) + "/x", "the prefix"},
+		{strings.Repeat("k", 400), "key of 400 bytes"}, {"t\u00ebam", "the name must be"}, {"-team", "the name must be"},
+		{"team.", "the name must be"}, {"my team", "the name must be"}, {"a/b/c", "the name must be"}, {"/team", "the prefix"},
+		{"team/", "the name must be"}, {"Example.COM/x", "the prefix"}, {"a..b/x", "the prefix"}, {"te\x00am", "the name must be"},
+	} {
+		err := ValidLabelKey(c.key)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%.40q refused: %v", c.key, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%.40q: error %v, want %q", c.key, err, c.want)
+		}
 	}
 }
