@@ -230,7 +230,7 @@ func (j *JupyterHub) call(ctx context.Context, method, path, accept string) (int
 	case resp.StatusCode == http.StatusUnauthorized:
 		return 0, "", fmt.Errorf("JupyterHub refused the token (401) for %s", what)
 	case resp.StatusCode == http.StatusForbidden:
-		return 0, "", fmt.Errorf("JupyterHub refused the token (403) for %s: it needs the scopes list:users, read:servers, %s and servers", what, ScopeServerState)
+		return 0, "", fmt.Errorf("JupyterHub refused the token (403) for %s: it needs the scopes list:users, read:servers, %s and servers", what, scopeServerState)
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		return 0, "", fmt.Errorf("JupyterHub answered %s with a redirect (%d): not followed (check --jupyterhub.url)", what, resp.StatusCode)
 	}

@@ -45,14 +45,14 @@ const (
 // 2.0 and later), which says where the next page starts.
 const hubPaginationType = "application/jupyterhub-pagination+json"
 
-// ScopeServerState is the Hub scope that shows servers' spawner state.
-const ScopeServerState = "admin:server_state"
+// scopeServerState is the Hub scope that shows servers' spawner state.
+const scopeServerState = "admin:server_state"
 
 var (
 	// errNoHubRecord: no server the Hub knows runs in the pod.
 	errNoHubRecord = errors.New("no JupyterHub server runs in this pod")
 	// errNoStateScope: the Hub withheld spawner state from the token.
-	errNoStateScope = fmt.Errorf("JupyterHub shows no server state to the token: it needs the %s scope (or admin:servers)", ScopeServerState)
+	errNoStateScope = fmt.Errorf("JupyterHub shows no server state to the token: it needs the %s scope (or admin:servers)", scopeServerState)
 )
 
 // podRef is a pod as the API server names it.
