@@ -169,18 +169,19 @@ tiers:
 `
 
 // takeover: alice's idle notebook and bob's two busy ones run in the
-// Hub's namespace; mallory runs two idle pods in her own, named and
-// annotated as bob's servers. The fleet's node is the API server's.
+// Hub's namespace on one node; on the other, mallory runs two idle pods in
+// her own, named and annotated as bob's servers. The nodes are the API
+// server's.
 const takeover = `
 name: takeover
 origin: %[1]s
-fleet: [{hostname: %[2]s, model: H100-SXM5-80GB, gpus: 5}]
+fleet: [{hostname: %[2]s, model: H100-SXM5-80GB, gpus: 3}, {hostname: %[3]s, model: H100-SXM5-80GB, gpus: 2}]
 workloads:
-  - {id: jupyter-alice, scheduler: kubernetes, namespace: %[3]s, user: alice, team: ml, node: %[2]s, gpus: [0], start: 0s, duration: 10h, behaviour: idle_notebook}
-  - {id: jupyter-bob, scheduler: kubernetes, namespace: %[3]s, user: bob, team: ml, node: %[2]s, gpus: [1], start: 0s, duration: 10h, behaviour: notebook}
-  - {id: jupyter-bob--lab, scheduler: kubernetes, namespace: %[3]s, user: bob, team: ml, node: %[2]s, gpus: [2], start: 0s, duration: 10h, behaviour: notebook}
-  - {id: jupyter-bob, scheduler: kubernetes, namespace: %[4]s, user: mallory, team: ml, node: %[2]s, gpus: [3], start: 0s, duration: 10h, behaviour: idle_notebook}
-  - {id: jupyter-bob--lab, scheduler: kubernetes, namespace: %[4]s, user: mallory, team: ml, node: %[2]s, gpus: [4], start: 0s, duration: 10h, behaviour: idle_notebook}
+  - {id: jupyter-alice, scheduler: kubernetes, namespace: %[4]s, user: alice, team: ml, node: %[2]s, gpus: [0], start: 0s, duration: 10h, behaviour: idle_notebook}
+  - {id: jupyter-bob, scheduler: kubernetes, namespace: %[4]s, user: bob, team: ml, node: %[2]s, gpus: [1], start: 0s, duration: 10h, behaviour: notebook}
+  - {id: jupyter-bob--lab, scheduler: kubernetes, namespace: %[4]s, user: bob, team: ml, node: %[2]s, gpus: [2], start: 0s, duration: 10h, behaviour: notebook}
+  - {id: jupyter-bob, scheduler: kubernetes, namespace: %[5]s, user: mallory, team: ml, node: %[3]s, gpus: [0], start: 0s, duration: 10h, behaviour: idle_notebook}
+  - {id: jupyter-bob--lab, scheduler: kubernetes, namespace: %[5]s, user: mallory, team: ml, node: %[3]s, gpus: [1], start: 0s, duration: 10h, behaviour: idle_notebook}
 `
 
 // notebookPod is a pod as KubeSpawner makes one for user's server,
@@ -205,7 +206,10 @@ func notebookPod(ns, name, user, server string) *corev1.Pod {
 func TestNotebookAnnotatedAsAnotherUsersIsNotTheirs(t *testing.T) {
 	cs := testkube.Admin(t)
 	hubNS, mallory := testkube.Namespace(t, cs, nil), testkube.Namespace(t, cs, nil)
-	node := testkube.Nodes(t)[0]
+	nodes := testkube.Nodes(t)
+	if len(nodes) < 2 {
+		t.Fatalf("nodes %v: the test needs two", nodes)
+	}
 	hub := actiontest.StartHub(t, hubNS)
 	hub.Start("alice", "")
 	hub.Start("bob", "")
@@ -213,7 +217,10 @@ func TestNotebookAnnotatedAsAnotherUsersIsNotTheirs(t *testing.T) {
 	for _, p := range []*corev1.Pod{notebookPod(hubNS, "jupyter-alice", "alice", ""), notebookPod(hubNS, "jupyter-bob", "bob", ""),
 		notebookPod(hubNS, "jupyter-bob--lab", "bob", "lab"), notebookPod(mallory, "jupyter-bob", "bob", ""),
 		notebookPod(mallory, "jupyter-bob--lab", "bob", "lab")} {
-		p.Spec.NodeName = node
+		p.Spec.NodeName = nodes[0]
+		if p.Namespace == mallory {
+			p.Spec.NodeName = nodes[1]
+		}
 		testkube.RunningPod(t, cs, p)
 	}
 	reclaim := &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"}
@@ -225,7 +232,7 @@ func TestNotebookAnnotatedAsAnotherUsersIsNotTheirs(t *testing.T) {
 
 	// The evidence starts after the pods were created.
 	origin := time.Now().UTC().Truncate(time.Minute).Add(time.Minute)
-	r, d := engineRigFor(t, fmt.Sprintf(takeover, origin.Format(time.RFC3339), node, hubNS, mallory), origin, 0, 0)
+	r, d := engineRigFor(t, fmt.Sprintf(takeover, origin.Format(time.RFC3339), nodes[0], nodes[1], hubNS, mallory), origin, 0, 0)
 	r.esc.Policy = newRig(t, fmt.Sprintf(takeoverPolicy, hubNS, mallory), nil).policy
 	r.esc.Actuators["kubernetes"] = acts
 	for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5*time.Hour + 30*time.Minute)); now = now.Add(5 * time.Minute) {
@@ -257,6 +264,7 @@ func TestNotebookAnnotatedAsAnotherUsersIsNotTheirs(t *testing.T) {
 		mallory + "/jupyter-bob--lab": {"reclaim:done(", "no JupyterHub server runs in pod " + mallory + "/jupyter-bob--lab", "the policy's fallback: evicted pod " + mallory + "/jupyter-bob--lab"},
 	} {
 		got := reclaimSteps(t, r, job)
+		t.Logf("%s: %s", job, got)
 		for _, w := range want {
 			if !strings.Contains(got, w) || (w == "" && got != "") {
 				t.Errorf("%s: audit %q, want %q", job, got, w)
