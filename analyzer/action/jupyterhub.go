@@ -4,7 +4,6 @@ import (
 	"github.com/gpuwatch/gpuwatch/schema"
 
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,8 +17,10 @@ import (
 )
 
 // KubeSpawner's pod annotations: the Hub's user name and server name as
-// they are (its labels of the same keys hold escaped slugs, which are not
-// names the Hub API knows, so they are not used).
+// KubeSpawner writes them. Whoever can create a pod can write them too, so
+// they are hints for finding the Hub's record of the pod, never whose
+// server it is: the user name narrows the lookup, the server name is not
+// read (the Hub's record says which server runs in the pod).
 const (
 	AnnotationHubUser   = "hub.jupyter.org/username"
 	AnnotationHubServer = "hub.jupyter.org/servername"
@@ -35,15 +36,22 @@ type PodLookup interface {
 // JupyterHub reclaims idle notebook servers the way the Hub's own culler
 // does: it stops the user's server through the Hub REST API, so the Hub
 // knows the server is gone and the user can start a new one. It stands in
-// for the Kubernetes actuator: pods that KubeSpawner did not start, and
-// steps other than reclaiming an idle_session, go to Next. When the Hub
-// cannot stop the server, the pod is evicted through Next only if
-// FallbackEvict (the policy's kubernetes.jupyterhub_fallback) says so.
+// for the Kubernetes actuator: pods without KubeSpawner's user annotation,
+// and steps other than reclaiming an idle_session, go to Next.
+//
+// The server stopped is the one whose Hub record (KubeSpawner's state:
+// pod name and namespace) names the finding's pod, whatever the pod's
+// annotations say. A pod no Hub server runs in gets no Hub call: Next
+// evicts it if FallbackEvict (the policy's kubernetes.jupyterhub_fallback)
+// says so, else the step is skipped and the audit says why. When the Hub
+// cannot be asked or cannot stop the server, the pod is likewise evicted
+// only if FallbackEvict says so.
 type JupyterHub struct {
 	// URL of the Hub, e.g. http://hub:8081 (the API is under /hub/api).
 	URL string
-	// TokenFile holds an API token with the scopes read:users and
-	// servers (or admin:servers). It is read at each use and never logged.
+	// TokenFile holds an API token with the scopes list:users,
+	// read:servers, admin:server_state and servers (or admin:servers and
+	// list:users). It is read at each use and never logged.
 	TokenFile string
 	// Pods reads the pod's annotations at decision time.
 	Pods          PodLookup
@@ -62,19 +70,20 @@ type JupyterHub struct {
 // Name implements Actuator: the Hub acts for Kubernetes pods.
 func (j *JupyterHub) Name() string { return schema.SchedulerKubernetes }
 
-// maxHubBody bounds what is read of a Hub answer.
-const maxHubBody = 1 << 20
+// maxHubBody bounds what is read of a Hub answer: a page of
+// hubPageLimit users with their servers' state fits many times over.
+const maxHubBody = 4 << 20
 
 var errNotHubPod = errors.New("not a JupyterHub pod")
 
-// server is the Hub user and server name of the finding's pod.
+// hubServer is a Hub user and server name, as the Hub's record has them.
 type hubServer struct{ user, name string }
 
 func (s hubServer) String() string {
 	if s.name == "" {
-		return "server of " + s.user
+		return "server of " + shownName(s.user)
 	}
-	return "server " + s.name + " of " + s.user
+	return "server " + shownName(s.name) + " of " + shownName(s.user)
 }
 
 func (s hubServer) path() string {
@@ -85,19 +94,22 @@ func (s hubServer) path() string {
 	return p + "/servers/" + url.PathEscape(s.name)
 }
 
-func (j *JupyterHub) lookup(ctx context.Context, req *Request) (hubServer, error) {
+// hint reads the finding's pod's user annotation: errNotHubPod when it has
+// none.
+func (j *JupyterHub) hint(ctx context.Context, req *Request) (podRef, string, error) {
+	pod := podRef{namespace: req.Finding.Namespace, name: req.Finding.Pod}
 	if j.Pods == nil {
-		return hubServer{}, errNotHubPod
+		return pod, "", errNotHubPod
 	}
-	ann, err := j.Pods.Annotations(ctx, req.Finding.Namespace, req.Finding.Pod)
+	ann, err := j.Pods.Annotations(ctx, pod.namespace, pod.name)
 	if err != nil {
-		return hubServer{}, err
+		return pod, "", err
 	}
-	user := ann[AnnotationHubUser]
-	if user == "" {
-		return hubServer{}, errNotHubPod
+	hint := ann[AnnotationHubUser]
+	if hint == "" {
+		return pod, "", errNotHubPod
 	}
-	return hubServer{user: user, name: ann[AnnotationHubServer]}, nil
+	return pod, hint, nil
 }
 
 // Act implements Actuator.
@@ -105,22 +117,55 @@ func (j *JupyterHub) Act(ctx context.Context, req *Request) (string, error) {
 	if req.Step != StepReclaim || req.Finding.Pattern != schema.IdleSession {
 		return j.next(ctx, req)
 	}
-	srv, err := j.lookup(ctx, req)
+	pod, hint, err := j.hint(ctx, req)
 	if errors.Is(err, errNotHubPod) {
 		return j.next(ctx, req)
 	}
 	if err != nil {
 		return "", err
 	}
-	detail, err := j.stop(ctx, srv)
-	if err == nil || errors.Is(err, ErrGone) || !j.FallbackEvict || j.Next == nil {
-		return detail, err
+	rec, note, err := j.record(ctx, pod, hint)
+	switch {
+	case errors.Is(err, errNoHubRecord):
+		return j.notTheHubs(ctx, req, pod, note)
+	case err != nil:
+		return j.fallback(ctx, req, err)
+	case rec.stopped:
+		return "", fmt.Errorf("the %s, the Hub's record of pod %s, is already stopped: %w", rec.srv, pod, ErrGone)
+	}
+	detail, err := j.stop(ctx, rec.srv)
+	if err != nil {
+		return j.fallback(ctx, req, err)
+	}
+	return detail, nil
+}
+
+// fallback evicts the pod through Next when the Hub failed and the policy
+// asks for it; otherwise the Hub's error stands.
+func (j *JupyterHub) fallback(ctx context.Context, req *Request, err error) (string, error) {
+	if !j.FallbackEvict || j.Next == nil {
+		return "", err
 	}
 	d, nerr := j.Next.Act(ctx, req)
 	if nerr != nil {
 		return "", fmt.Errorf("JupyterHub: %w; eviction as the policy's fallback: %w", err, nerr)
 	}
 	return "JupyterHub: " + err.Error() + "; the policy's fallback: " + d, nil
+}
+
+// notTheHubs treats a pod with KubeSpawner's annotation that no Hub server
+// runs in: the Hub is not asked to stop anything, and the pod itself is
+// evicted only by the policy's fallback.
+func (j *JupyterHub) notTheHubs(ctx context.Context, req *Request, pod podRef, note string) (string, error) {
+	why := fmt.Sprintf("no JupyterHub server runs in pod %s (%s)", pod, note)
+	if !j.FallbackEvict || j.Next == nil {
+		return "", fmt.Errorf("%s: nothing stopped through the Hub, and the policy's kubernetes.jupyterhub_fallback is not evict: %w", why, ErrUnsupported)
+	}
+	d, err := j.Next.Act(ctx, req)
+	if err != nil {
+		return "", fmt.Errorf("%s; eviction as the policy's fallback: %w", why, err)
+	}
+	return why + "; the policy's fallback: " + d, nil
 }
 
 func (j *JupyterHub) next(ctx context.Context, req *Request) (string, error) {
@@ -130,16 +175,9 @@ func (j *JupyterHub) next(ctx context.Context, req *Request) (string, error) {
 	return j.Next.Act(ctx, req)
 }
 
-// stop stops the server if the Hub says it runs.
+// stop asks the Hub to stop the server its record names.
 func (j *JupyterHub) stop(ctx context.Context, srv hubServer) (string, error) {
-	running, err := j.running(ctx, srv)
-	if err != nil {
-		return "", err
-	}
-	if !running {
-		return "", fmt.Errorf("%s already stopped: %w", srv, ErrGone)
-	}
-	code, body, err := j.call(ctx, http.MethodDelete, srv.path())
+	code, body, err := j.call(ctx, http.MethodDelete, srv.path(), "")
 	if err != nil {
 		return "", err
 	}
@@ -152,34 +190,10 @@ func (j *JupyterHub) stop(ctx context.Context, srv hubServer) (string, error) {
 	return "", fmt.Errorf("stop %s: JupyterHub answered %d: %s", srv, code, excerpt(body))
 }
 
-// running asks the Hub whether the server runs (or is starting).
-func (j *JupyterHub) running(ctx context.Context, srv hubServer) (bool, error) {
-	code, body, err := j.call(ctx, http.MethodGet, "/hub/api/users/"+url.PathEscape(srv.user))
-	if err != nil {
-		return false, err
-	}
-	if code != http.StatusOK {
-		return false, fmt.Errorf("user %s: JupyterHub answered %d: %s", srv.user, code, excerpt(body))
-	}
-	var u struct {
-		Servers map[string]struct {
-			Ready   bool    `json:"ready"`
-			Pending *string `json:"pending"`
-		} `json:"servers"`
-	}
-	if err := json.Unmarshal([]byte(body), &u); err != nil {
-		return false, fmt.Errorf("user %s: JupyterHub's answer: %w", srv.user, err)
-	}
-	if u.Servers == nil {
-		return false, fmt.Errorf("user %s: JupyterHub does not list servers (the token needs read:servers)", srv.user)
-	}
-	s, ok := u.Servers[srv.name]
-	return ok && (s.Ready || s.Pending != nil), nil
-}
-
-// call sends one authenticated request and returns the status and the
-// body (bounded).
-func (j *JupyterHub) call(ctx context.Context, method, path string) (int, string, error) {
+// call sends one authenticated request (accept, if not empty, as its
+// Accept header) and returns the status and the body, refused past
+// maxHubBody.
+func (j *JupyterHub) call(ctx context.Context, method, path, accept string) (int, string, error) {
 	red := j.Secrets
 	if red == nil {
 		red = &secret.Redactor{}
@@ -193,23 +207,44 @@ func (j *JupyterHub) call(ctx context.Context, method, path string) (int, string
 		return 0, "", fmt.Errorf("JupyterHub request: %w", err)
 	}
 	r.Header.Set("Authorization", "token "+token)
-	c := noRedirects(j.Client)
-	resp, err := c.Do(r)
+	if accept != "" {
+		r.Header.Set("Accept", accept)
+	}
+	what := method + " " + shownPath(path)
+	resp, err := noRedirects(j.Client).Do(r)
 	if err != nil {
-		return 0, "", red.Error(fmt.Errorf("JupyterHub unreachable: %w", err))
+		// url.Error repeats the whole URL, with a user name in it.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return 0, "", red.Error(fmt.Errorf("JupyterHub unreachable (%s): %w", what, err))
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHubBody))
-	if err != nil {
-		return 0, "", red.Error(fmt.Errorf("JupyterHub %s %s: %w", method, path, err))
-	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHubBody+1))
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return 0, "", fmt.Errorf("JupyterHub refused the token (%d) for %s %s", resp.StatusCode, method, path)
+	case err != nil:
+		return 0, "", red.Error(fmt.Errorf("JupyterHub %s: %w", what, err))
+	case len(b) > maxHubBody:
+		return 0, "", fmt.Errorf("JupyterHub's answer to %s is over %d bytes: not read", what, maxHubBody)
+	case resp.StatusCode == http.StatusUnauthorized:
+		return 0, "", fmt.Errorf("JupyterHub refused the token (401) for %s", what)
+	case resp.StatusCode == http.StatusForbidden:
+		return 0, "", fmt.Errorf("JupyterHub refused the token (403) for %s: it needs the scopes list:users, read:servers, %s and servers", what, scopeServerState)
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return 0, "", fmt.Errorf("JupyterHub answered %s %s with a redirect (%d): not followed (check --jupyterhub.url)", method, path, resp.StatusCode)
+		return 0, "", fmt.Errorf("JupyterHub answered %s with a redirect (%d): not followed (check --jupyterhub.url)", what, resp.StatusCode)
 	}
 	return resp.StatusCode, red.String(string(b)), nil
+}
+
+// shownPath is a request's path for errors: without its query, and cut
+// (a user name in it is escaped, so ASCII).
+func shownPath(p string) string {
+	p, _, _ = strings.Cut(p, "?")
+	if len(p) > 2*shownNameBytes {
+		return p[:2*shownNameBytes] + "…"
+	}
+	return p
 }
 
 // noRedirects returns a copy of c (or of a default client with a 10 s
@@ -235,33 +270,38 @@ func excerpt(b string) string {
 	return termsafe.String(s)
 }
 
-// Reconcile implements Reconciler: a stop took effect when the Hub no
-// longer runs the server.
+// Reconcile implements Reconciler: a stop took effect when the Hub's
+// record of the pod says its server is stopped, or the pod is gone.
 func (j *JupyterHub) Reconcile(ctx context.Context, req *Request) (Outcome, string, error) {
 	if req.Step != StepReclaim || req.Finding.Pattern != schema.IdleSession {
-		if r, ok := j.Next.(Reconciler); ok {
-			return r.Reconcile(ctx, req)
-		}
-		return Unknowable, "no way to check", nil
+		return j.nextReconcile(ctx, req, "no way to check")
 	}
-	srv, err := j.lookup(ctx, req)
+	pod, hint, err := j.hint(ctx, req)
 	switch {
 	case errors.Is(err, ErrGone):
-		return Applied, "pod " + req.Finding.Pod + " is gone", nil
+		return Applied, "pod " + pod.String() + " is gone", nil
 	case errors.Is(err, errNotHubPod):
-		if r, ok := j.Next.(Reconciler); ok {
-			return r.Reconcile(ctx, req)
-		}
-		return Unknowable, "not a JupyterHub pod", nil
+		return j.nextReconcile(ctx, req, "not a JupyterHub pod")
 	case err != nil:
 		return 0, "", err
 	}
-	running, err := j.running(ctx, srv)
-	if err != nil {
+	rec, _, err := j.record(ctx, pod, hint)
+	switch {
+	case errors.Is(err, errNoHubRecord) && j.FallbackEvict:
+		return j.nextReconcile(ctx, req, "no JupyterHub server runs in pod "+pod.String())
+	case errors.Is(err, errNoHubRecord):
+		return NotApplied, "no JupyterHub server runs in pod " + pod.String() + ", and the pod is not evicted", nil
+	case err != nil:
 		return 0, "", err
+	case rec.stopped:
+		return Applied, "the " + rec.srv.String() + " is stopped", nil
 	}
-	if running {
-		return NotApplied, "the " + srv.String() + " still runs", nil
+	return NotApplied, "the " + rec.srv.String() + " still runs", nil
+}
+
+func (j *JupyterHub) nextReconcile(ctx context.Context, req *Request, why string) (Outcome, string, error) {
+	if r, ok := j.Next.(Reconciler); ok {
+		return r.Reconcile(ctx, req)
 	}
-	return Applied, "the " + srv.String() + " is stopped", nil
+	return Unknowable, why, nil
 }

@@ -28,48 +28,82 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
 )
 
-func hubPod(name, user, server string) *corev1.Pod {
+// hubPod is a running pod in ns carrying KubeSpawner's annotations for
+// user and server; whether the Hub runs a server in it is the Hub's to say.
+func hubPod(ns, name, user, server string) *corev1.Pod {
 	ann := map[string]string{action.AnnotationHubUser: user}
 	if server != "" {
 		ann[action.AnnotationHubServer] = server
 	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "jhub", Annotations: ann,
-		Labels: map[string]string{action.AnnotationHubUser: user, "component": "singleuser-server"}},
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: ann,
+		Labels: map[string]string{"component": "singleuser-server"}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 }
 
-func idleReq(pod string) *action.Request {
-	return &action.Request{Step: action.StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: "jhub", Pod: pod,
-		Scheduler: "kubernetes", Job: "jhub/" + pod}}
+func idleReqIn(ns, pod string) *action.Request {
+	return &action.Request{Step: action.StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: ns, Pod: pod,
+		Scheduler: "kubernetes", Job: ns + "/" + pod}}
 }
 
-// The actuator against a real JupyterHub: the default and a named server
-// are stopped through the API, the other user's server is untouched; a
-// server already stopped is gone (skipped), a wrong token and a Hub that
-// is down fail, and only a fallback the policy asked for evicts the pod.
+func idleReq(pod string) *action.Request { return idleReqIn("jhub", pod) }
+
+// The actuator against a real JupyterHub whose records name the pods its
+// servers run in: the default and a named server are stopped through the
+// API, the other users' servers are untouched; a pod annotated with
+// another user's name (in another namespace, or under a name no server
+// has) stops nothing and is evicted only by the policy's fallback; a pod
+// whose annotation names the wrong user is still found by the Hub's
+// record; a server already stopped is gone (skipped); a token without
+// admin:server_state, a wrong token and a Hub that is down fail, and only
+// a fallback the policy asked for evicts the pod.
 func TestJupyterHubActuator(t *testing.T) {
-	hub := actiontest.StartHub(t)
+	hub := actiontest.StartHub(t, "jhub")
 	if users := hub.Users(); !slices.Contains(users, "alice") || !slices.Contains(users, "bob") {
 		t.Fatalf("hub users %v", users)
 	}
-	hub.Start("alice", "")
-	hub.Start("bob", "lab")
-	hub.Start("carol", "")
-	client := fake.NewClientset(hubPod("jupyter-alice", "alice", ""), hubPod("jupyter-bob--lab", "bob", "lab"),
-		hubPod("jupyter-carol", "carol", ""))
+	for _, s := range [][2]string{{"alice", ""}, {"bob", ""}, {"bob", "lab"}, {"carol", ""}, {"dave", ""}} {
+		hub.Start(s[0], s[1])
+	}
+	if ns, pod := hub.PodOf("bob", "lab"); ns != "jhub" || pod != "jupyter-bob--lab" {
+		t.Fatalf("the Hub's state of bob's lab names %s/%s, want KubeSpawner's jhub/jupyter-bob--lab", ns, pod)
+	}
+	client := fake.NewClientset(hubPod("jhub", "jupyter-alice", "alice", ""), hubPod("jhub", "jupyter-bob--lab", "bob", "lab"),
+		hubPod("jhub", "jupyter-carol", "carol", ""), hubPod("jhub", "jupyter-dave", "alice", ""),
+		hubPod("mallory", "jupyter-bob--lab", "bob", "lab"), hubPod("jhub", "jupyter-mallory", "bob", ""))
 	reclaim := &kube.Reclaim{Core: client.CoreV1(), Apps: client.AppsV1(), Mode: "evict"}
-	j := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: &kube.Pods{Core: client.CoreV1()}, Next: reclaim}
+	pods := &kube.Pods{Core: client.CoreV1()}
+	j := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: pods, Next: reclaim}
 	ctx := context.Background()
 
+	// Mallory's pods claim to be bob's: nothing is stopped through the Hub.
+	for _, r := range []*action.Request{idleReqIn("mallory", "jupyter-bob--lab"), idleReq("jupyter-mallory")} {
+		_, err := j.Act(ctx, r)
+		if !errors.Is(err, action.ErrUnsupported) || !strings.Contains(err.Error(), "no JupyterHub server runs in pod "+r.Finding.Job) ||
+			!strings.Contains(err.Error(), "jupyterhub_fallback is not evict") {
+			t.Errorf("%s annotated as bob's: %v, want skipped, naming the fallback", r.Finding.Job, err)
+		}
+		if out, _, err := j.Reconcile(ctx, r); err != nil || out != action.NotApplied {
+			t.Errorf("reconcile %s: %v %v, want not applied", r.Finding.Job, out, err)
+		}
+	}
+	if !hub.Running("bob", "") || !hub.Running("bob", "lab") || len(kubetest.Evictions(client)) != 0 {
+		t.Fatalf("after mallory's pods: bob %v, bob's lab %v (want running), evictions %v (want none)",
+			hub.Running("bob", ""), hub.Running("bob", "lab"), kubetest.Evictions(client))
+	}
+	withFallback := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: pods, Next: reclaim, FallbackEvict: true}
+	if d, err := withFallback.Act(ctx, idleReqIn("mallory", "jupyter-bob--lab")); err != nil || !strings.Contains(d, "fallback: evicted pod mallory/jupyter-bob--lab") {
+		t.Errorf("mallory's pod with the fallback: %q %v", d, err)
+	}
+	if ev := kubetest.Evictions(client); len(ev) != 1 || ev[0] != "mallory/jupyter-bob--lab" || !hub.Running("bob", "lab") {
+		t.Fatalf("evictions %v, want mallory's pod only; bob's lab running %v", ev, hub.Running("bob", "lab"))
+	}
+
 	d, err := j.Act(ctx, idleReq("jupyter-alice"))
-	if err != nil || !strings.Contains(d, "stopped the server of alice") {
+	if err != nil || !strings.Contains(d, `stopped the server of "alice"`) {
 		t.Fatalf("stop alice: %q %v", d, err)
 	}
 	if hub.Running("alice", "") || !hub.Running("bob", "lab") || !hub.Running("carol", "") {
 		t.Fatal("alice still runs, or another server was stopped")
-	}
-	if len(kubetest.Evictions(client)) != 0 {
-		t.Fatal("a pod was evicted while the Hub stopped the server")
 	}
 	if out, _, err := j.Reconcile(ctx, idleReq("jupyter-alice")); err != nil || out != action.Applied {
 		t.Errorf("reconcile alice: %v %v", out, err)
@@ -77,48 +111,57 @@ func TestJupyterHubActuator(t *testing.T) {
 	if _, err := j.Act(ctx, idleReq("jupyter-alice")); !errors.Is(err, action.ErrGone) || !strings.Contains(err.Error(), "already stopped") {
 		t.Errorf("second stop: %v, want already stopped", err)
 	}
-	if d, err := j.Act(ctx, idleReq("jupyter-bob--lab")); err != nil || !strings.Contains(d, "server lab of bob") || hub.Running("bob", "lab") {
-		t.Errorf("stop bob's named server: %q %v", d, err)
+	if d, err := j.Act(ctx, idleReq("jupyter-bob--lab")); err != nil || !strings.Contains(d, `server "lab" of "bob"`) || hub.Running("bob", "lab") || !hub.Running("bob", "") {
+		t.Errorf("stop bob's named server: %q %v; bob's default server must keep running", d, err)
+	}
+	// Dave's pod says it is alice's: the Hub's record says it is dave's.
+	if d, err := j.Act(ctx, idleReq("jupyter-dave")); err != nil || !strings.Contains(d, `server of "dave"`) || hub.Running("dave", "") {
+		t.Errorf("dave's pod annotated as alice's: %q %v, want dave's server stopped", d, err)
 	}
 
+	// A token without admin:server_state: a clear error, never a stop.
+	noState := &action.JupyterHub{URL: hub.URL, TokenFile: hub.NoStateTokenFile, Pods: pods, Next: reclaim}
+	if _, err := noState.Act(ctx, idleReq("jupyter-carol")); err == nil || action.Moot(err) || !strings.Contains(err.Error(), "admin:server_state") {
+		t.Errorf("token without admin:server_state: %v", err)
+	}
 	// A wrong token: refused, nothing evicted without the fallback.
 	bad := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(bad, []byte("not-the-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wrong := &action.JupyterHub{URL: hub.URL, TokenFile: bad, Pods: &kube.Pods{Core: client.CoreV1()}, Next: reclaim}
-	if _, err := wrong.Act(ctx, idleReq("jupyter-carol")); err == nil || errors.Is(err, action.ErrGone) || !strings.Contains(err.Error(), "refused the token") ||
+	wrong := &action.JupyterHub{URL: hub.URL, TokenFile: bad, Pods: pods, Next: reclaim}
+	if _, err := wrong.Act(ctx, idleReq("jupyter-carol")); err == nil || action.Moot(err) || !strings.Contains(err.Error(), "refused the token") ||
 		strings.Contains(err.Error(), "not-the-token") {
 		t.Errorf("wrong token: %v", err)
 	}
 	// The Hub down: fails; with the policy's fallback the pod is evicted.
-	down := &action.JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: &kube.Pods{Core: client.CoreV1()}, Next: reclaim}
+	down := &action.JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: hub.TokenFile, Pods: pods, Next: reclaim}
 	if _, err := down.Act(ctx, idleReq("jupyter-carol")); err == nil || !strings.Contains(err.Error(), "unreachable") {
 		t.Errorf("hub down: %v", err)
 	}
-	if len(kubetest.Evictions(client)) != 0 || !hub.Running("carol", "") {
+	if len(kubetest.Evictions(client)) != 1 || !hub.Running("carol", "") {
 		t.Fatal("acted without the Hub and without a fallback")
 	}
 	down.FallbackEvict = true
 	if d, err := down.Act(ctx, idleReq("jupyter-carol")); err != nil || !strings.Contains(d, "fallback") {
 		t.Errorf("fallback: %q %v", d, err)
 	}
-	if ev := kubetest.Evictions(client); len(ev) != 1 || ev[0] != "jhub/jupyter-carol" {
+	if ev := kubetest.Evictions(client); len(ev) != 2 || ev[1] != "jhub/jupyter-carol" {
 		t.Errorf("evictions %v", ev)
 	}
-	// Not a Hub pod, or not an idle session: the Kubernetes actuator's.
+	// Not an idle session's reclaim: the Kubernetes actuator's.
 	if _, err := j.Act(ctx, &action.Request{Step: action.StepCheckpoint, Finding: idleReq("jupyter-carol").Finding}); !errors.Is(err, action.ErrUnsupported) {
 		t.Errorf("checkpoint: %v", err)
 	}
 }
 
-// hostileHub answers every request with answer; got counts requests that
-// reached the other server a redirect points at.
+// hostileHubActuator is the actuator for jhub/jupyter-alice (annotated
+// alice) against a Hub that answers every request with answer.
 func hostileHubActuator(t *testing.T, tokenFile string, answer func(w http.ResponseWriter, r *http.Request)) *action.JupyterHub {
 	t.Helper()
 	hub := httptest.NewServer(http.HandlerFunc(answer))
 	t.Cleanup(hub.Close)
-	client := fake.NewClientset(hubPod("jupyter-alice", "alice", ""))
+	client := fake.NewClientset(hubPod("jhub", "jupyter-alice", "alice", ""))
 	return &action.JupyterHub{URL: hub.URL, TokenFile: tokenFile, Pods: &kube.Pods{Core: client.CoreV1()}}
 }
 
@@ -149,6 +192,7 @@ func TestJupyterHubHostile(t *testing.T) {
 	for name, answer := range map[string]func(w http.ResponseWriter, r *http.Request){
 		"echo 500": echo(http.StatusInternalServerError),
 		"echo 400": echo(http.StatusBadRequest),
+		"echo 200": echo(http.StatusOK),
 		"echo 404": echo(http.StatusNotFound),
 		"echo JSON": func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, `{"servers": "%s"}`, r.Header.Get("Authorization"))
@@ -164,8 +208,8 @@ func TestJupyterHubHostile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := hostileHubActuator(t, tokenFile, answer)
 			_, err := j.Act(context.Background(), idleReq("jupyter-alice"))
-			if err == nil {
-				t.Fatal("a hostile Hub's answer was taken for success")
+			if err == nil || action.Moot(err) {
+				t.Fatalf("a hostile Hub's answer was taken for an answer: %v", err)
 			}
 			if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), "0123456789abcdef") {
 				t.Fatalf("the token leaked into the error: %v", err)
@@ -177,6 +221,13 @@ func TestJupyterHubHostile(t *testing.T) {
 	}
 	if n := elsewhere.Load(); n != 0 {
 		t.Fatalf("%d requests followed a redirect to another server", n)
+	}
+	// A Hub that is down, asked about a name as long as a Hub name can
+	// be: the error does not repeat the URL with the name escaped in it.
+	longName := fake.NewClientset(hubPod("jhub", "jupyter-x", strings.Repeat("𝔟", 255), ""))
+	down := &action.JupyterHub{URL: actiontest.ClosedURL(t), TokenFile: tokenFile, Pods: &kube.Pods{Core: longName.CoreV1()}}
+	if _, err := down.Act(context.Background(), idleReq("jupyter-x")); err == nil || !strings.Contains(err.Error(), "unreachable") || len(err.Error()) > 300 {
+		t.Errorf("Hub down, 1020-byte name: %d bytes: %.400v", len(err.Error()), err)
 	}
 	fifo := filepath.Join(dir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {

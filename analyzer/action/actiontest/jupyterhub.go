@@ -20,29 +20,76 @@ import (
 
 // Hub is a real JupyterHub (Debian's jupyterhub, the proxy from npm's
 // configurable-http-proxy) on loopback, with the dummy authenticator, named
-// servers, and a spawner that runs a small local HTTP server per user.
+// servers, and a spawner that runs a small local HTTP server per user and
+// keeps KubeSpawner's state of the pod it would have made.
 type Hub struct {
 	// URL of the Hub API (http://127.0.0.1:PORT); the API is under /hub/api.
 	URL string
-	// TokenFile holds the gpuwatch service's token (read:users, servers).
+	// Namespace is where the spawner's state says its pods run.
+	Namespace string
+	// TokenFile holds the gpuwatch service's token, with the scopes the
+	// docs ask for (hubScopes).
 	TokenFile string
-	token     string
-	t         testing.TB
+	// NoStateTokenFile holds a token with the same scopes but
+	// admin:server_state, as a Hub set up for gpuwatch before it read the
+	// servers' state has.
+	NoStateTokenFile string
+	token            string
+	t                testing.TB
 }
+
+// hubScopes are the scopes docs/configuration.md asks of gpuwatch's token.
+const hubScopes = `'list:users', 'read:servers', 'admin:server_state', 'servers'`
 
 // proxyPaths are where scripts/test.sh puts configurable-http-proxy.
 var proxyPaths = []string{"/opt/configurable-http-proxy/bin/configurable-http-proxy"}
 
+// hubConfig's TestSpawner stands in for KubeSpawner's persisted state:
+// KubeSpawner's get_state() records the pod it made (pod_name, namespace,
+// dns_name) and load_state() restores them, and the Hub shows that state
+// to a token with admin:server_state. There is no KubeSpawner here (it is
+// not packaged); this spawner starts a local process instead of a pod and
+// records the pod KubeSpawner's default template names,
+// jupyter-{username}[--{servername}], in the test's namespace. The Hub,
+// its API, scopes and database are JupyterHub's own.
 const hubConfig = `
 import sys
 from jupyterhub.spawner import LocalProcessSpawner
+from traitlets import Unicode, default
 
 class TestSpawner(LocalProcessSpawner):
-    """Runs the user's server as this process's user: the test users have no accounts."""
+    """Runs the user's server as this process's user (the test users have
+    no accounts) and keeps KubeSpawner's state of the pod."""
+    namespace = Unicode(config=True)
+    pod_name = Unicode()
+    dns_name = Unicode()
+
+    @default('pod_name')
+    def _default_pod_name(self):
+        return 'jupyter-' + self.user.name + ('--' + self.name if self.name else '')
+
+    @default('dns_name')
+    def _default_dns_name(self):
+        return self.pod_name + '.' + self.namespace + '.svc.cluster.local'
+
     def make_preexec_fn(self, name):
         return None
+
     def user_env(self, env):
         return env
+
+    def get_state(self):
+        state = super().get_state()
+        state['pod_name'] = self.pod_name
+        state['namespace'] = self.namespace
+        state['dns_name'] = self.dns_name
+        return state
+
+    def load_state(self, state):
+        super().load_state(state)
+        for key in ('pod_name', 'namespace', 'dns_name'):
+            if key in state:
+                setattr(self, key, state[key])
 
 c.JupyterHub.ip = '127.0.0.1'
 c.JupyterHub.port = %d
@@ -55,15 +102,19 @@ c.JupyterHub.db_url = 'sqlite:///%s'
 c.JupyterHub.cookie_secret_file = %q
 c.JupyterHub.pid_file = %q
 c.JupyterHub.authenticator_class = 'dummy'
-c.Authenticator.allowed_users = {'alice', 'bob', 'carol', 'dave', 'erin'}
+c.Authenticator.allowed_users = {'alice', 'bob', 'carol', 'dave', 'erin', 'mallory'}
 c.JupyterHub.allow_named_servers = True
 c.JupyterHub.spawner_class = TestSpawner
+c.TestSpawner.namespace = %q
 c.Spawner.cmd = [sys.executable, %q]
 c.Spawner.args = []
 c.Spawner.start_timeout = 60
 c.Spawner.http_timeout = 60
-c.JupyterHub.services = [{'name': 'gpuwatch', 'api_token': %q}]
-c.JupyterHub.load_roles = [{'name': 'gpuwatch', 'scopes': ['list:users', 'read:users', 'read:servers', 'servers'], 'services': ['gpuwatch']}]
+c.JupyterHub.services = [{'name': 'gpuwatch', 'api_token': %q}, {'name': 'gpuwatch-nostate', 'api_token': %q}]
+c.JupyterHub.load_roles = [
+    {'name': 'gpuwatch', 'scopes': [` + hubScopes + `], 'services': ['gpuwatch']},
+    {'name': 'gpuwatch-nostate', 'scopes': ['list:users', 'read:users', 'read:servers', 'servers'], 'services': ['gpuwatch-nostate']},
+]
 `
 
 // singleUser is the users' server: it answers every path, as the Hub
@@ -79,15 +130,19 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.HTTPServer((u.hostname or '127.0.0.1', u.port), H).serve_forever()
 `
 
-// StartHub starts the Hub and stops it when the test ends.
-func StartHub(t testing.TB) *Hub {
+// StartHub starts the Hub, whose spawner's state says its pods run in
+// namespace, and stops it when the test ends.
+func StartHub(t testing.TB, namespace string) *Hub {
 	t.Helper()
 	hubBin := testtool.Need(t, "jupyterhub")
 	proxy := testtool.Need(t, "configurable-http-proxy", proxyPaths...)
 	dir := t.TempDir()
 	token := fmt.Sprintf("gpuwatch-test-%d", time.Now().UnixNano())
-	tokenFile := filepath.Join(dir, "token")
+	tokenFile, noStateFile := filepath.Join(dir, "token"), filepath.Join(dir, "token-nostate")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(noStateFile, []byte(token+"-nostate\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	server := filepath.Join(dir, "singleuser.py")
@@ -96,7 +151,7 @@ func StartHub(t testing.TB) *Hub {
 	}
 	pub, hub, api := testtool.FreePort(t), testtool.FreePort(t), testtool.FreePort(t)
 	cfg := fmt.Sprintf(hubConfig, pub, hub, api, proxy, filepath.Join(dir, "proxy.pid"), filepath.Join(dir, "hub.sqlite"),
-		filepath.Join(dir, "cookie_secret"), filepath.Join(dir, "hub.pid"), server, token)
+		filepath.Join(dir, "cookie_secret"), filepath.Join(dir, "hub.pid"), namespace, server, token, token+"-nostate")
 	cfgFile := filepath.Join(dir, "jupyterhub_config.py")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -110,7 +165,8 @@ func StartHub(t testing.TB) *Hub {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h := &Hub{URL: fmt.Sprintf("http://127.0.0.1:%d", hub), TokenFile: tokenFile, token: token, t: t}
+	h := &Hub{URL: fmt.Sprintf("http://127.0.0.1:%d", hub), Namespace: namespace, TokenFile: tokenFile, NoStateTokenFile: noStateFile,
+		token: token, t: t}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
@@ -219,6 +275,32 @@ func (h *Hub) Running(user, server string) bool {
 	}
 	s, ok := u.Servers[server]
 	return ok && s.Ready
+}
+
+// PodOf returns the pod the Hub's record of a server names (its spawner's
+// state, as KubeSpawner persists it), read through the API.
+func (h *Hub) PodOf(user, server string) (namespace, pod string) {
+	h.t.Helper()
+	code, b := h.do("GET", "/hub/api/users/"+user+"?include_stopped_servers=1", nil)
+	if code != http.StatusOK {
+		h.t.Fatalf("get user %s: %d %s", user, code, b)
+	}
+	var u struct {
+		Servers map[string]struct {
+			State *struct {
+				PodName   string `json:"pod_name"`
+				Namespace string `json:"namespace"`
+			} `json:"state"`
+		} `json:"servers"`
+	}
+	if err := json.Unmarshal(b, &u); err != nil {
+		h.t.Fatal(err)
+	}
+	s, ok := u.Servers[server]
+	if !ok || s.State == nil {
+		h.t.Fatalf("the Hub has no state of %s/%s: %s", user, server, b)
+	}
+	return s.State.Namespace, s.State.PodName
 }
 
 // Users lists the Hub's user names through the API.
