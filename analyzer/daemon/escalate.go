@@ -11,8 +11,8 @@ import (
 
 	"cmp"
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
