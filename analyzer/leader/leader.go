@@ -111,9 +111,11 @@ func (l *StoreLease) Lead(ctx context.Context, now time.Time) (bool, error) {
 }
 
 // watch notes the row a standby sees and reports whether it has stayed
-// unchanged for TTL on this process's clock.
+// unchanged for TTL on this process's clock. A reading before the one the
+// row was first seen at counts nothing (the watch is not restarted from
+// it, which would make the time since look longer once the clock is back).
 func (l *StoreLease) watch(cur store.Lease, now time.Time) bool {
-	if cur.Holder != l.seen.holder || !cur.Stamp.Equal(l.seen.stamp) || l.seen.at.IsZero() || now.Before(l.seen.at) {
+	if cur.Holder != l.seen.holder || !cur.Stamp.Equal(l.seen.stamp) || l.seen.at.IsZero() {
 		l.seen = observed{holder: cur.Holder, stamp: cur.Stamp, at: now}
 		return false
 	}
