@@ -12,13 +12,12 @@ import (
 // fenceRig is two processes' handles on one store: a and b hold leases, raw
 // tampers with the rows as an operator (or an attacker) with SQL would.
 type fenceRig struct {
-	t      *testing.T
-	a, b   *Store
-	raw    *Store
-	lease  string
-	t0     time.Time
-	ttl    time.Duration
-	noRace bool
+	t     *testing.T
+	a, b  *Store
+	raw   *Store
+	lease string
+	t0    time.Time
+	ttl   time.Duration
 }
 
 func (r *fenceRig) acquire(s *Store, holder string, at time.Duration) Lease {
