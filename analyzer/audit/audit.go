@@ -5,6 +5,10 @@
 // exactly which steps are settled, which failed (and may be retried) and
 // which were interrupted between the two writes (and must be reconciled with
 // the scheduler before anything else is done).
+//
+// When several analyzers share the store, every write is fenced (FenceWith):
+// made only while the writer's lease generation is still the lease's, so a
+// leader that was paused past its lease cannot write an intent or a result.
 package audit
 
 import (
@@ -12,13 +16,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/internal/secret"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 )
 
 // State of a step.
@@ -58,6 +64,9 @@ type Record struct {
 	// Payload is the actuator's request (JSON), kept so that a restart can
 	// reconcile an interrupted step with its target.
 	Payload string `json:"-"`
+	// Generation is the store lease's generation the step was intended
+	// under (0 for an analyzer without a shared lease).
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // Event is one line of the audit log.
@@ -88,15 +97,66 @@ func Key(findingKey string, episode time.Time, step string) string {
 type Log struct {
 	db *sql.DB
 	mu sync.Mutex
+	// fencer, when set, gives the lease every write is checked against.
+	fencer leader.Fencer
+	// inFlight holds the steps this process intended and has not yet
+	// finished: no reconcile touches them.
+	inFlight map[string]bool
+	// unwritten holds the outcomes of this process's steps whose Finish
+	// failed (the store restarted, say): Rewrite writes them again.
+	unwritten map[string]outcome
+}
+
+// outcome is a step's result kept in memory until it is written.
+type outcome struct {
+	state  State
+	detail string
+	at     time.Time
 }
 
 // Open returns the audit log of st (the store creates its tables).
 func Open(ctx context.Context, st *store.Store) (*Log, error) {
-	return &Log{db: st.DB()}, nil
+	return &Log{db: st.DB(), inFlight: map[string]bool{}, unwritten: map[string]outcome{}}, nil
+}
+
+// FenceWith makes every write of the log (intents, results, episodes)
+// conditional on f's lease: refused with store.ErrFenced once the lease's
+// holder or generation is no longer the one f won. Without it (an analyzer
+// alone on its store) nothing is compared.
+func (l *Log) FenceWith(f leader.Fencer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fencer = f
+}
+
+// begin opens a write transaction that holds the fence first: on SQLite
+// the write lock is taken before anything is read, and on PostgreSQL the
+// lease row stays locked until the transaction ends. It returns the
+// generation the write is made under. Called with l.mu held.
+func (l *Log) begin(ctx context.Context) (*sql.Tx, int64, error) {
+	f := leader.SoleFence()
+	if l.fencer != nil {
+		f = l.fencer.Fence()
+	}
+	if !f.Sole && f.Deadline.IsZero() {
+		return nil, 0, fmt.Errorf("%w: this analyzer does not lead", store.ErrFenced)
+	}
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	if f.Sole || f.Store.Lease == "" {
+		return tx, 0, nil
+	}
+	if err := store.HoldFence(ctx, tx, f.Store); err != nil {
+		_ = tx.Rollback()
+		return nil, 0, err
+	}
+	return tx, f.Store.Generation, nil
 }
 
 const recordCols = `idem_key, finding_key, episode_ms, step, actuator, scheduler, hostname, job, user, team, pattern, tier,
-	dry_run, state, attempts, detail, intended_ms, finished_ms, payload`
+	dry_run, state, attempts, detail, intended_ms, finished_ms, payload, generation`
 
 // recordRetry is the end of Intend's insert: a record already there is
 // replaced only while it is still the failed attempt the caller read. It is
@@ -121,7 +181,7 @@ func scanRecord(s scanner) (Record, error) {
 	var ep, in, fin int64
 	var dry int
 	err := s.Scan(&r.Key, &r.FindingKey, &ep, &r.Step, &r.Actuator, &r.Scheduler, &r.Hostname, &r.Job, &r.User,
-		&r.Team, &r.Pattern, &r.Tier, &dry, &r.State, &r.Attempts, &r.Detail, &in, &fin, &r.Payload)
+		&r.Team, &r.Pattern, &r.Tier, &dry, &r.State, &r.Attempts, &r.Detail, &in, &fin, &r.Payload, &r.Generation)
 	r.Episode, r.Intended, r.DryRun = time.UnixMilli(ep).UTC(), time.UnixMilli(in).UTC(), dry != 0
 	if fin != 0 {
 		r.Finished = time.UnixMilli(fin).UTC()
@@ -147,13 +207,26 @@ func addEvent(ctx context.Context, tx *sql.Tx, r *Record, at time.Time) error {
 // Intend writes r as intended at time at, unless its key is already settled
 // or already intended: then it returns the existing record and false, and
 // the caller must not run the step. A failed step is retried under the same
-// key with its attempt count raised.
+// key with its attempt count raised. A fenced log writes the intent only
+// under the lease's current generation (store.ErrFenced otherwise), and
+// records that generation with it.
 func (l *Log) Intend(ctx context.Context, r Record, at time.Time) (Record, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	tx, err := l.db.BeginTx(ctx, nil)
+	r, fresh, err := l.intend(ctx, r, at)
 	if err != nil {
 		return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
+	}
+	if fresh {
+		l.inFlight[r.Key] = true
+	}
+	return r, fresh, nil
+}
+
+func (l *Log) intend(ctx context.Context, r Record, at time.Time) (Record, bool, error) {
+	tx, gen, err := l.begin(ctx)
+	if err != nil {
+		return r, false, err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	old, err := scanRecord(tx.QueryRowContext(ctx, `SELECT `+recordCols+` FROM actions WHERE idem_key = ?`, r.Key))
@@ -161,76 +234,148 @@ func (l *Log) Intend(ctx context.Context, r Record, at time.Time) (Record, bool,
 	case errors.Is(err, sql.ErrNoRows):
 		r.Attempts = 1
 	case err != nil:
-		return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
+		return r, false, err
 	case old.State != Failed:
 		return old, false, nil
 	default:
 		r.Attempts = old.Attempts + 1
 	}
-	r.State, r.Intended, r.Finished = Intended, at.UTC(), time.Time{}
+	r.State, r.Intended, r.Finished, r.Generation = Intended, at.UTC(), time.Time{}, gen
 	r.Detail = secret.String(r.Detail)
-	res, err := tx.ExecContext(ctx, `INSERT INTO actions (`+recordCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`+recordRetry,
+	res, err := tx.ExecContext(ctx, `INSERT INTO actions (`+recordCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`+recordRetry,
 		r.Key, r.FindingKey, r.Episode.UnixMilli(), r.Step, r.Actuator, r.Scheduler, r.Hostname, r.Job, r.User,
 		r.Team, r.Pattern, r.Tier, b2i(r.DryRun), string(r.State), r.Attempts, r.Detail, r.Intended.UnixMilli(), 0, r.Payload,
-		r.Attempts-1)
+		r.Generation, r.Attempts-1)
 	if err != nil {
-		return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
+		return r, false, err
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
+		return r, false, err
 	} else if n != 1 {
 		// Another analyzer intended it between our read and our write.
 		if err := tx.Rollback(); err != nil {
-			return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
+			return r, false, err
 		}
 		cur, err := scanRecord(l.db.QueryRowContext(ctx, `SELECT `+recordCols+` FROM actions WHERE idem_key = ?`, r.Key))
-		if err != nil {
-			return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
-		}
-		return cur, false, nil
+		return cur, false, err
 	}
 	if err := addEvent(ctx, tx, &r, at); err != nil {
-		return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
+		return r, false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return Record{}, false, fmt.Errorf("audit intend %s: %w", r.Key, err)
-	}
-	return r, true, nil
+	return r, true, tx.Commit()
 }
 
-// Finish records the outcome of an intended step.
+// errNotIntended: Finish found the step already settled (by a reconcile,
+// or by an earlier write whose acknowledgement was lost).
+var errNotIntended = errors.New("not intended")
+
+// Finish records the outcome of an intended step. When the write fails for
+// any reason but a fence, the outcome is kept in memory, and Rewrite writes
+// it on this process's next cycle, so that the step does not wait for
+// another analyzer's reconcile.
 func (l *Log) Finish(ctx context.Context, key string, state State, detail string, at time.Time) error {
 	if state == Intended {
 		return fmt.Errorf("audit finish %s: %q is not an outcome", key, state)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	tx, err := l.db.BeginTx(ctx, nil)
+	delete(l.inFlight, key)
+	err := l.finish(ctx, key, state, detail, at)
+	switch {
+	case err == nil || errors.Is(err, errNotIntended) || errors.Is(err, store.ErrFenced):
+		// Written, settled already, or no longer ours to write: the leader
+		// that holds the lease reconciles it.
+		delete(l.unwritten, key)
+	default:
+		l.unwritten[key] = outcome{state: state, detail: detail, at: at}
+	}
 	if err != nil {
 		return fmt.Errorf("audit finish %s: %w", key, err)
+	}
+	return nil
+}
+
+func (l *Log) finish(ctx context.Context, key string, state State, detail string, at time.Time) error {
+	tx, _, err := l.begin(ctx)
+	if err != nil {
+		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	r, err := scanRecord(tx.QueryRowContext(ctx, `SELECT `+recordCols+` FROM actions WHERE idem_key = ?`, key))
 	if err != nil {
-		return fmt.Errorf("audit finish %s: %w", key, err)
+		return err
 	}
 	if r.State != Intended {
-		return fmt.Errorf("audit finish %s: step is %s, not intended", key, r.State)
+		return fmt.Errorf("step is %s, %w", r.State, errNotIntended)
 	}
 	// A step's detail is often an error from someone else's system (a
 	// Hub's body, a scheduler's message): no credential is ever stored.
 	r.State, r.Detail, r.Finished = state, secret.String(detail), at.UTC()
-	if _, err := tx.ExecContext(ctx, `UPDATE actions SET state = ?, detail = ?, finished_ms = ? WHERE idem_key = ?`,
-		string(state), detail, at.UnixMilli(), key); err != nil {
-		return fmt.Errorf("audit finish %s: %w", key, err)
+	res, err := tx.ExecContext(ctx, `UPDATE actions SET state = ?, detail = ?, finished_ms = ? WHERE idem_key = ? AND state = ?`,
+		string(state), r.Detail, at.UnixMilli(), key, string(Intended))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != 1 {
+		return fmt.Errorf("step settled meanwhile: %w", errNotIntended)
 	}
 	if err := addEvent(ctx, tx, &r, at); err != nil {
-		return fmt.Errorf("audit finish %s: %w", key, err)
+		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("audit finish %s: %w", key, err)
+	return tx.Commit()
+}
+
+// Rewrite writes again the outcomes of this process's steps whose Finish
+// failed, each with its own time, and returns how many it wrote. One that
+// another analyzer settled meanwhile, or that the lease no longer lets
+// this process write, is dropped; one that fails again is kept, and the
+// error returned.
+func (l *Log) Rewrite(ctx context.Context) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := make([]string, 0, len(l.unwritten))
+	for k := range l.unwritten {
+		keys = append(keys, k)
 	}
-	return nil
+	sort.Strings(keys)
+	n := 0
+	for _, k := range keys {
+		o := l.unwritten[k]
+		err := l.finish(ctx, k, o.state, o.detail, o.at)
+		switch {
+		case err == nil:
+			n++
+			delete(l.unwritten, k)
+		case errors.Is(err, errNotIntended) || errors.Is(err, store.ErrFenced):
+			delete(l.unwritten, k)
+		default:
+			return n, fmt.Errorf("audit rewrite %s: %w", k, err)
+		}
+	}
+	return n, nil
+}
+
+// Interrupted returns the steps left intended that this process neither
+// has in flight nor holds an unwritten outcome of: those of a process that
+// stopped between its two writes (an older lease generation), and this
+// process's own whose intent was written though Intend reported an error.
+// They are reconciled with their targets.
+func (l *Log) Interrupted(ctx context.Context) ([]Record, error) {
+	pending, err := l.Pending(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := pending[:0]
+	for _, r := range pending {
+		if _, unwritten := l.unwritten[r.Key]; !l.inFlight[r.Key] && !unwritten {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Get returns the record of key.
@@ -378,13 +523,16 @@ func (l *Log) Events(ctx context.Context, f Filter) ([]Event, error) {
 func (l *Log) Observe(ctx context.Context, findingKey string, now time.Time) (time.Time, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.db.ExecContext(ctx, `INSERT INTO escalations VALUES (?,?,?)
-		ON CONFLICT (finding_key) DO UPDATE SET last_seen_ms = excluded.last_seen_ms`,
-		findingKey, now.UnixMilli(), now.UnixMilli()); err != nil {
-		return time.Time{}, fmt.Errorf("audit observe %s: %w", findingKey, err)
-	}
 	var first int64
-	if err := l.db.QueryRowContext(ctx, `SELECT first_seen_ms FROM escalations WHERE finding_key = ?`, findingKey).Scan(&first); err != nil {
+	err := l.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO escalations VALUES (?,?,?)
+			ON CONFLICT (finding_key) DO UPDATE SET last_seen_ms = excluded.last_seen_ms`,
+			findingKey, now.UnixMilli(), now.UnixMilli()); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT first_seen_ms FROM escalations WHERE finding_key = ?`, findingKey).Scan(&first)
+	})
+	if err != nil {
 		return time.Time{}, fmt.Errorf("audit observe %s: %w", findingKey, err)
 	}
 	return time.UnixMilli(first).UTC(), nil
@@ -395,9 +543,30 @@ func (l *Log) Observe(ctx context.Context, findingKey string, now time.Time) (ti
 func (l *Log) EndEpisodes(ctx context.Context, now time.Time) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	res, err := l.db.ExecContext(ctx, `DELETE FROM escalations WHERE last_seen_ms < ?`, now.UnixMilli())
+	var n int64
+	err := l.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM escalations WHERE last_seen_ms < ?`, now.UnixMilli())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("audit end episodes: %w", err)
 	}
-	return res.RowsAffected()
+	return n, nil
+}
+
+// write runs fn in one fenced transaction. Called with l.mu held.
+func (l *Log) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, _, err := l.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

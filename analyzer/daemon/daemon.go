@@ -53,11 +53,14 @@ type Daemon struct {
 	Now      func() time.Time
 	Location *time.Location
 	// Leader, when set, lets this analyzer act only while it leads; Run
-	// renews the claim every RenewEvery (default a minute).
+	// renews the claim every RenewEvery (default a minute). Its fence
+	// guards every act of the escalator and the drainer and every write of
+	// their audit logs (bind).
 	Leader     leader.Leadership
 	RenewEvery time.Duration
 
 	health health
+	bound  sync.Once
 }
 
 // health remembers the outcome of the last cycle for /healthz.
@@ -82,12 +85,52 @@ func (d *Daemon) logger() *slog.Logger {
 	return d.Logger
 }
 
+// Fence implements leader.Fencer: the fence of Leader, or, without one,
+// the always-valid fence of a sole analyzer.
+func (d *Daemon) Fence() leader.Fence {
+	if d.Leader == nil {
+		return leader.SoleFence()
+	}
+	return d.Leader.Fence()
+}
+
+// Guard is the check each act of this daemon's parts makes right before it
+// runs, on the daemon's clock; the report jobs take it too.
+func (d *Daemon) Guard() *leader.Guard {
+	return &leader.Guard{Fencer: d, Now: d.now}
+}
+
+// bind puts the escalator and the drainer under the daemon's leadership:
+// their acts check its fence right before they run, and their audit logs
+// write only under its lease generation.
+func (d *Daemon) bind() {
+	d.bound.Do(func() {
+		if d.Leader == nil {
+			return
+		}
+		g := d.Guard()
+		d.Escalator.Guard = g
+		d.Escalator.Log.FenceWith(d)
+		if d.Drainer != nil {
+			d.Drainer.Guard = g
+			d.Drainer.Log.FenceWith(d)
+		}
+	})
+}
+
 // RunOnce runs one cycle. A failing source means unknown data: the cycle
-// stops before any step.
+// stops before any step. A cycle that loses leadership midway (its renew
+// deadline passed, or the store refused its lease generation) stops before
+// its next act and reports Standby.
 func (d *Daemon) RunOnce(ctx context.Context) (CycleResult, error) {
+	d.bind()
 	now := d.now()
 	m := d.Escalator.Metrics
 	res, err := d.cycle(ctx, now)
+	if leader.Fenced(err) {
+		d.logger().Warn("leadership lost during the cycle: stopped before acting", "err", err)
+		res, err = CycleResult{Standby: true}, nil
+	}
 	d.health.mu.Lock()
 	if err != nil {
 		d.health.lastErr, d.health.errAt = err, now
@@ -106,8 +149,7 @@ func (d *Daemon) RunOnce(ctx context.Context) (CycleResult, error) {
 	return res, err
 }
 
-// leads claims leadership; a standby forgets that it reconciled, so that
-// when it takes over it first settles what the old leader left intended.
+// leads claims leadership.
 func (d *Daemon) leads(ctx context.Context, now time.Time) (bool, error) {
 	if d.Leader == nil {
 		return true, nil
@@ -116,9 +158,6 @@ func (d *Daemon) leads(ctx context.Context, now time.Time) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("leadership: %w", err)
 	}
-	if !ok {
-		d.Escalator.reconciled = false
-	}
 	return ok, nil
 }
 
@@ -126,11 +165,11 @@ func (d *Daemon) cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	if ok, err := d.leads(ctx, now); err != nil || !ok {
 		return CycleResult{Standby: !ok && err == nil}, err
 	}
-	// Interrupted steps are settled before the source is even asked.
-	if !d.Escalator.reconciled {
-		if err := d.Escalator.Reconcile(ctx, now); err != nil {
-			return CycleResult{}, fmt.Errorf("reconcile: %w", err)
-		}
+	// Interrupted steps are settled before the source is even asked, on
+	// every cycle: those of an older leader, and this one's own whose
+	// outcome failed to be written.
+	if err := d.Escalator.Reconcile(ctx, now); err != nil {
+		return CycleResult{}, fmt.Errorf("reconcile: %w", err)
 	}
 	fs, err := d.Source.Findings(ctx, now)
 	if err != nil {
@@ -151,6 +190,7 @@ func (d *Daemon) cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 
 // Run schedules cycles and jobs until ctx ends.
 func (d *Daemon) Run(ctx context.Context) error {
+	d.bind()
 	loc := d.Location
 	if loc == nil {
 		loc = time.Local

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/drain"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -36,6 +38,9 @@ type Drainer struct {
 	Actuators map[string]action.Actuator
 	Logger    *slog.Logger
 	Metrics   *Metrics
+	// Guard checks leadership right before each drain (nil: a sole
+	// analyzer); Daemon sets it to its own.
+	Guard *leader.Guard
 }
 
 func (d *Drainer) logger() *slog.Logger {
@@ -130,6 +135,9 @@ func (d *Drainer) carry(ctx context.Context, now time.Time, dec *drain.Decision)
 	if dec.Kind == drain.Note {
 		rec.Detail = dec.Reason
 	}
+	if err := d.Guard.Check(); err != nil {
+		return false, fmt.Errorf("%s: %w", key, err)
+	}
 	rec, ok, err := d.Log.Intend(ctx, rec, now)
 	if err != nil || !ok {
 		return false, err
@@ -144,6 +152,11 @@ func (d *Drainer) carry(ctx context.Context, now time.Time, dec *drain.Decision)
 		state, detail = audit.DryRun, fmt.Sprintf("dry-run: would take node %s out of service via %s: %s; %s",
 			dec.Node, name, dec.Reason, action.OutOfServiceReason(&req, "an operator puts it back"))
 	default:
+		// Right before the act: a leader paused past its lease stops here.
+		if err := d.Guard.Check(); err != nil {
+			ferr := d.Log.Finish(ctx, rec.Key, audit.Failed, "not run: "+err.Error(), now)
+			return false, errors.Join(fmt.Errorf("%s: %w", key, err), ferr)
+		}
 		state, detail = d.run(ctx, act, &req)
 		detail = dec.Reason + ": " + detail
 	}

@@ -9,8 +9,10 @@ package daemon
 import (
 	"github.com/gpuwatch/gpuwatch/schema"
 
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -22,6 +24,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/escalation"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 )
 
@@ -44,8 +47,12 @@ type Escalator struct {
 	// attributes the policy matches, once per cycle. Nil: every fact is
 	// missing, so no tier that needs one acts.
 	Facts FactResolver
-	// reconciled is set once interrupted steps have been settled.
-	reconciled bool
+	// Guard checks leadership right before each act (nil: a sole
+	// analyzer); Daemon sets it to its own.
+	Guard *leader.Guard
+	// reconciledAt is the cycle time of the last reconcile, so that a
+	// cycle reconciles once whoever calls it first.
+	reconciledAt time.Time
 }
 
 // FactResolver looks up the facts of a cycle's findings (facts.Resolver).
@@ -76,48 +83,29 @@ func (e *Escalator) count(host, step, result string) {
 	}
 }
 
-// Reconcile settles every step left intended by a crash: a cancel or kill is
-// checked against its target (done if it took effect, failed so a later cycle
-// may run it if it did not), a signal is not repeated, and a notification is
-// marked failed so that it is sent again. Nothing else runs until this
-// succeeds.
+// Reconcile settles, on every cycle of the leader, the steps left intended:
+// first this process's own whose outcome it knows but failed to write (the
+// store was restarted mid-step), written as they happened; then every other
+// step left intended by a process that stopped between its two writes (an
+// older lease generation, a crash). A cancel or kill is checked against its
+// target (done if it took effect, failed so a later cycle may run it if it
+// did not), a signal is not repeated, and a notification is marked failed
+// so that it is sent again. Steps this process has in flight (an end-of-job
+// mail being sent) are left alone. Nothing else runs until this succeeds.
 func (e *Escalator) Reconcile(ctx context.Context, now time.Time) error {
-	pending, err := e.Log.Pending(ctx)
+	if n, err := e.Log.Rewrite(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		e.logger().Warn("wrote the outcomes of steps whose first write failed", "steps", n)
+	}
+	pending, err := e.Log.Interrupted(ctx)
 	if err != nil {
 		return err
 	}
 	for _, rec := range pending {
-		var req action.Request
-		if err := json.Unmarshal([]byte(rec.Payload), &req); err != nil {
-			return fmt.Errorf("reconcile %s: decode request: %w", rec.Key, err)
-		}
-		state, detail := audit.Failed, "interrupted before its outcome was written; will be retried"
-		switch {
-		case rec.DryRun:
-			state, detail = audit.DryRun, "interrupted dry run; nothing was done"
-		case rec.Step == action.StepNotify || rec.Step == action.StepWarn:
-			// A repeated warning is harmless; a lost one is not.
-		default:
-			act, ok := e.Actuators[rec.Actuator]
-			rc, can := act.(action.Reconciler)
-			if !ok || !can {
-				// Without a way to check, assume it happened: never risk a
-				// second cancel.
-				state, detail = audit.Done, "interrupted; cannot be checked, assumed done and not repeated"
-				break
-			}
-			out, why, err := rc.Reconcile(ctx, &req)
-			if err != nil {
-				return fmt.Errorf("reconcile %s: %w", rec.Key, err)
-			}
-			switch out {
-			case action.Applied:
-				state, detail = audit.Done, "reconciled after restart: "+why
-			case action.NotApplied:
-				state, detail = audit.Failed, "reconciled after restart: not applied ("+why+"); will be retried"
-			case action.Unknowable:
-				state, detail = audit.Done, "reconciled after restart: "+why+"; assumed done, not repeated"
-			}
+		state, detail, err := e.settle(ctx, &rec)
+		if err != nil {
+			return err
 		}
 		if err := e.Log.Finish(ctx, rec.Key, state, detail, now); err != nil {
 			return err
@@ -125,8 +113,43 @@ func (e *Escalator) Reconcile(ctx context.Context, now time.Time) error {
 		e.count(rec.Hostname, rec.Step, ResultReconciled)
 		e.logger().Warn("reconciled interrupted step", "key", rec.Key, "step", rec.Step, "job", rec.Job, "state", state, "detail", detail)
 	}
-	e.reconciled = true
+	e.reconciledAt = now
 	return nil
+}
+
+// settle decides the outcome of one interrupted step.
+func (e *Escalator) settle(ctx context.Context, rec *audit.Record) (audit.State, string, error) {
+	var req action.Request
+	if err := json.Unmarshal([]byte(cmp.Or(rec.Payload, "{}")), &req); err != nil {
+		// A request that cannot be read cannot be checked either: never
+		// risk a second cancel, and never let one row stop every cycle.
+		return audit.Done, "interrupted; its request is unreadable (" + err.Error() + "), assumed done and not repeated", nil
+	}
+	switch {
+	case rec.DryRun:
+		return audit.DryRun, "interrupted dry run; nothing was done", nil
+	case rec.Step == action.StepNotify || rec.Step == action.StepWarn:
+		// A repeated warning is harmless; a lost one is not.
+		return audit.Failed, "interrupted before its outcome was written; will be retried", nil
+	}
+	act, ok := e.Actuators[rec.Actuator]
+	rc, can := act.(action.Reconciler)
+	if !ok || !can {
+		// Without a way to check, assume it happened: never risk a
+		// second cancel.
+		return audit.Done, "interrupted; cannot be checked, assumed done and not repeated", nil
+	}
+	out, why, err := rc.Reconcile(ctx, &req)
+	if err != nil {
+		return "", "", fmt.Errorf("reconcile %s: %w", rec.Key, err)
+	}
+	switch out {
+	case action.Applied:
+		return audit.Done, "reconciled after restart: " + why, nil
+	case action.NotApplied:
+		return audit.Failed, "reconciled after restart: not applied (" + why + "); will be retried", nil
+	}
+	return audit.Done, "reconciled after restart: " + why + "; assumed done, not repeated", nil
 }
 
 // unknown reports why a finding must not be acted on, or "".
@@ -149,7 +172,7 @@ func (e *Escalator) unknown(f *finding.Finding, now time.Time) string {
 // Cycle escalates this cycle's findings at now.
 func (e *Escalator) Cycle(ctx context.Context, now time.Time, findings []finding.Finding) (CycleResult, error) {
 	var res CycleResult
-	if !e.reconciled {
+	if e.reconciledAt.IsZero() || !e.reconciledAt.Equal(now) {
 		if err := e.Reconcile(ctx, now); err != nil {
 			return res, fmt.Errorf("reconcile before acting: %w", err)
 		}
@@ -320,6 +343,9 @@ func stepName(r audit.Record) string {
 }
 
 // act runs one planned step: intended, run through its actuators, finished.
+// Leadership is checked right before the intent and again right before the
+// actuators run (the store checks the lease generation at both writes):
+// a leader paused past its lease stops here.
 func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f *finding.Finding, st *escalation.Step, b *escalation.Budget, res *CycleResult) (audit.State, error) {
 	key := audit.Key(f.Key(), base.Episode, st.Name)
 	var acts []action.Actuator
@@ -335,12 +361,21 @@ func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f
 	if err != nil {
 		return "", fmt.Errorf("encode request %s: %w", key, err)
 	}
+	if err := e.Guard.Check(); err != nil {
+		return "", fmt.Errorf("%s: %w", key, err)
+	}
 	rec := base
 	rec.Key, rec.Step, rec.Actuator, rec.DryRun, rec.Payload = key, string(st.Action), name, st.DryRun, string(payload)
 	rec, ok, err := e.Log.Intend(ctx, rec, now)
 	if err != nil || !ok {
 		// Settled or in flight elsewhere: not run again.
 		return audit.Skipped, err
+	}
+	if err := e.Guard.Check(); err != nil {
+		// Intended, not run: failed, so that whoever leads runs it; if the
+		// store refuses even that, the next leader's reconcile settles it.
+		ferr := e.Log.Finish(ctx, key, audit.Failed, "not run: "+err.Error(), now)
+		return "", errors.Join(fmt.Errorf("%s: %w", key, err), ferr)
 	}
 	res.Steps++
 	req.Attempt = rec.Attempts
@@ -385,6 +420,12 @@ func (e *Escalator) run(ctx context.Context, req *action.Request, a policy.StepA
 	failed := 0
 	state := audit.Done
 	for _, a := range acts {
+		if err := e.Guard.Check(); err != nil {
+			// Leadership lapsed between two channels: the rest wait.
+			failed++
+			details = append(details, a.Name()+": not run: "+err.Error())
+			continue
+		}
 		d, err := a.Act(ctx, req)
 		switch {
 		case err == nil:

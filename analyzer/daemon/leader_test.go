@@ -253,14 +253,14 @@ func TestLeaseTakeoverOnTheTakersClock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			holder := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), "0123456789abcdef")
-			if ok, err := st.AcquireLease(ctx, leader.LeaseName, holder, ttl, t0.Add(tc.holderClock)); !ok || err != nil {
+			if _, ok, err := st.AcquireLease(ctx, leader.LeaseName, holder, ttl, t0.Add(tc.holderClock)); !ok || err != nil {
 				t.Fatal(ok, err)
 			}
 			taker := &leader.StoreLease{Store: st, Identity: leader.Identity(), TTL: ttl}
 			var led time.Duration
 			for at := time.Duration(0); at <= 5*time.Minute; at += 10 * time.Second {
 				if tc.renews {
-					if ok, err := st.AcquireLease(ctx, leader.LeaseName, holder, ttl, t0.Add(tc.holderClock+at)); !ok || err != nil {
+					if _, ok, err := st.AcquireLease(ctx, leader.LeaseName, holder, ttl, t0.Add(tc.holderClock+at)); !ok || err != nil {
 						t.Fatalf("holder lost its lease at +%s: %v %v", at, ok, err)
 					}
 				}

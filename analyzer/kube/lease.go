@@ -109,6 +109,19 @@ func (k *Lease) Lead(context.Context, time.Time) (bool, error) {
 	return k.leading && k.now().Sub(k.renewed) < k.o.RenewDeadline, nil
 }
 
+// Fence implements leader.Fencer: the span from the last successful
+// acquire or renew to the renew deadline, on this process's clock. The
+// Kubernetes Lease has no generation the analyzer's store could compare;
+// the store lease beside it (leader.Both) has.
+func (k *Lease) Fence() leader.Fence {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.leading {
+		return leader.Fence{}
+	}
+	return leader.Fence{Won: k.renewed, Deadline: k.renewed.Add(k.o.RenewDeadline)}
+}
+
 // round acquires or renews the Lease once, each call bounded by the retry
 // period, and keeps the leading flag: a failed renewal keeps it until the
 // renew deadline, well inside the lease duration others wait out.

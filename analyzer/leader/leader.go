@@ -3,6 +3,12 @@
 // on a coordination.k8s.io Lease by client-go's rules (kube.Lease, in the
 // Kubernetes adapter analyzer/kube), both behind Leadership. The others
 // stand by.
+//
+// Leading at the start of a cycle is not enough to act at its end: a
+// process paused past its lease (SIGSTOP, a frozen VM) wakes up believing
+// it leads. So leadership is also a Fence (fence.go): the lease generation
+// the store compares every audit write with, and the renew deadline on the
+// process's own monotonic clock that a Guard checks right before each act.
 package leader
 
 import (
@@ -24,6 +30,9 @@ import (
 type Leadership interface {
 	// Lead claims or renews leadership at now and reports whether it is held.
 	Lead(ctx context.Context, now time.Time) (bool, error)
+	// Fencer gives the proof of the leadership last claimed, which each
+	// act checks again.
+	Fencer
 }
 
 // LeaseName is the name of the analyzer's lease, in the store and as the
@@ -48,9 +57,15 @@ type StoreLease struct {
 	// TTL is how long a claim lasts without renewal: a dead leader's
 	// successor takes over TTL after it last saw the lease renewed.
 	TTL time.Duration
+	// RenewDeadline is how long after its last claim or renewal this
+	// process still acts (default two thirds of TTL): less than TTL, so
+	// that it stops before a successor can have counted TTL out on its own
+	// clock from the renewal it saw.
+	RenewDeadline time.Duration
 
-	mu   sync.Mutex
-	seen observed
+	mu    sync.Mutex
+	seen  observed
+	fence Fence
 }
 
 // observed is the lease row a standby last saw change, and when (on the
@@ -65,30 +80,73 @@ type observed struct {
 // seen the holder's row unchanged for TTL, timed on its own clock (now
 // carries Go's monotonic reading in production): the holder's wall clock,
 // ahead or behind, never decides, and a renewal in between keeps the lease
-// where it is.
+// where it is. A claim or renewal refreshes the fence; a lost lease clears
+// it; a failed read keeps it, to lapse at its own deadline.
 func (l *StoreLease) Lead(ctx context.Context, now time.Time) (bool, error) {
-	ok, err := l.Store.AcquireLease(ctx, LeaseName, l.Identity, l.TTL, now)
-	if err != nil || ok {
-		return ok, err
+	got, ok, err := l.Store.AcquireLease(ctx, LeaseName, l.Identity, l.TTL, now)
+	if err != nil {
+		return false, err
 	}
-	holder, stamp, err := l.Store.LeaseHolder(ctx, LeaseName)
+	if ok {
+		l.won(got, now)
+		return true, nil
+	}
+	cur, err := l.Store.ReadLease(ctx, LeaseName)
 	if err != nil {
 		return false, err
 	}
 	l.mu.Lock()
+	l.fence = Fence{}
+	due := l.watch(cur, now)
+	l.mu.Unlock()
+	if !due {
+		return false, nil
+	}
+	got, ok, err = l.Store.TakeLease(ctx, LeaseName, cur.Holder, cur.Stamp, l.Identity, l.TTL, now)
+	if err != nil || !ok {
+		return false, err
+	}
+	l.won(got, now)
+	return true, nil
+}
+
+// watch notes the row a standby sees and reports whether it has stayed
+// unchanged for TTL on this process's clock. A reading before the one the
+// row was first seen at counts nothing (the watch is not restarted from
+// it, which would make the time since look longer once the clock is back).
+func (l *StoreLease) watch(cur store.Lease, now time.Time) bool {
+	if cur.Holder != l.seen.holder || !cur.Stamp.Equal(l.seen.stamp) || l.seen.at.IsZero() {
+		l.seen = observed{holder: cur.Holder, stamp: cur.Stamp, at: now}
+		return false
+	}
+	return now.Sub(l.seen.at) >= l.TTL
+}
+
+// won records the lease as this process's at now (read before the claim
+// was written, so the deadline errs early).
+func (l *StoreLease) won(got store.Lease, now time.Time) {
+	rd := l.RenewDeadline
+	if rd <= 0 || rd >= l.TTL {
+		rd = l.TTL * 2 / 3
+	}
+	l.mu.Lock()
 	defer l.mu.Unlock()
-	if holder != l.seen.holder || !stamp.Equal(l.seen.stamp) || l.seen.at.IsZero() {
-		l.seen = observed{holder: holder, stamp: stamp, at: now}
-		return false, nil
-	}
-	if now.Sub(l.seen.at) < l.TTL {
-		return false, nil
-	}
-	return l.Store.TakeLease(ctx, LeaseName, holder, stamp, l.Identity, l.TTL, now)
+	l.fence = Fence{Store: store.Fence{Lease: LeaseName, Holder: l.Identity, Generation: got.Generation},
+		Won: now, Deadline: now.Add(rd)}
+}
+
+// Fence implements Fencer.
+func (l *StoreLease) Fence() Fence {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fence
 }
 
 // Release gives the lease up (on shutdown, so a successor need not wait).
 func (l *StoreLease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	l.fence = Fence{}
+	l.mu.Unlock()
 	return l.Store.ReleaseLease(ctx, LeaseName, l.Identity)
 }
 
@@ -105,4 +163,14 @@ func (b Both) Lead(ctx context.Context, now time.Time) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// Fence implements Fencer: the store generation of the member that has
+// one, and the earliest deadline of all.
+func (b Both) Fence() Fence {
+	fs := make([]Fence, len(b))
+	for i, l := range b {
+		fs[i] = l.Fence()
+	}
+	return Meet(fs...)
 }

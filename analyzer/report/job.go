@@ -13,6 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
@@ -36,6 +37,9 @@ type Deps struct {
 	// Planner adds the capacity plan of each report's period (optional).
 	Planner Planner
 	Logger  *slog.Logger
+	// Guard checks leadership right before each send (nil: a sole
+	// analyzer): a leader paused past its lease sends nothing.
+	Guard *leader.Guard
 }
 
 // TickSpec is how often report jobs wake up to check for due reports and
@@ -98,6 +102,7 @@ func newRunner(ctx context.Context, d Deps, spec string, lookback time.Duration)
 	if err != nil {
 		return nil, err
 	}
+	ob.Guard = d.Guard
 	rd, err := NewRenderer()
 	if err != nil {
 		return nil, err

@@ -196,6 +196,7 @@ func JobMailJob(ctx context.Context, d Deps, log *audit.Log) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
+	ob.Guard = d.Guard
 	rd, err := NewRenderer()
 	if err != nil {
 		return Job{}, err
@@ -319,6 +320,12 @@ func (m *jobMailer) audited(now time.Time) Around {
 				return nil // sent; only the outbox missed it
 			}
 			return fmt.Errorf("job %s: audit record is %s", e.Period, prev.State)
+		}
+		if err := m.d.Guard.Check(); err != nil {
+			// Right before the send: intended, not sent; retried by
+			// whoever leads at a later tick.
+			ferr := m.log.Finish(ctx, rec.Key, audit.Failed, "not sent: "+err.Error(), now)
+			return errors.Join(err, ferr)
 		}
 		serr := send()
 		state, detail := audit.Done, "mailed "+strings.Join(e.Message.To, ", ")+": "+e.Subject

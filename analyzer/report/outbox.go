@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
@@ -23,7 +24,12 @@ const (
 )
 
 // Outbox records the reports due and delivered.
-type Outbox struct{ db *sql.DB }
+type Outbox struct {
+	db *sql.DB
+	// Guard checks leadership right before each send (nil: a sole
+	// analyzer).
+	Guard *leader.Guard
+}
 
 // OpenOutbox returns the outbox of st (the store creates its table).
 func OpenOutbox(ctx context.Context, st *store.Store) (*Outbox, error) {
@@ -198,6 +204,12 @@ func (o *Outbox) FlushAround(ctx context.Context, s mail.Sender, now time.Time, 
 		}
 		if ctx.Err() != nil {
 			errs = append(errs, ctx.Err())
+			break
+		}
+		if gerr := o.Guard.Check(); gerr != nil {
+			// A leader paused past its lease sends nothing more; the
+			// report stays pending for whoever leads.
+			errs = append(errs, fmt.Errorf("report %s for %s, %s not sent: %w", e.Kind, recipientOf(e), e.Period, gerr))
 			break
 		}
 		if serr := around(ctx, e, func() error { return s.Send(ctx, e.Message) }); serr != nil {

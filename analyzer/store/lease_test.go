@@ -32,7 +32,7 @@ func testLeaseOneHolder(t *testing.T, a, b *Store) {
 	ttl := time.Minute
 	step := func(s *Store, who string, at time.Duration, want bool) {
 		t.Helper()
-		got, err := s.AcquireLease(ctx, "analyzer", who, ttl, t0.Add(at))
+		_, got, err := s.AcquireLease(ctx, "analyzer", who, ttl, t0.Add(at))
 		if err != nil || got != want {
 			t.Fatalf("%s at +%s: got %v (%v), want %v", who, at, got, err, want)
 		}
@@ -50,11 +50,11 @@ func testLeaseOneHolder(t *testing.T, a, b *Store) {
 		t.Fatal(err)
 	}
 	step(a, "A", 60*time.Second, true) // renewed with a clock running behind: the stamp still grows
-	if took, err := b.TakeLease(ctx, "analyzer", "A", stamp, "B", ttl, t0.Add(200*time.Second)); took || err != nil {
+	if _, took, err := b.TakeLease(ctx, "analyzer", "A", stamp, "B", ttl, t0.Add(200*time.Second)); took || err != nil {
 		t.Fatalf("took a lease renewed since it was seen: %v %v", took, err)
 	}
 	_, stamp, _ = b.LeaseHolder(ctx, "analyzer")
-	if took, err := b.TakeLease(ctx, "analyzer", "A", stamp, "B", ttl, t0.Add(200*time.Second)); !took || err != nil {
+	if _, took, err := b.TakeLease(ctx, "analyzer", "A", stamp, "B", ttl, t0.Add(200*time.Second)); !took || err != nil {
 		t.Fatalf("takeover of the row seen: %v %v", took, err)
 	}
 	step(a, "A", 120*time.Second, false)
@@ -75,7 +75,7 @@ func testLeaseOneHolder(t *testing.T, a, b *Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if ok, err := s.AcquireLease(ctx, "race", who, ttl, t0); err == nil && ok {
+			if _, ok, err := s.AcquireLease(ctx, "race", who, ttl, t0); err == nil && ok {
 				wins <- who
 			}
 		}()

@@ -75,6 +75,14 @@ var migrations = []migration{
 		`CREATE TABLE IF NOT EXISTS leases (
 			name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_ms INTEGER NOT NULL)`,
 	}},
+	{"fencing: a lease's generation, bumped whenever its holder changes, and the generation each step was " +
+		"intended under; the audit is written only while its writer's generation is the lease's (lease.go)", []string{
+		`ALTER TABLE leases ADD COLUMN generation INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE actions ADD COLUMN generation INTEGER NOT NULL DEFAULT 0`,
+		// A new lease row starts above every generation the audit holds
+		// (AcquireLease reads the maximum at each claim).
+		`CREATE INDEX IF NOT EXISTS actions_generation ON actions (generation)`,
+	}},
 }
 
 // SchemaVersion is the version Open brings a database to.

@@ -148,6 +148,10 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
+// Postgres reports whether the store is a PostgreSQL database (one that
+// replicas share) rather than a SQLite file.
+func (s *Store) Postgres() bool { return s.postgres }
+
 // Usage is one allocation's use of its GPUs over one analyzer interval.
 // A week's report is the sum of these, not a re-read of raw samples.
 type Usage struct {

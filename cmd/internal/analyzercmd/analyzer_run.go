@@ -231,7 +231,9 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		planSrc = &plan.Source{Querier: pq, Options: po}
 	}
 	if rcfg != nil {
-		deps := report.Deps{Store: st, Config: rcfg, Sender: sender, Logger: logger, Planner: planSrc}
+		// The report jobs send only while the daemon leads, checked right
+		// before each send (the daemon's fence, whatever leadership it ends with).
+		deps := report.Deps{Store: st, Config: rcfg, Sender: sender, Logger: logger, Planner: planSrc, Guard: d.Guard()}
 		if sender == nil {
 			return &clikit.UsageError{Err: errors.New("--report.config: the smtp section is needed to send reports")}
 		}
