@@ -18,22 +18,26 @@ import (
 // analyzer's fault metric) counts GroupFaults' groups, never findings.
 
 // unknownGPU stands for the GPU of a fault finding that names none (or
-// several): FaultDevice gives every such finding of a host the same
+// several): FaultDeviceOf gives every such finding of a host the same
 // device, so faults without a UUID count at most once per episode on
 // their node.
 const unknownGPU = "?"
 
-// FaultDevice names the physical GPU a gpu_fault finding is about:
-// "<host>|<uuid>". A MIG instance ("<uuid>/<gi>", the older device-plugin
-// id "MIG-GPU-<uuid>/<gi>/<ci>") and a time-slicing replica
-// ("<uuid>::<n>") are their GPU: XIDs, ECC errors and row remapping are
-// the board's, and every instance and replica of it reports them. UUIDs
-// compare case-insensitively. A finding that names no GPU falls back on
-// its allocation's GPUs when they are all one board, and is otherwise the
-// host's unknown GPU: a fact that cannot be had makes the count smaller,
-// never larger. A MIG UUID ("MIG-<uuid>") does not name its parent GPU
-// and stays a device of its own.
-func FaultDevice(f *finding.Finding) string {
+// FaultDevice is the physical GPU a gpu_fault finding is about: its host
+// and its GPU's UUID, lower-cased. Holders' findings are one fault only
+// when their FaultDevices are equal (GroupFaults).
+type FaultDevice struct{ Host, GPU string }
+
+// FaultDeviceOf is the one definition of which GPU a fault is on. A MIG
+// instance ("<uuid>/<gi>", the device plugin's older id
+// "MIG-GPU-<uuid>/<gi>/<ci>") and a time-slicing replica ("<uuid>::<n>")
+// are their GPU: XIDs, ECC errors and row remapping are the board's, and
+// every instance and replica of it reports them. A finding that names no
+// GPU falls back on its allocation's GPUs when they are all one board,
+// and is otherwise its host's unknown GPU: a fact that cannot be had makes
+// the count smaller, never larger. A MIG UUID ("MIG-<uuid>") does not name
+// its parent GPU and stays a device of its own.
+func FaultDeviceOf(f *finding.Finding) FaultDevice {
 	gpu := boardOf(f.GPU)
 	if gpu == "" {
 		gpu = onlyBoard(f.GPUs)
@@ -41,7 +45,7 @@ func FaultDevice(f *finding.Finding) string {
 	if gpu == "" {
 		gpu = unknownGPU
 	}
-	return f.Hostname + "|" + gpu
+	return FaultDevice{f.Hostname, gpu}
 }
 
 // boardOf is the GPU a device id names ("" for none).
@@ -76,14 +80,14 @@ func onlyBoard(ids []string) string {
 // faultGroup is one fault: the findings of its holders and the span they
 // cover together.
 type faultGroup struct {
-	host, dev string
-	from, to  time.Time
-	members   []int
+	dev      FaultDevice
+	from, to time.Time
+	members  []int
 }
 
 // GroupFaults groups the gpu_fault findings of fs (any other finding is
 // left out) into faults, as indices into fs: the findings of one
-// FaultDevice whose spans (Start to End) overlap or touch are its holders
+// FaultDeviceOf whose spans (Start to End) overlap or touch are its holders
 // seeing one fault, however the holders came and went; a fault on a
 // device no finding was open on since is a new fault. A finding that
 // names no GPU joins a fault of a known GPU of its host that it overlaps.
@@ -96,16 +100,16 @@ func GroupFaults(fs []*finding.Finding) [][]int {
 			idx = append(idx, i)
 		}
 	}
-	devs := make([]string, len(fs))
+	devs := make([]FaultDevice, len(fs))
 	for _, i := range idx {
-		devs[i] = FaultDevice(fs[i])
+		devs[i] = FaultDeviceOf(fs[i])
 	}
 	sort.SliceStable(idx, func(a, b int) bool {
-		x, y := idx[a], idx[b]
-		if devs[x] != devs[y] {
-			return devs[x] < devs[y]
+		x, y := devs[idx[a]], devs[idx[b]]
+		if x != y {
+			return x.Host < y.Host || (x.Host == y.Host && x.GPU < y.GPU)
 		}
-		return before(fs, x, y)
+		return before(fs, idx[a], idx[b])
 	})
 	var groups []*faultGroup
 	for _, i := range idx {
@@ -118,7 +122,7 @@ func GroupFaults(fs []*finding.Finding) [][]int {
 			groups[n-1].add(i, to)
 			continue
 		}
-		groups = append(groups, &faultGroup{host: f.Hostname, dev: devs[i], from: f.Start, to: to, members: []int{i}})
+		groups = append(groups, &faultGroup{dev: devs[i], from: f.Start, to: to, members: []int{i}})
 	}
 	groups = joinUnknown(groups)
 	out := make([][]int, len(groups))
@@ -146,7 +150,7 @@ func (g *faultGroup) add(i int, to time.Time) {
 func joinUnknown(groups []*faultGroup) []*faultGroup {
 	var known, unknown []*faultGroup
 	for _, g := range groups {
-		if strings.HasSuffix(g.dev, "|"+unknownGPU) {
+		if g.dev.GPU == unknownGPU {
 			unknown = append(unknown, g)
 		} else {
 			known = append(known, g)
@@ -166,7 +170,7 @@ func joinUnknown(groups []*faultGroup) []*faultGroup {
 // overlapping is the first of gs on u's host whose span meets u's.
 func overlapping(gs []*faultGroup, u *faultGroup) *faultGroup {
 	for _, g := range gs {
-		if g.host == u.host && !u.from.After(g.to) && !g.from.After(u.to) {
+		if g.dev.Host == u.dev.Host && !u.from.After(g.to) && !g.from.After(u.to) {
 			return g
 		}
 	}

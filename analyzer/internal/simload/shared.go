@@ -15,8 +15,16 @@ import (
 // the time-slicing replica a series' pod holds.
 const VGPULabel = "vgpu"
 
-// Pod is one holder of a shared GPU.
-type Pod struct{ Name, Namespace, Container string }
+// Pod is one holder of a shared GPU, from From until To (zero: from the
+// start, to the end).
+type Pod struct {
+	Name, Namespace, Container string
+	From, To                   time.Time
+}
+
+func (p *Pod) holds(t time.Time) bool {
+	return (p.From.IsZero() || !t.Before(p.From)) && (p.To.IsZero() || t.Before(p.To))
+}
 
 // TimeSliced is a time-sliced GPU as dcgm-exporter publishes it with
 // --kubernetes-virtual-gpus: every series of the device once per pod that
@@ -30,28 +38,24 @@ type TimeSliced struct {
 	Host string
 	GPU  int
 	Pods []Pod
-	// From and To bound when the Pods hold the GPU (zero: always);
-	// replica 0 holds it as the scenario says.
-	From, To time.Time
 }
 
 // Sink wraps next so that it receives the shared GPU's series once per
 // holder. Put it before a Format's sink: it reads gpuwatch's own labels.
 func (s TimeSliced) Sink(next Sink) Sink {
 	return func(t time.Time, fams []*dto.MetricFamily) error {
-		held := (s.From.IsZero() || !t.Before(s.From)) && (s.To.IsZero() || t.Before(s.To))
 		out := make([]*dto.MetricFamily, 0, len(fams))
 		for _, mf := range fams {
-			out = append(out, s.fanOut(mf, held))
+			out = append(out, s.fanOut(mf, t))
 		}
 		return next(t, out)
 	}
 }
 
 // fanOut returns mf with the shared device's series labelled replica 0
-// and, while the Pods hold it, copied once per pod. The families are
+// and copied once per pod that holds the GPU at t. The families are
 // shared with other sinks: what changes is built anew.
-func (s TimeSliced) fanOut(mf *dto.MetricFamily, held bool) *dto.MetricFamily {
+func (s TimeSliced) fanOut(mf *dto.MetricFamily, t time.Time) *dto.MetricFamily {
 	gpu := strconv.Itoa(s.GPU)
 	var metrics []*dto.Metric
 	hit := false
@@ -62,11 +66,10 @@ func (s TimeSliced) fanOut(mf *dto.MetricFamily, held bool) *dto.MetricFamily {
 		}
 		hit = true
 		metrics = append(metrics, replica(m, 0, nil))
-		if !held {
-			continue
-		}
 		for i := range s.Pods {
-			metrics = append(metrics, replica(m, i+1, &s.Pods[i]))
+			if s.Pods[i].holds(t) {
+				metrics = append(metrics, replica(m, i+1, &s.Pods[i]))
+			}
 		}
 	}
 	if !hit {
