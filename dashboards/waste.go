@@ -42,8 +42,10 @@ func Waste() (dashboard.Dashboard, error) {
 		WithRow(row("Fleet health")).
 		WithPanel(tableOf("Nodes by throttled GPU-hours", "Busy GPU-hours spent throttled (power cap, thermal, hardware slowdown) by the GPUs of open straggler and throttled findings, per node: the nodes that keep slowing jobs down (docs/health.md).", 12, []string{"Throttled GPU-hours"},
 			instant(fmt.Sprintf("topk(10, sum by (hostname) (%s)) / 3600", sel(c.AnalyzerThrottledGPUSeconds, host))))).
-		WithPanel(tableOf("GPU faults and stragglers by node", "Open health findings per node: GPU faults (hardware XIDs, ECC, row remap), stragglers, throttled jobs and application XIDs (the job's own code, not the GPU).", 12, []string{"Findings"},
-			instant(fmt.Sprintf("sum by (hostname, pattern) (%s)", sel(c.AnalyzerFindings, fmt.Sprintf(`%s, %s=~"%s|%s|%s|%s"`, host, c.LabelPattern, c.GPUFault, c.Straggler, c.Throttled, c.AppXID)))))).
+		WithPanel(tableOf("GPU faults and stragglers by node", "Open health findings per node: GPU faults (hardware XIDs, ECC, row remap; a shared GPU's fault once, however many jobs hold it), stragglers, throttled jobs and application XIDs (the job's own code, not the GPU).", 12, []string{"Findings"},
+			instant(fmt.Sprintf(`sum by (hostname, pattern) (%s) or label_replace(sum by (hostname) (%s), "%s", "%s", "", "")`,
+				sel(c.AnalyzerFindings, fmt.Sprintf(`%s, %s=~"%s|%s|%s"`, host, c.LabelPattern, c.Straggler, c.Throttled, c.AppXID)),
+				sel(c.AnalyzerGPUFaults, host), c.LabelPattern, c.GPUFault)))).
 		WithRow(row("Findings and jobs")).
 		WithPanel(tableOf("Current findings", "Open findings by node, team, pattern and severity.", 12, []string{"Findings"},
 			instant(fmt.Sprintf("sum by (hostname, team, pattern, severity) (%s)", sel(c.AnalyzerFindings, team))))).

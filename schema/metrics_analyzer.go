@@ -44,6 +44,9 @@ var (
 	AnalyzerThrottledGPUSeconds = def(Metric{Name: "gpuwatch_analyzer_throttled_gpu_seconds", Type: Gauge, Unit: "seconds", Origin: OriginAnalyzer,
 		Labels: []string{LabelHostname},
 		Help:   "Busy GPU time spent under a throttling clock-event reason by the GPUs of the open straggler and throttled findings, in GPU-seconds, by node: the fleet-health ranking (docs/health.md)."})
+	AnalyzerGPUFaults = def(Metric{Name: "gpuwatch_analyzer_gpu_faults", Type: Gauge, Origin: OriginAnalyzer,
+		Labels: []string{LabelHostname},
+		Help:   "Faults of the GPUs of the open gpu_fault findings after the last analyzer cycle, by node: a shared GPU's fault (time-slicing, MPS, vGPU, MIG instances) counts once however many holders have a finding of it (docs/health.md)."})
 	AnalyzerCoverage = def(Metric{Name: "gpuwatch_analyzer_coverage_ratio", Type: Gauge, Unit: "ratio", Origin: OriginAnalyzer,
 		Help: "Share of GPU-steps the last analyzer cycle read with enough samples to judge; the rest is unknown, never idle."})
 )

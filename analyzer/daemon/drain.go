@@ -118,6 +118,8 @@ func (d *Drainer) carry(ctx context.Context, now time.Time, dec *drain.Decision)
 		req.Finding.Evidence[k] = v
 	}
 	req.Finding.Evidence["faults"] = float64(dec.Faults)
+	// The trigger's GPU may be shared: its holders' findings are one fault.
+	req.Finding.Evidence["gpu_holders"] = float64(max(dec.Trigger.Holders, 1))
 	payload, err := json.Marshal(&req)
 	if err != nil {
 		return false, err

@@ -79,3 +79,41 @@ workloads:
 		t.Errorf("node cordoned after the cycles at %v, want +2h and +3h50m", taken)
 	}
 }
+
+// TestSharedGPUFaultOnRealControlPlane: the issue's case on a real Node of
+// the real API server. XID 79 on a GPU time-sliced between three pods
+// gives each pod a gpu_fault finding but is one fault: with
+// out_of_service.faults 2 the node stays schedulable, in the dry run and
+// live; XID 48 on another of its GPUs cordons it, once.
+func TestSharedGPUFaultOnRealControlPlane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 5.5 simulated hours")
+	}
+	admin := testkube.Admin(t)
+	ctx := context.Background()
+	ns := testkube.Namespace(t, admin, nil)
+	node := "shared-" + ns[strings.LastIndex(ns, "-")+1:]
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	cordoned := func() bool {
+		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("node %s: %v", node, err)
+		}
+		if !n.Spec.Unschedulable {
+			return false
+		}
+		if reason := n.Annotations[kube.CordonReasonAnnotation]; !strings.Contains(reason, "XID 48") || !strings.Contains(reason, "2 faults on this node") {
+			t.Errorf("cordon reason %q, want XID 48 and 2 faults", reason)
+		}
+		// The operator looks at the GPU and puts the node back.
+		patch := []byte(`{"spec":{"unschedulable":false}}`)
+		if _, err := admin.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Errorf("uncordon %s: %v", node, err)
+		}
+		return true
+	}
+	sharedGPURun(t, node, ns, &kube.Cordon{Core: admin.CoreV1()}, cordoned)
+}

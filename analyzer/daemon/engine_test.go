@@ -133,6 +133,14 @@ func engineRig(t *testing.T, origin time.Time, gapFrom, gapTo time.Duration) (*r
 // [gapFrom, gapTo)) and wires an engine over it to an escalator.
 func engineRigFor(t *testing.T, scenario string, origin time.Time, gapFrom, gapTo time.Duration) (*rig, *Daemon) {
 	t.Helper()
+	return engineRigShaped(t, scenario, origin, gapFrom, gapTo, nil)
+}
+
+// engineRigShaped is engineRigFor with the replayed series passed through
+// shape (nil: as gpuwatch's exporter publishes them), as another
+// exporter or scrape would publish them.
+func engineRigShaped(t *testing.T, scenario string, origin time.Time, gapFrom, gapTo time.Duration, shape func(simload.Sink) simload.Sink) (*rig, *Daemon) {
+	t.Helper()
 	sc, err := sim.ParseScenario("reclaim.yaml", []byte(scenario))
 	if err != nil {
 		t.Fatal(err)
@@ -144,13 +152,17 @@ func engineRigFor(t *testing.T, scenario string, origin time.Time, gapFrom, gapT
 	t.Cleanup(func() { db.Close() })
 	ctx := context.Background()
 	app := db.Appender()
+	var sink simload.Sink = func(ts time.Time, f []*dto.MetricFamily) error {
+		if off := ts.Sub(origin); off >= gapFrom && off < gapTo {
+			return nil // the exporter was down
+		}
+		return app.AppendFamilies(ctx, ts, f)
+	}
+	if shape != nil {
+		sink = shape(sink)
+	}
 	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 7, Origin: origin, To: 5*time.Hour + 30*time.Minute, Resolution: 30 * time.Second},
-		func(ts time.Time, f []*dto.MetricFamily) error {
-			if off := ts.Sub(origin); off >= gapFrom && off < gapTo {
-				return nil // the exporter was down
-			}
-			return app.AppendFamilies(ctx, ts, f)
-		}); err != nil {
+		sink); err != nil {
 		t.Fatal(err)
 	}
 	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))

@@ -11,6 +11,11 @@
 // triggered the last drain (real or dry run) never count again, so an
 // operator who resumes or uncordons the node is not overruled until the
 // node faults again as often as the policy asks.
+//
+// Faults are counted per GPU, never per holder: the findings of a shared
+// GPU's holders (time-slicing, MPS, vGPU, MIG instances) that saw one fault
+// are one fault (health.GroupFaults), so a board shared by three pods does
+// not pass for three failing boards.
 package drain
 
 import (
@@ -34,7 +39,12 @@ type Fault struct {
 	At time.Time
 	// RowRemap: the GPU's row remapping failed.
 	RowRemap bool
-	Finding  finding.Finding
+	// Finding is the finding that stands for the fault: the first
+	// holder's.
+	Finding finding.Finding
+	// Holders is the number of findings, one per holder of the GPU, that
+	// saw this fault (set by Distinct; 0 before).
+	Holders int
 }
 
 // Hardware reports whether a finding is a hardware fault that may take its
@@ -53,6 +63,28 @@ func Hardware(f *finding.Finding) (Fault, bool) {
 		return Fault{}, false
 	}
 	return Fault{Node: f.Hostname, Scheduler: f.Scheduler, At: f.Start, RowRemap: ev["row_remap_failure"] > 0, Finding: *f}, true
+}
+
+// Distinct folds the faults that are one fault of one GPU, its holders'
+// findings (health.GroupFaults), into one: the first holder's finding
+// stands for it, with its start, and it is a row-remap failure when any
+// holder saw the remap fail.
+func Distinct(fs []Fault) []Fault {
+	ptrs := make([]*finding.Finding, len(fs))
+	for i := range fs {
+		ptrs[i] = &fs[i].Finding
+	}
+	groups := health.GroupFaults(ptrs)
+	out := make([]Fault, 0, len(groups))
+	for _, g := range groups {
+		d := fs[g[0]]
+		d.Holders = len(g)
+		for _, i := range g[1:] {
+			d.RowRemap = d.RowRemap || fs[i].RowRemap
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // FindingKey is the audit's key for taking node out: one escalation per
@@ -86,7 +118,8 @@ type Decision struct {
 	Scheduler string
 	// Trigger is the newest counted fault: the episode of the audit record.
 	Trigger Fault
-	// Faults is the number of hardware faults counted.
+	// Faults is the number of hardware faults counted: GPUs' faults, a
+	// shared GPU's once whatever its holders.
 	Faults int
 	DryRun bool
 	Reason string
@@ -96,7 +129,8 @@ type Decision struct {
 type Input struct {
 	Policy policy.OutOfService
 	Retry  policy.Retry
-	// Faults within the policy's window, any order, any node.
+	// Faults within the policy's window, any order, any node, one per
+	// finding: Plan folds a shared GPU's holders into one (Distinct).
 	Faults []Fault
 	// Last is the newest drain record of each node (by FindingKey) in the
 	// policy's dry-run mode; absent when the node was never taken out.
@@ -107,12 +141,15 @@ type Input struct {
 }
 
 // Plan decides, node by node in name order, which nodes are taken out.
+// A shared GPU's fault counts once, dated by its first holder's finding,
+// before the window is applied: a holder that saw an old fault later does
+// not bring it back into the window.
 func Plan(in Input) []Decision {
 	if !in.Policy.Enabled {
 		return nil
 	}
 	byNode := map[string][]Fault{}
-	for _, f := range in.Faults {
+	for _, f := range Distinct(in.Faults) {
 		if in.Now.Sub(f.At) > in.Policy.Window || f.At.After(in.Now) {
 			continue
 		}
@@ -143,13 +180,14 @@ func decide(in *Input, faults []Fault, last audit.Record, key string) (Decision,
 	// The faults since the last drain's trigger: an operator's resume is
 	// answered only by new faults.
 	var counted []Fault
-	remap := false
+	remap, shared := false, false
 	for _, f := range faults {
 		if last.Key != "" && !f.At.After(last.Episode) {
 			continue
 		}
 		counted = append(counted, f)
 		remap = remap || f.RowRemap
+		shared = shared || f.Holders > 1
 	}
 	d := Decision{Node: faults[0].Node, Scheduler: faults[0].Scheduler, DryRun: in.Policy.DryRun, Faults: len(counted)}
 	switch {
@@ -161,6 +199,9 @@ func decide(in *Input, faults []Fault, last audit.Record, key string) (Decision,
 	case len(counted) > 0 && len(counted) >= in.Policy.Faults:
 		d.Trigger = counted[len(counted)-1]
 		d.Reason = fmt.Sprintf("%d hardware faults on its GPUs within %s (out_of_service.faults %d)", len(counted), in.Policy.Window, in.Policy.Faults)
+		if shared {
+			d.Reason += "; a shared GPU's holders counted as one fault"
+		}
 	case last.State == audit.Failed:
 		return retry(in, faults, last, d)
 	default:

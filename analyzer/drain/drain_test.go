@@ -21,6 +21,21 @@ func fault(host, job, gpu string, ago time.Duration, ev map[string]float64) find
 		Start: now.Add(-ago), End: now.Add(-ago + 10*time.Minute), Evidence: ev}
 }
 
+// shared is one fault of a GPU as each of its holders' findings has it.
+func shared(gpu string, ago time.Duration, jobs ...string) []finding.Finding {
+	out := make([]finding.Finding, len(jobs))
+	for i, j := range jobs {
+		out[i] = fault("n1", j, gpu, ago, xid(79))
+	}
+	return out
+}
+
+// noUUID is f as data without the GPU's UUID has it.
+func noUUID(f finding.Finding) finding.Finding {
+	f.GPU, f.GPUs = "", nil
+	return f
+}
+
 func xid(code int) map[string]float64 {
 	return map[string]float64{"xid": float64(code), "xid_count": 1}
 }
@@ -102,6 +117,30 @@ func TestPlan(t *testing.T) {
 			return m
 		}(), true, "act:2:2", "retrying"},
 		{"failed: given up", nil, two, lastAt(time.Hour, audit.Failed, 3), true, "note:2:2", ReasonGaveUp},
+		// A shared GPU's holders (time-slicing, MPS, vGPU, MIG instances)
+		// each have a finding of its fault: one fault all the same.
+		{"three pods on one time-sliced GPU, one XID 79", nil, shared("GPU-a", 3*time.Hour, "ns/a", "ns/b", "ns/c"), nil, true, "", ""},
+		{"the shared GPU and another GPU", nil, append(shared("GPU-a", 3*time.Hour, "ns/a", "ns/b", "ns/c"), fault("n1", "ns/d", "GPU-b", time.Hour, xid(48))),
+			nil, true, "act:2:ns/d", "a shared GPU's holders counted as one fault"},
+		{"holders listed in any order", nil, []finding.Finding{fault("n1", "ns/c", "GPU-a", 2*time.Hour+55*time.Minute, xid(79)), fault("n1", "ns/d", "GPU-b", time.Hour, xid(48)),
+			fault("n1", "ns/a", "GPU-a", 3*time.Hour, xid(79))}, nil, true, "act:2:ns/d", ""},
+		{"MIG instances of one GPU", nil, []finding.Finding{fault("n1", "ns/a", "GPU-a/1", time.Hour, xid(79)), fault("n1", "ns/b", "GPU-a/2", time.Hour, xid(79))}, nil, true, "", ""},
+		{"MIG instances of two GPUs", nil, []finding.Finding{fault("n1", "ns/a", "GPU-a/1", time.Hour, xid(79)), fault("n1", "ns/b", "GPU-b/1", time.Hour, xid(79))}, nil, true, "act:2:ns/b", ""},
+		{"holders without a UUID", nil, []finding.Finding{noUUID(fault("n1", "ns/a", "", time.Hour, xid(79))), noUUID(fault("n1", "ns/b", "", time.Hour, xid(79))), noUUID(fault("n1", "ns/c", "", time.Hour, xid(79)))},
+			nil, true, "", ""},
+		{"vGPU copies of one pod", nil, []finding.Finding{fault("n1", "ns/a", "GPU-a", time.Hour, xid(79)), fault("n1", "ns/a", "GPU-a::1", time.Hour, xid(79))}, nil, true, "", ""},
+		{"the same GPU faulting again after it was quiet", nil, []finding.Finding{fault("n1", "1", "GPU-a", 3*time.Hour, xid(79)), fault("n1", "2", "GPU-a", time.Hour, xid(79))}, nil, true, "act:2:2", ""},
+		{"a holder's row-remap failure makes the shared fault one", nil, []finding.Finding{fault("n1", "ns/a", "GPU-a", time.Hour, xid(79)),
+			fault("n1", "ns/b", "GPU-a", 55*time.Minute, map[string]float64{"row_remap_failure": 1})}, nil, true, "act:1:ns/a", "row remapping failed"},
+		// After the operator's undo, one new fault seen by three holders
+		// is one new fault: not enough.
+		{"a new shared fault after the undo", nil, append(two[:2:2], shared("GPU-c", 30*time.Minute, "ns/x", "ns/y", "ns/z")...), lastAt(time.Hour, audit.Done, 1), true, "", ""},
+		// A holder that saw the old fault later does not bring it back.
+		{"a late holder of a fault already acted on", nil, append(two[:2:2], fault("n1", "ns/late", "GPU-b", 55*time.Minute, xid(48))),
+			lastAt(time.Hour, audit.Done, 1), true, "", ""},
+		{"a late holder of a fault that left the window", func(o *policy.OutOfService) { o.Window = 2*time.Hour + 58*time.Minute },
+			append(shared("GPU-a", 3*time.Hour, "ns/a"), fault("n1", "ns/late", "GPU-a", 2*time.Hour+55*time.Minute, xid(79)), fault("n1", "ns/d", "GPU-b", time.Hour, xid(48))),
+			nil, true, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -134,5 +173,31 @@ func TestPlan(t *testing.T) {
 				t.Errorf("decision %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestDistinct: the holders' faults of one GPU fold into the first
+// holder's, with their number, and a row-remap failure any of them saw.
+func TestDistinct(t *testing.T) {
+	fs := append(shared("GPU-a", time.Hour, "ns/b", "ns/a"), fault("n1", "ns/c", "GPU-a", 58*time.Minute, map[string]float64{"row_remap_failure": 1}),
+		fault("n1", "ns/d", "GPU-b", time.Hour, xid(48)))
+	var in []Fault
+	for i := range fs {
+		f, ok := Hardware(&fs[i])
+		if !ok {
+			t.Fatalf("%s: not a hardware fault", fs[i].Job)
+		}
+		in = append(in, f)
+	}
+	got := Distinct(in)
+	if len(got) != 2 {
+		t.Fatalf("%d faults, want 2: %+v", len(got), got)
+	}
+	a, b := got[0], got[1]
+	if a.Finding.Job != "ns/a" || a.Holders != 3 || !a.RowRemap || !a.At.Equal(now.Add(-time.Hour)) {
+		t.Errorf("GPU-a: job %s, %d holders, row remap %v, at %s; want ns/a, 3, true, an hour ago", a.Finding.Job, a.Holders, a.RowRemap, a.At)
+	}
+	if b.Finding.Job != "ns/d" || b.Holders != 1 || b.RowRemap {
+		t.Errorf("GPU-b: %+v", b)
 	}
 }

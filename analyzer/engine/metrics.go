@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/health"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -149,6 +150,7 @@ var (
 	descCoverage = desc(schema.AnalyzerCoverage)
 	descAccount  = desc(schema.AnalyzerAccountedGPUSeconds)
 	descThrottle = desc(schema.AnalyzerThrottledGPUSeconds)
+	descFaults   = desc(schema.AnalyzerGPUFaults)
 )
 
 func desc(c *schema.Metric) *prometheus.Desc {
@@ -166,6 +168,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCoverage
 	ch <- descAccount
 	ch <- descThrottle
+	ch <- descFaults
 }
 
 // Collect implements prometheus.Collector. Waste is published in
@@ -191,6 +194,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for h, v := range throttled {
 		ch <- prometheus.MustNewConstMetric(descThrottle, prometheus.GaugeValue, v*3600, h)
 	}
+	for h, n := range gpuFaults(m.open) {
+		ch <- prometheus.MustNewConstMetric(descFaults, prometheus.GaugeValue, float64(n), h)
+	}
 	for k, v := range counts {
 		ch <- prometheus.MustNewConstMetric(descFindings, prometheus.GaugeValue, v, k[0], k[1], k[2], k[3])
 	}
@@ -215,4 +221,20 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAllocs, prometheus.GaugeValue, float64(c.Allocations))
 		ch <- prometheus.MustNewConstMetric(descCoverage, prometheus.GaugeValue, c.Ratio)
 	}
+}
+
+// gpuFaults counts the faults of the open gpu_fault findings by node, a
+// shared GPU's once (health.GroupFaults) however many holders it has.
+func gpuFaults(open []finding.Finding) map[string]int {
+	byHost := map[string][]*finding.Finding{}
+	for i := range open {
+		if f := &open[i]; f.Pattern == schema.GPUFault {
+			byHost[f.Hostname] = append(byHost[f.Hostname], f)
+		}
+	}
+	out := make(map[string]int, len(byHost))
+	for h, fs := range byHost {
+		out[h] = health.CountFaults(fs)
+	}
+	return out
 }

@@ -5,14 +5,16 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/health"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // HealthRow is one node of the fleet-health ranking: how much of its GPUs'
 // used time ran throttled (the straggler and throttled findings'
-// throttled_gpu_hours) and how often they faulted (gpu_fault findings),
-// each beside the same figure over every node of its model.
+// throttled_gpu_hours) and how often they faulted (the GPUs' faults of the
+// gpu_fault findings, a shared GPU's once), each beside the same figure
+// over every node of its model.
 type HealthRow struct {
 	Hostname string `json:"hostname"`
 	Model    string `json:"model"`
@@ -78,9 +80,13 @@ func (rows healthRows) row(host, model string) *HealthRow {
 }
 
 // addFindings counts the health findings' share inside the period into
-// their hosts' rows and returns the hosts that had one.
+// their hosts' rows and returns the hosts that had one. Faults are the
+// GPUs' (health.GroupFaults): a shared GPU's holders each have a
+// gpu_fault finding, and each of their jobs ended by it counts, but the
+// GPU faulted once.
 func (rows healthRows) addFindings(fs []finding.Finding, p Period) map[string]bool {
 	listed := map[string]bool{}
+	faults := map[string][]*finding.Finding{}
 	for i := range fs {
 		f := &fs[i]
 		if !f.Pattern.Health() {
@@ -99,7 +105,7 @@ func (rows healthRows) addFindings(fs []finding.Finding, p Period) map[string]bo
 				r.Stragglers++
 			}
 		case schema.GPUFault:
-			r.Faults++
+			faults[f.Hostname] = append(faults[f.Hostname], f)
 			if f.Evidence["ended_by_fault"] > 0 {
 				r.JobsEndedByGPUFault++
 			}
@@ -107,6 +113,9 @@ func (rows healthRows) addFindings(fs []finding.Finding, p Period) map[string]bo
 			r.ApplicationXIDFaults++
 		}
 		listed[f.Hostname] = true
+	}
+	for host, hf := range faults {
+		rows.row(host, "").Faults = health.CountFaults(hf)
 	}
 	return listed
 }

@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/health"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/schema"
+)
+
+// sharedFaultScenario: GPU 0 of ts-01 is infer-a's in the scenario and
+// time-sliced with the test's pods in the series; XID 79 hits it at 60m.
+// GPU 1 is train-d's alone and stays healthy.
+const sharedFaultScenario = `
+name: shared-fault
+fleet:
+  - {hostname: ts-01, model: H100-SXM5-80GB, gpus: 2}
+workloads:
+  - {id: infer-a, scheduler: kubernetes, namespace: inf, container: main, user: ann, team: inf, node: ts-01, gpus: [0], start: 0s, duration: 3h, behaviour: training}
+  - {id: train-d, scheduler: kubernetes, namespace: inf, container: main, user: dan, team: inf, node: ts-01, gpus: [1], start: 0s, duration: 3h, behaviour: training}
+faults:
+  - {kind: xid, node: ts-01, gpus: [0], at: 60m, xid: 79}
+`
+
+// TestSharedGPUFaultFindings: the engine's findings on a time-sliced GPU,
+// in the shapes foreign data gives it. Every holder that had the GPU when
+// XID 79 hit has a gpu_fault finding of it; a pod that came after has
+// none, one that left before has none; and whatever the shape, the
+// findings are one fault of one GPU.
+func TestSharedGPUFaultFindings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 3 simulated hours per case")
+	}
+	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	pod := func(name string, from, to time.Duration) simload.Pod {
+		p := simload.Pod{Name: name, Namespace: "inf", Container: "main"}
+		if from > 0 {
+			p.From = origin.Add(from)
+		}
+		if to > 0 {
+			p.To = origin.Add(to)
+		}
+		return p
+	}
+	both := []simload.Pod{pod("infer-b", 0, 0), pod("infer-c", 0, 0)}
+	stock := simload.Format{Stock: true}
+	for _, c := range []struct {
+		name   string
+		format simload.Format
+		pods   []simload.Pod
+		want   string // the jobs with a gpu_fault finding
+	}{
+		{"three pods from the start", stock, both, "inf/infer-a inf/infer-b inf/infer-c"},
+		{"a pod that came after the XID", stock, []simload.Pod{pod("infer-b", 0, 0), pod("infer-c", 90*time.Minute, 0)},
+			"inf/infer-a inf/infer-b"},
+		{"a pod that left before the XID", stock, []simload.Pod{pod("infer-b", 0, 0), pod("infer-c", 0, 30*time.Minute)},
+			"inf/infer-a inf/infer-b"},
+		{"honor_labels false", simload.Format{Stock: true, HonorLabelsFalse: true}, both,
+			"inf/infer-a inf/infer-b inf/infer-c"},
+		{"dcgm-exporter's default counters", simload.Format{Stock: true, Counters: simload.DCGMDefault}, both,
+			"inf/infer-a inf/infer-b inf/infer-c"},
+		{"60 s scrapes", simload.Format{Stock: true, Interval: time.Minute}, both,
+			"inf/infer-a inf/infer-b inf/infer-c"},
+		{"gpuwatch's XID counter copied per pod", simload.Format{}, both,
+			"inf/infer-a inf/infer-b inf/infer-c"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := sharedFaultFindings(t, origin, c.format, c.pods)
+			var jobs []string
+			var faults []*finding.Finding
+			for i := range fs {
+				if f := &fs[i]; f.Pattern == schema.GPUFault {
+					jobs = append(jobs, f.Job)
+					faults = append(faults, f)
+				}
+			}
+			sort.Strings(jobs)
+			if got := strings.Join(jobs, " "); got != c.want {
+				t.Errorf("gpu_fault findings of %q, want %q", got, c.want)
+			}
+			if n := health.CountFaults(faults); n != 1 {
+				t.Errorf("%d faults, want 1: %v", n, health.GroupFaults(faults))
+			}
+		})
+	}
+}
+
+// sharedFaultFindings replays sharedFaultScenario with GPU 0 shared with
+// pods, in format f, and returns the engine's findings over it.
+func sharedFaultFindings(t *testing.T, origin time.Time, f simload.Format, pods []simload.Pod) []finding.Finding {
+	t.Helper()
+	sc, err := sim.ParseScenario("shared-fault.yaml", []byte(sharedFaultScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	app := db.Appender()
+	sink := simload.TimeSliced{Host: "ts-01", GPU: 0, Pods: pods}.Sink(
+		f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) }))
+	span := 3*time.Hour + 10*time.Minute
+	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 3, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, sink); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{Querier: db, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := e.Analyze(ctx, origin, origin.Add(span))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
