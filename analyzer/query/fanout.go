@@ -148,12 +148,18 @@ func FanEach(ctx context.Context, q Querier, calls []Call, parallel int, apply f
 	g.SetLimit(max(parallel, 1))
 	var mu sync.Mutex
 	var errs []error
+	cycleFull := false
 	for i, c := range calls {
 		g.Go(func() error {
 			v, err := c.run(ctx, q)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
+			var ce *CapError
+			switch {
+			case errors.As(err, &ce) && ce.Scope == "cycle" && cycleFull:
+				return nil // the cycle's cap, said once
+			case err != nil:
+				cycleFull = cycleFull || (ce != nil && ce.Scope == "cycle")
 				errs = append(errs, err)
 				return nil
 			}

@@ -45,10 +45,10 @@ const (
 const (
 	DefaultAnswerSeries  = 1_000_000
 	DefaultAnswerSamples = 50_000_000
-	DefaultAnswerBytes   = 256 << 20
+	DefaultAnswerBytes   = 192 << 20
 	DefaultCycleSeries   = 10_000_000
 	DefaultCycleSamples  = 250_000_000
-	DefaultCycleBytes    = 256 << 20
+	DefaultCycleBytes    = 192 << 20
 )
 
 // Limits cap the answers of a Querier while they are decoded: per answer

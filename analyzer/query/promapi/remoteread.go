@@ -10,7 +10,6 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -191,6 +190,11 @@ func (f *frameFold) chunk(ch frameChunk) error {
 	if ch.encoding != int32(prompb.Chunk_XOR) {
 		return fmt.Errorf("a chunk of encoding %s, want XOR (float samples)", prompb.Chunk_Encoding(ch.encoding))
 	}
+	if len(ch.data) < 2 {
+		// chunkenc reads the sample count from the first two bytes
+		// without checking that they are there: a panic, not an error.
+		return fmt.Errorf("a chunk of %d bytes: too short to be one", len(ch.data))
+	}
 	c, err := chunkenc.FromData(chunkenc.EncXOR, ch.data)
 	if err != nil {
 		return err
@@ -199,13 +203,21 @@ func (f *frameFold) chunk(ch frameChunk) error {
 	if err := f.t.Samples(int64(n)); err != nil {
 		return err
 	}
-	if free := cap(f.pts) - len(f.pts); n > free {
-		grown := int64(n-free) * query.PairBytes
+	if len(f.pts)+n > cap(f.pts) {
+		// Grown by a quarter at a time, not doubled, and counted before it
+		// is allocated, the old array with it until it is copied: what
+		// the series holds, at its peak too, is what is counted.
+		size := max(len(f.pts)+n, cap(f.pts)+cap(f.pts)/4)
+		grown := int64(size) * query.PairBytes
 		if err := f.t.Hold(grown); err != nil {
 			return err
 		}
-		f.held += grown
-		f.pts = slices.Grow(f.pts, n)
+		pts := make([]model.SamplePair, len(f.pts), size)
+		copy(pts, f.pts)
+		old := int64(cap(f.pts)) * query.PairBytes
+		f.t.Release(old)
+		f.held += grown - old
+		f.pts = pts
 	}
 	f.it = c.Iterator(f.it)
 	for f.it.Next() == chunkenc.ValFloat {
