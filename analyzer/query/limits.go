@@ -36,17 +36,23 @@ const (
 // Decoded bytes count what is held, not what was read: a series the
 // caller folds as it arrives (the planner's, remote read's) is counted
 // until it is folded, a whole answer until its cycle ends. A steady daemon
-// cycle at 100,000 GPUs holds sixteen answers of a series per GPU: the
-// first of each label set about 1 KB (its label map, strings and key), the
-// other fifteen about 72 bytes each (they share the first's labels, see
-// Cycle): about 210 MB. Every bound leaves headroom over those figures;
-// the cycle's bytes bound the process' memory against a hostile server
-// (256 MiB of answers, about twice that with the collector's slack).
+// cycle at 100,000 GPUs on dcgm-exporter's default fields holds about ten
+// answers of a series per GPU: the first of each label set about 1.1 KB
+// (its label map of ten labels, its strings and its key in Cycle's table:
+// 108 MB), each later one 72 bytes (a SampleStream, its slot and one
+// sample, sharing the first's labels: 65 MB), 173 MB (165 MiB) in all. The
+// profiling fields (four more answers) take it to about 200 MB: raise
+// --query.cycle.max-bytes for those fleets, as for `analyze` (a day of
+// steps at a time: 16 answers of 288 samples per GPU). The bytes cap is
+// what bounds the process' memory against a hostile server: the Go
+// collector lets the heap grow to about twice what is live, so 192 MiB of
+// answers keeps a process under 512 MiB (TestHostilePrometheusBounded in
+// cmd/gpuwatch measures it).
 const (
 	DefaultAnswerSeries  = 1_000_000
 	DefaultAnswerSamples = 50_000_000
 	DefaultAnswerBytes   = 192 << 20
-	DefaultCycleSeries   = 10_000_000
+	DefaultCycleSeries   = 10_000_000 // 4.9 million with headroom
 	DefaultCycleSamples  = 250_000_000
 	DefaultCycleBytes    = 192 << 20
 )
