@@ -42,8 +42,9 @@ const (
 // 108 MB), each later one 72 bytes (a SampleStream, its slot and one
 // sample, sharing the first's labels: 65 MB), 173 MB (165 MiB) in all. The
 // profiling fields (four more answers) take it to about 200 MB: raise
-// --query.cycle.max-bytes for those fleets, as for `analyze` (a day of
-// steps at a time: 16 answers of 288 samples per GPU). The bytes cap is
+// --query.cycle.max-bytes for those fleets, as for `analyze` through
+// Prometheus over more than about 2,500 GPUs (it holds a day of steps at
+// a time: 16 answers of 288 samples, about 75 KB, per GPU). The bytes cap is
 // what bounds the process' memory against a hostile server: the Go
 // collector lets the heap grow to about twice what is live, so 192 MiB of
 // answers keeps a process under 512 MiB (TestHostilePrometheusBounded in
