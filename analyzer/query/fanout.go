@@ -20,6 +20,8 @@ type Call struct {
 	// stored names the metric of a Stored call; window is its width.
 	stored string
 	window time.Duration
+	// folded says the caller folds the answer a part at a time (Folded).
+	folded bool
 }
 
 // Instant is the call of expr at t.
@@ -34,6 +36,15 @@ func Ranged(expr string, r Range) Call { return Call{Expr: expr, Range: r} }
 // instant query metric[w] at end, which selects the same samples.
 func Stored(metric string, w time.Duration, end time.Time) Call {
 	return Call{Expr: fmt.Sprintf("%s[%dms]", metric, w.Milliseconds()), At: end, stored: metric, window: w}
+}
+
+// Folded is c for a caller whose apply folds what it is handed and keeps
+// nothing of it: Fan then hands the answer on a series (or a sample) at a
+// time where q is a Streamer, so that it is never held whole, as it does
+// for a Stored call read through a SampleReader.
+func (c Call) Folded() Call {
+	c.folded = true
+	return c
 }
 
 func (c Call) run(ctx context.Context, q Querier) (model.Value, error) {
@@ -65,29 +76,28 @@ func (c Call) query(ctx context.Context, q Querier) (model.Value, error) {
 // one answer at a time, so it may fold into shared state without a lock;
 // a query's slot is freed only once its answer is applied, so at most
 // parallel answers are held at once. A Stored call that q reads through a
-// SampleReader reaches apply a series at a time, each a model.Matrix of
-// one series, as the series arrive: a fleet's week of one metric is then
-// never held whole. The first error, of a query or of apply, cancels the
-// calls still running and is the one returned: every caller of Fan needs
-// all its answers or none.
+// SampleReader, and a Folded call that q answers as a Streamer, reach
+// apply a series at a time, each a model.Matrix of one series (a Folded
+// instant query's samples each a model.Vector of one), as the series
+// arrive: a fleet's week of one metric is then never held whole. The
+// calls are one cycle (WithCycle): what their answers hold is counted
+// together against the querier's Limits. The first error, of a query or of
+// apply, cancels the calls still running and is the one returned: every
+// caller of Fan needs all its answers or none.
 func Fan(ctx context.Context, q Querier, calls []Call, parallel int, apply func(i int, v model.Value) error) error {
+	ctx, _ = WithCycle(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
 	var mu sync.Mutex
 	for i, c := range calls {
 		g.Go(func() error {
-			if sr, ok := q.(SampleReader); ok && c.stored != "" {
-				err := sr.ReadSamples(gctx, c.stored, c.At.Add(-c.window+time.Millisecond), c.At, func(l model.Metric, v []model.SamplePair) error {
-					if len(v) == 0 {
-						return nil
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					return apply(i, model.Matrix{{Metric: l, Values: v}})
-				})
-				if !errors.Is(err, errors.ErrUnsupported) {
-					return err
-				}
+			err := c.stream(gctx, q, func(v model.Value) error {
+				mu.Lock()
+				defer mu.Unlock()
+				return apply(i, v)
+			})
+			if !errors.Is(err, errors.ErrUnsupported) {
+				return err
 			}
 			v, err := c.query(gctx, q)
 			if err != nil {
@@ -101,21 +111,55 @@ func Fan(ctx context.Context, q Querier, calls []Call, parallel int, apply func(
 	return g.Wait()
 }
 
+// stream hands c's answer to each a part at a time where c is a Stored
+// call and q a SampleReader, or c a Folded call and q a Streamer; else
+// (or where q says so) it returns errors.ErrUnsupported having handed
+// nothing on.
+func (c Call) stream(ctx context.Context, q Querier, each func(model.Value) error) error {
+	if sr, ok := q.(SampleReader); ok && c.stored != "" {
+		err := sr.ReadSamples(ctx, c.stored, c.At.Add(-c.window+time.Millisecond), c.At, func(l model.Metric, v []model.SamplePair) error {
+			if len(v) == 0 {
+				return nil
+			}
+			return each(model.Matrix{{Metric: l, Values: v}})
+		})
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
+	}
+	st, ok := q.(Streamer)
+	switch {
+	case !ok || !c.folded:
+		return errors.ErrUnsupported
+	case c.Range.Step > 0:
+		return st.QueryRangeStream(ctx, c.Expr, c.Range, each)
+	}
+	return st.QueryStream(ctx, c.Expr, c.At, each)
+}
+
 // FanEach is Fan for a caller that can use some answers without the
 // rest: every call runs whatever the others do, each answer reaches
 // apply, and the errors of the queries that failed come back joined, so
-// the caller can say which figures it lacks.
+// the caller can say which figures it lacks. The calls are one cycle, as
+// Fan's.
 func FanEach(ctx context.Context, q Querier, calls []Call, parallel int, apply func(i int, v model.Value)) error {
+	ctx, _ = WithCycle(ctx)
 	var g errgroup.Group
 	g.SetLimit(max(parallel, 1))
 	var mu sync.Mutex
 	var errs []error
+	cycleFull := false
 	for i, c := range calls {
 		g.Go(func() error {
 			v, err := c.run(ctx, q)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
+			var ce *CapError
+			switch {
+			case errors.As(err, &ce) && ce.Scope == "cycle" && cycleFull:
+				return nil // the cycle's cap, said once
+			case err != nil:
+				cycleFull = cycleFull || (ce != nil && ce.Scope == "cycle")
 				errs = append(errs, err)
 				return nil
 			}

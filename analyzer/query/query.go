@@ -44,6 +44,17 @@ type SampleReader interface {
 	ReadSamples(ctx context.Context, metric string, start, end time.Time, each func(model.Metric, []model.SamplePair) error) error
 }
 
+// Streamer is what a Querier may also answer: a query's answer handed on
+// a part at a time as it is decoded (a series of a matrix, each a
+// model.Matrix of one series; a sample of a vector, each a model.Vector of
+// one), so that an answer is never held whole. A backend that cannot
+// returns an error that is errors.ErrUnsupported before handing any part
+// on.
+type Streamer interface {
+	QueryStream(ctx context.Context, expr string, ts time.Time, each func(model.Value) error) error
+	QueryRangeStream(ctx context.Context, expr string, r Range, each func(model.Value) error) error
+}
+
 // Counting wraps a Querier and counts the queries it passes on, so tests and
 // benchmarks can hold the number of queries per cycle to a bound. It is safe
 // for concurrent use: features.Fetch issues its queries in parallel.
@@ -84,6 +95,28 @@ func (c *Counting) ReadSamples(ctx context.Context, metric string, start, end ti
 	}
 	c.n.Add(1)
 	return sr.ReadSamples(ctx, metric, start, end, each)
+}
+
+// QueryStream implements Streamer when the wrapped Querier does, and
+// counts the call as a query.
+func (c *Counting) QueryStream(ctx context.Context, expr string, ts time.Time, each func(model.Value) error) error {
+	st, ok := c.Q.(Streamer)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	c.n.Add(1)
+	return st.QueryStream(ctx, expr, ts, each)
+}
+
+// QueryRangeStream implements Streamer when the wrapped Querier does, and
+// counts the call as a query.
+func (c *Counting) QueryRangeStream(ctx context.Context, expr string, r Range, each func(model.Value) error) error {
+	st, ok := c.Q.(Streamer)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	c.n.Add(1)
+	return st.QueryRangeStream(ctx, expr, r, each)
 }
 
 // Count returns the number of queries so far; queries may run side by side.

@@ -21,7 +21,6 @@ import (
 var literalExceptions = map[[2]string]string{
 	{"internal/clikit/logging.go", "info"}:           "a --log.level value (promslog's level names), not a finding severity",
 	{"internal/clikit/logging.go", "warn"}:           "a --log.level value (promslog's level names), not a policy step",
-	{"analyzer/query/promapi/promapi.go", "warning"}: "a log key for the warnings Prometheus' HTTP API returns, not a finding severity",
 	{"exporter/server/server.go", "Hostname"}:        "a field of the landing page's template data, not the old dcgm-exporter label",
 	{"exporter/attribution/teams/teams.go", "job_name"}: "the teams file's own YAML key (renamed from the legacy jobName spelling); " +
 		"the teams file is a user format of its own, documented with it",

@@ -339,7 +339,8 @@ func chooseRead(ctx context.Context, q query.Querier, r *Result, rules Rules) (r
 // not counting the cancellations it causes. Each answer is folded into the
 // items as soon as it arrives and then dropped: a query's slot is freed
 // only once its answer is applied, so at most parallel answers are held
-// at a time.
+// at a time; and apply folds and drops what it is handed, so the calls
+// are Folded: a streaming querier hands them on a series at a time.
 func fetchAll(ctx context.Context, q query.Querier, exprs []string, parallel int, recorded bool, start, end time.Time, apply func(figure, model.Value) error) error {
 	calls := make([]query.Call, len(dearestFirst))
 	for i, f := range dearestFirst {
@@ -352,9 +353,9 @@ func fetchAll(ctx context.Context, q query.Querier, exprs []string, parallel int
 			// Prometheus evaluates nothing and encodes no JSON.
 			calls[i] = query.Stored(hourly.Record(rec), end.Sub(start)+time.Hour, end.Add(-time.Millisecond))
 		case hourlyFigure:
-			calls[i] = query.Ranged(exprs[f], query.Range{Start: start, End: end, Step: time.Hour})
+			calls[i] = query.Ranged(exprs[f], query.Range{Start: start, End: end, Step: time.Hour}).Folded()
 		default:
-			calls[i] = query.Instant(exprs[f], end)
+			calls[i] = query.Instant(exprs[f], end).Folded()
 		}
 	}
 	return query.Fan(ctx, q, calls, parallel, func(i int, v model.Value) error { return apply(dearestFirst[i], v) })

@@ -2,6 +2,7 @@ package promapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -13,6 +14,8 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
 )
 
 // xorChunk is a chunk of the samples (t, v) as Prometheus stores them.
@@ -67,7 +70,7 @@ func TestDecodeFrames(t *testing.T) {
 		}}}},
 	)
 	var got []string
-	err := decodeFrames(&limited{r: bytes.NewReader(answer), n: MaxAnswerBytes}, 50, 200, func(m model.Metric, ps []model.SamplePair) error {
+	err := decodeFrames(&counted{r: bytes.NewReader(answer), n: MaxAnswerBytes}, query.NewTally(context.Background(), query.Limits{}), 50, 200, func(m model.Metric, ps []model.SamplePair) error {
 		got = append(got, fmt.Sprintf("%s %v", m, ps))
 		return nil
 	})
@@ -79,7 +82,7 @@ func TestDecodeFrames(t *testing.T) {
 	// A chunk of another encoding, and a frame that is not a message.
 	hist := &prompb.ChunkedReadResponse{ChunkedSeries: []*prompb.ChunkedSeries{{Labels: a, Chunks: []prompb.Chunk{{MinTimeMs: 100, MaxTimeMs: 110, Type: prompb.Chunk_HISTOGRAM, Data: []byte{0}}}}}}
 	for name, ans := range map[string][]byte{"histogram": frames(t, hist), "garbage": framed([]byte{0x0a, 0x7f, 0x01})} {
-		err := decodeFrames(&limited{r: bytes.NewReader(ans), n: MaxAnswerBytes}, 0, 200, func(model.Metric, []model.SamplePair) error { return nil })
+		err := decodeFrames(&counted{r: bytes.NewReader(ans), n: MaxAnswerBytes}, query.NewTally(context.Background(), query.Limits{}), 0, 200, func(model.Metric, []model.SamplePair) error { return nil })
 		if err == nil {
 			t.Errorf("%s: decoded without an error", name)
 		}

@@ -1,7 +1,7 @@
 // Package promapi answers the analyzer's queries through the Prometheus HTTP
 // API, which Prometheus, Thanos, Mimir and VictoriaMetrics all serve: queries
-// are decoded as they arrive (see answer), series listings through
-// client_golang's api/prometheus/v1.
+// and series listings are decoded as they arrive (see answer), counted
+// against query.Limits.
 package promapi
 
 import (
@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/api"
-	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
@@ -44,17 +43,20 @@ type Options struct {
 	// the client spends more again to inflate it. Turn it on for a server
 	// reached over a slow link.
 	Compression bool
+	// Limits cap what an answer, and the answers of one cycle, may hold
+	// while they are decoded (zero fields take query's defaults).
+	Limits query.Limits
 }
 
 // Client queries one Prometheus-compatible endpoint.
 type Client struct {
 	url     string
-	api     v1.API // series listings
 	http    *http.Client
 	rt      http.RoundTripper
 	timeout time.Duration
 	logger  *slog.Logger
 	allow   bool
+	limits  query.Limits
 	// noRemoteRead is set once the server has said it has no remote read.
 	noRemoteRead atomic.Bool
 }
@@ -62,6 +64,7 @@ type Client struct {
 var (
 	_ query.Querier      = (*Client)(nil)
 	_ query.SeriesLister = (*Client)(nil)
+	_ query.Streamer     = (*Client)(nil)
 )
 
 // New builds a client for the API at url (e.g. http://prometheus:9090).
@@ -85,11 +88,8 @@ func New(url string, o Options) (*Client, error) {
 	if !o.Compression {
 		rt = identity{rt}
 	}
-	c, err := api.NewClient(api.Config{Address: url, RoundTripper: rt})
-	if err != nil {
-		return nil, fmt.Errorf("prometheus client %s: %w", url, err)
-	}
-	return &Client{url: url, api: v1.NewAPI(c), http: &http.Client{Transport: rt}, rt: o.RoundTripper, timeout: o.Timeout, logger: o.Logger, allow: o.AllowWarnings}, nil
+	return &Client{url: url, http: &http.Client{Transport: rt}, rt: o.RoundTripper, timeout: o.Timeout, logger: o.Logger, allow: o.AllowWarnings,
+		limits: o.Limits.WithDefaults()}, nil
 }
 
 // identity asks for answers without a content coding: net/http's transport
@@ -106,7 +106,7 @@ func (t identity) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // Query runs an instant query at ts.
 func (c *Client) Query(ctx context.Context, expr string, ts time.Time) (model.Value, error) {
-	v, err := c.query(ctx, "query", expr, url.Values{"time": {formatTime(ts)}})
+	v, err := c.query(ctx, "query", expr, instantForm(ts), nil)
 	if err != nil {
 		return nil, fmt.Errorf("query %s %q: %w", c.url, expr, err)
 	}
@@ -115,31 +115,61 @@ func (c *Client) Query(ctx context.Context, expr string, ts time.Time) (model.Va
 
 // QueryRange runs a range query.
 func (c *Client) QueryRange(ctx context.Context, expr string, r query.Range) (model.Value, error) {
-	v, err := c.query(ctx, "query_range", expr, url.Values{"start": {formatTime(r.Start)}, "end": {formatTime(r.End)},
-		"step": {strconv.FormatFloat(r.Step.Seconds(), 'f', -1, 64)}})
+	v, err := c.query(ctx, "query_range", expr, rangeForm(r), nil)
 	if err != nil {
 		return nil, fmt.Errorf("range query %s %q: %w", c.url, expr, err)
 	}
 	return v, nil
 }
 
+// QueryStream runs an instant query at ts and hands its samples on one at
+// a time, as they are decoded.
+func (c *Client) QueryStream(ctx context.Context, expr string, ts time.Time, each func(model.Value) error) error {
+	if _, err := c.query(ctx, "query", expr, instantForm(ts), each); err != nil {
+		return fmt.Errorf("query %s %q: %w", c.url, expr, err)
+	}
+	return nil
+}
+
+// QueryRangeStream runs a range query and hands its series on one at a
+// time, as they are decoded.
+func (c *Client) QueryRangeStream(ctx context.Context, expr string, r query.Range, each func(model.Value) error) error {
+	if _, err := c.query(ctx, "query_range", expr, rangeForm(r), each); err != nil {
+		return fmt.Errorf("range query %s %q: %w", c.url, expr, err)
+	}
+	return nil
+}
+
+func instantForm(ts time.Time) url.Values { return url.Values{"time": {formatTime(ts)}} }
+
+func rangeForm(r query.Range) url.Values {
+	return url.Values{"start": {formatTime(r.Start)}, "end": {formatTime(r.End)},
+		"step": {strconv.FormatFloat(r.Step.Seconds(), 'f', -1, 64)}}
+}
+
 // query asks endpoint (query or query_range) for expr with the parameters
 // in form, as a POST form, or as a GET where the server refuses POST (as
-// client_golang does), and decodes the answer as it arrives.
-func (c *Client) query(ctx context.Context, endpoint, expr string, form url.Values) (model.Value, error) {
+// client_golang does), and decodes the answer as it arrives, handing it on
+// a part at a time to each when each is set. Past a cap of the client's
+// Limits it stops reading and returns a *query.CapError naming its flag.
+func (c *Client) query(ctx context.Context, endpoint, expr string, form url.Values, each func(model.Value) error) (model.Value, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	form.Set("query", expr)
 	form.Set("timeout", model.Duration(c.timeout).String())
 	u := strings.TrimRight(c.url, "/") + "/api/v1/" + endpoint
-	a, err := c.post(ctx, u, form)
+	t := query.NewTally(ctx, c.limits)
+	a, err := c.post(ctx, u, form, t, each)
 	if err != nil {
+		t.Done()
 		return nil, err
 	}
 	if a.status != "success" {
-		return nil, fmt.Errorf("%s: %s", a.errorType, oneLine(a.error))
+		t.Done()
+		return nil, fmt.Errorf("%s: %s", oneLine(a.errorType), a.error)
 	}
-	if err := c.warn(expr, a.warnings); err != nil {
+	if err := c.warn(expr, a.warnings, a.firstWarning); err != nil {
+		t.Done()
 		return nil, err
 	}
 	if a.value == nil {
@@ -149,7 +179,7 @@ func (c *Client) query(ctx context.Context, endpoint, expr string, form url.Valu
 }
 
 // post sends form to u and decodes the answer.
-func (c *Client) post(ctx context.Context, u string, form url.Values) (*answer, error) {
+func (c *Client) post(ctx context.Context, u string, form url.Values, t *query.Tally, each func(model.Value) error) (*answer, error) {
 	body := form.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
 	if err != nil {
@@ -170,13 +200,16 @@ func (c *Client) post(ctx context.Context, u string, form url.Values) (*answer, 
 		}
 	}
 	defer drain(resp)
-	r := &limited{r: resp.Body, n: MaxAnswerBytes}
+	r := &counted{r: resp.Body, n: MaxAnswerBytes}
 	ok := resp.StatusCode/100 == 2
 	if !ok && !strings.Contains(resp.Header.Get("Content-Type"), "json") {
 		b, _ := io.ReadAll(io.LimitReader(r, 4<<10))
 		return nil, fmt.Errorf("server answered %s: %s", resp.Status, snippet(b))
 	}
-	a, err := decodeAnswer(r)
+	if !ok {
+		each = nil // an error's answer holds no result to hand on
+	}
+	a, err := decodeAnswer(r, t, each)
 	switch {
 	case r.over:
 		return nil, fmt.Errorf("the answer is larger than %d MiB: narrow the query", MaxAnswerBytes>>20)
@@ -197,52 +230,41 @@ func drain(resp *http.Response) {
 	_ = resp.Body.Close()
 }
 
-// limited is an io.LimitReader that remembers it hit the limit.
-type limited struct {
-	r    io.Reader
-	n    int64
-	over bool
-}
-
-func (l *limited) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		l.over = true
-		return 0, io.ErrUnexpectedEOF
-	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
-	l.n -= int64(n)
-	return n, err
-}
-
 // formatTime is a time as the API takes it: seconds since the epoch.
 func formatTime(t time.Time) string {
 	return strconv.FormatFloat(float64(t.Unix())+float64(t.Nanosecond())/1e9, 'f', -1, 64)
 }
 
-// Series lists the series matching selector with samples in [start, end].
+// Series lists the series matching selector with samples in [start, end],
+// counted against the client's Limits as they are decoded.
 func (c *Client) Series(ctx context.Context, selector string, start, end time.Time) ([]model.LabelSet, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	ls, warns, _, err := c.api.Series(ctx, []string{selector}, start, end)
+	form := url.Values{"match[]": {selector}, "start": {formatTime(start)}, "end": {formatTime(end)}}
+	t := query.NewTally(ctx, c.limits)
+	a, err := c.post(ctx, strings.TrimRight(c.url, "/")+"/api/v1/series", form, t, nil)
+	if err == nil && a.status != "success" {
+		err = fmt.Errorf("%s: %s", oneLine(a.errorType), a.error)
+	}
+	if err == nil {
+		err = c.warn(selector, a.warnings, a.firstWarning)
+	}
 	if err != nil {
+		t.Done()
 		return nil, fmt.Errorf("series %s %q: %w", c.url, selector, err)
 	}
-	if err := c.warn(selector, warns); err != nil {
-		return nil, err
-	}
-	return ls, nil
+	return a.sets, nil
 }
 
-// warn logs server warnings and, unless allowed, turns them into an error.
-func (c *Client) warn(expr string, warns []string) error {
-	for _, w := range warns {
-		c.logger.Warn("prometheus query warning", "url", c.url, "query", expr, "warning", w)
+// warn logs the server's warnings in one line, with their count and the
+// first, and, unless they are allowed, turns them into an error.
+func (c *Client) warn(expr string, n int, first string) error {
+	if n == 0 {
+		return nil
 	}
-	if len(warns) > 0 && !c.allow {
-		return fmt.Errorf("query %s %q: partial or degraded answer: %s", c.url, expr, strings.Join(warns, "; "))
+	c.logger.Warn("prometheus query warnings", "url", c.url, "query", expr, "count", n, "first", first)
+	if !c.allow {
+		return fmt.Errorf("query %s %q: partial or degraded answer: %d warnings, the first: %s", c.url, expr, n, first)
 	}
 	return nil
 }

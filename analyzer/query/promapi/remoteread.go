@@ -10,7 +10,6 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +53,9 @@ func (c *Client) ReadSamples(ctx context.Context, metric string, start, end time
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	err := c.readSamples(ctx, metric, start, end, each)
+	t := query.NewTally(ctx, c.limits)
+	defer t.Done()
+	err := c.readSamples(ctx, metric, start, end, t, each)
 	if errors.Is(err, errors.ErrUnsupported) {
 		// A server's API does not change between reads: ask it once.
 		if !c.noRemoteRead.Swap(true) {
@@ -68,7 +69,7 @@ func (c *Client) ReadSamples(ctx context.Context, metric string, start, end time
 	return nil
 }
 
-func (c *Client) readSamples(ctx context.Context, metric string, start, end time.Time, each func(model.Metric, []model.SamplePair) error) error {
+func (c *Client) readSamples(ctx context.Context, metric string, start, end time.Time, t *query.Tally, each func(model.Metric, []model.SamplePair) error) error {
 	from, to := start.UnixMilli(), end.UnixMilli()
 	req := &prompb.ReadRequest{
 		Queries: []*prompb.Query{{StartTimestampMs: from, EndTimestampMs: to,
@@ -101,84 +102,138 @@ func (c *Client) readSamples(ctx context.Context, metric string, start, end time
 	case ct != streamedType:
 		return fmt.Errorf("%w: the answer is %q, not streamed chunks", errors.ErrUnsupported, ct)
 	}
-	return decodeFrames(&limited{r: resp.Body, n: MaxAnswerBytes}, from, to, each)
+	return decodeFrames(&counted{r: resp.Body, n: MaxAnswerBytes}, t, from, to, each)
 }
 
 // decodeFrames reads a streamed remote-read answer (each frame a uvarint
 // length, the CRC-32C of the frame, then a ChunkedReadResponse) and hands
 // each series' samples in [from, to] on; a series cut across frames is
-// joined first.
-func decodeFrames(r *limited, from, to int64, each func(model.Metric, []model.SamplePair) error) error {
+// joined first. What it holds (the frame's buffer, the series being
+// joined) is counted against t before it is allocated, and a series'
+// bytes released once each has taken it.
+func decodeFrames(r *counted, t *query.Tally, from, to int64, each func(model.Metric, []model.SamplePair) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var (
-		buf     []byte
-		fs      frameSeries
-		it      chunkenc.Iterator
-		cur     model.Metric
-		key, kb []byte
-		pts     []model.SamplePair
-	)
-	flush := func() error {
-		if cur == nil {
-			return nil
-		}
-		err := each(cur, pts)
-		cur, pts = nil, nil
-		return err
-	}
-	series := func(s *frameSeries) error {
-		kb = labelKey(kb[:0], s)
-		if cur == nil || !bytes.Equal(kb, key) {
-			if err := flush(); err != nil {
-				return err
-			}
-			key, cur = append(key[:0], kb...), seriesMetric(s)
-		}
-		for _, ch := range s.chunks {
-			if ch.maxT < from || ch.minT > to {
-				continue
-			}
-			if ch.encoding != int32(prompb.Chunk_XOR) {
-				return fmt.Errorf("series %s: a chunk of encoding %s, want XOR (float samples)", cur, prompb.Chunk_Encoding(ch.encoding))
-			}
-			c, err := chunkenc.FromData(chunkenc.EncXOR, ch.data)
-			if err != nil {
-				return fmt.Errorf("series %s: %w", cur, err)
-			}
-			pts = slices.Grow(pts, c.NumSamples())
-			it = c.Iterator(it)
-			for it.Next() == chunkenc.ValFloat {
-				t, v := it.At()
-				if t < from || t > to || value.IsStaleNaN(v) {
-					continue
-				}
-				pts = append(pts, model.SamplePair{Timestamp: model.Time(t), Value: model.SampleValue(v)})
-			}
-			if err := it.Err(); err != nil {
-				return fmt.Errorf("series %s: %w", cur, err)
-			}
-		}
-		return nil
-	}
+	f := &frameFold{t: t, from: from, to: to, each: each}
+	var buf []byte
 	for {
 		var err error
-		if buf, err = readFrame(br, r, buf); err == io.EOF {
+		if buf, err = readFrame(br, r, t, buf); err == io.EOF {
 			break
 		} else if err != nil {
 			return err
 		}
 		// The chunks are decoded before the next frame overwrites buf.
-		if err := decodeFrame(buf, &fs, series); err != nil {
+		if err := decodeFrame(buf, &f.fs, f.series); err != nil {
 			return err
 		}
 	}
-	return flush()
+	return f.flush()
 }
 
-// readFrame reads the next frame into buf (grown as needed): io.EOF at
-// the end of the stream, an error for a frame cut short, oversized or
-// corrupt.
-func readFrame(br *bufio.Reader, r *limited, buf []byte) ([]byte, error) {
+// frameFold joins the series of a streamed answer and hands each on.
+type frameFold struct {
+	t        *query.Tally
+	from, to int64
+	each     func(model.Metric, []model.SamplePair) error
+	fs       frameSeries
+	it       chunkenc.Iterator
+	cur      model.Metric
+	key, kb  []byte
+	pts      []model.SamplePair
+	held     int64 // the bytes cur and pts hold
+}
+
+// flush hands the series joined so far on and releases its bytes.
+func (f *frameFold) flush() error {
+	if f.cur == nil {
+		return nil
+	}
+	err := f.each(f.cur, f.pts)
+	f.cur, f.pts = nil, nil
+	f.t.Release(f.held)
+	f.held = 0
+	return err
+}
+
+// series adds one series of a frame: a new series when its labels differ
+// from the one being joined.
+func (f *frameFold) series(s *frameSeries) error {
+	f.kb = labelKey(f.kb[:0], s)
+	if f.cur == nil || !bytes.Equal(f.kb, f.key) {
+		if err := f.flush(); err != nil {
+			return err
+		}
+		if err := f.t.Series(1); err != nil {
+			return err
+		}
+		cost := metricCost(s)
+		if err := f.t.Hold(cost); err != nil {
+			return err
+		}
+		f.held = cost
+		f.key, f.cur = append(f.key[:0], f.kb...), seriesMetric(s)
+	}
+	for _, ch := range s.chunks {
+		if ch.maxT < f.from || ch.minT > f.to {
+			continue
+		}
+		if err := f.chunk(ch); err != nil {
+			return fmt.Errorf("series %s: %w", f.cur, err)
+		}
+	}
+	return nil
+}
+
+// chunk appends the samples of one XOR chunk in the window, counting the
+// samples its header says it holds before any is decoded.
+func (f *frameFold) chunk(ch frameChunk) error {
+	if ch.encoding != int32(prompb.Chunk_XOR) {
+		return fmt.Errorf("a chunk of encoding %s, want XOR (float samples)", prompb.Chunk_Encoding(ch.encoding))
+	}
+	if len(ch.data) < 2 {
+		// chunkenc reads the sample count from the first two bytes
+		// without checking that they are there: a panic, not an error.
+		return fmt.Errorf("a chunk of %d bytes: too short to be one", len(ch.data))
+	}
+	c, err := chunkenc.FromData(chunkenc.EncXOR, ch.data)
+	if err != nil {
+		return err
+	}
+	n := c.NumSamples()
+	if err := f.t.Samples(int64(n)); err != nil {
+		return err
+	}
+	if len(f.pts)+n > cap(f.pts) {
+		// Grown by a quarter at a time, not doubled, and counted before it
+		// is allocated, the old array with it until it is copied: what
+		// the series holds, at its peak too, is what is counted.
+		size := max(len(f.pts)+n, cap(f.pts)+cap(f.pts)/4)
+		grown := int64(size) * query.PairBytes
+		if err := f.t.Hold(grown); err != nil {
+			return err
+		}
+		pts := make([]model.SamplePair, len(f.pts), size)
+		copy(pts, f.pts)
+		old := int64(cap(f.pts)) * query.PairBytes
+		f.t.Release(old)
+		f.held += grown - old
+		f.pts = pts
+	}
+	f.it = c.Iterator(f.it)
+	for f.it.Next() == chunkenc.ValFloat {
+		t, v := f.it.At()
+		if t < f.from || t > f.to || value.IsStaleNaN(v) {
+			continue
+		}
+		f.pts = append(f.pts, model.SamplePair{Timestamp: model.Time(t), Value: model.SampleValue(v)})
+	}
+	return f.it.Err()
+}
+
+// readFrame reads the next frame into buf (grown as needed, the growth
+// counted against t first): io.EOF at the end of the stream, an error for
+// a frame cut short, oversized or corrupt.
+func readFrame(br *bufio.Reader, r *counted, t *query.Tally, buf []byte) ([]byte, error) {
 	size, err := binary.ReadUvarint(br)
 	if err == io.EOF {
 		return buf, io.EOF
@@ -194,6 +249,9 @@ func readFrame(br *bufio.Reader, r *limited, buf []byte) ([]byte, error) {
 		return buf, frameErr(r, err)
 	}
 	if cap(buf) < int(size) {
+		if err := t.Hold(int64(size) - int64(cap(buf))); err != nil {
+			return buf, err
+		}
 		buf = make([]byte, size)
 	}
 	buf = buf[:size]
@@ -208,7 +266,7 @@ func readFrame(br *bufio.Reader, r *limited, buf []byte) ([]byte, error) {
 
 // frameErr is the error of a frame cut short: the answer's bound, or the
 // stream ending early.
-func frameErr(r *limited, err error) error {
+func frameErr(r *counted, err error) error {
 	if r.over {
 		return fmt.Errorf("the answer is larger than %d MiB: narrow the query", MaxAnswerBytes>>20)
 	}
@@ -216,6 +274,15 @@ func frameErr(r *limited, err error) error {
 		err = io.ErrUnexpectedEOF
 	}
 	return fmt.Errorf("a frame cut short: %w", err)
+}
+
+// metricCost is what the label set of s costs once a model.Metric.
+func metricCost(s *frameSeries) int64 {
+	var text int64
+	for i, n := range s.names {
+		text += int64(len(n) + len(s.values[i]))
+	}
+	return query.MetricBytes(len(s.names), text)
 }
 
 // labelKey appends to b the key that identifies a series across frames.

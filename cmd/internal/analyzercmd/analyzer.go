@@ -26,6 +26,7 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 	cmd.Flag("once", "Run one cycle (after reconciling any step a crash interrupted) and exit.").BoolVar(&o.Once)
 	cmd.Flag("prometheus.url", "Prometheus-compatible API (Prometheus, Thanos, Mimir, VictoriaMetrics) the analyzer reads telemetry from.").StringVar(&o.PrometheusURL)
 	cmd.Flag("analyzer.config", "Detection thresholds (YAML) for the analyzer engine; built-in defaults when empty.").StringVar(&o.AnalyzerConfig)
+	queryLimits := RegisterQueryLimitFlags(cmd)
 	cmd.Flag("findings.file", "Act on the findings in this JSON file (an array, re-read every cycle) instead of running the engine: replays and tests.").StringVar(&o.FindingsFile)
 	cmd.Flag("slurm.scancel", "scancel command.").Default("scancel").StringVar(&o.Scancel)
 	cmd.Flag("slurm.squeue", "squeue command: checks job states, and once per cycle (squeue --json) reads every job's partition, QoS, account, user and name for the policy.").Default("squeue").StringVar(&o.Squeue)
@@ -61,6 +62,10 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 			if _, err := secret.ReadWord(o.JupyterHubTokenFile, nil); err != nil {
 				return &clikit.UsageError{Err: fmt.Errorf("--jupyterhub.token-file: %w", err)}
 			}
+		}
+		var err error
+		if o.QueryLimits, err = queryLimits.Limits(); err != nil {
+			return err
 		}
 		if o.CommandTimeout <= 0 {
 			return &clikit.UsageError{Err: fmt.Errorf("--command.timeout must be positive, got %s", o.CommandTimeout)}

@@ -29,6 +29,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
@@ -53,7 +54,9 @@ type analyzerOptions struct {
 	// are replayed from a JSON file (re-read every cycle).
 	PrometheusURL  string
 	AnalyzerConfig string
-	FindingsFile   string
+	// QueryLimits cap what Prometheus' answers may hold.
+	QueryLimits  query.Limits
+	FindingsFile string
 	// Slurm commands.
 	Scancel, Squeue, Sacct, Scontrol, Sinfo string
 	CommandTimeout                          time.Duration
@@ -216,7 +219,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	var planner *plan.Refresher
 	var planSrc report.Planner
 	if o.PrometheusURL != "" {
-		pq, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger})
+		pq, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger, Limits: o.QueryLimits})
 		if err != nil {
 			return &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}
@@ -312,7 +315,7 @@ func (o *analyzerOptions) source(st *store.Store, logger *slog.Logger) (daemon.S
 				return nil, &clikit.UsageError{Err: fmt.Errorf("--analyzer.config: %w", err)}
 			}
 		}
-		q, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger})
+		q, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger, Limits: o.QueryLimits})
 		if err != nil {
 			return nil, &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}

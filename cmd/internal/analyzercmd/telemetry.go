@@ -27,6 +27,7 @@ type TelemetryFlags struct {
 	promURL, storage, from, to string
 	timeout                    time.Duration
 	openStore                  OpenStore
+	limits                     *QueryLimitFlags
 }
 
 // RegisterTelemetryFlags adds the telemetry source and window flags to cmd;
@@ -40,6 +41,7 @@ func RegisterTelemetryFlags(cmd *kingpin.CmdClause, open OpenStore) *TelemetryFl
 	cmd.Flag("from", "Start of the window: RFC 3339, now, or relative such as -7d.").Default("-7d").StringVar(&f.from)
 	cmd.Flag("to", "End of the window: RFC 3339, now, or relative such as -1h.").Default("now").StringVar(&f.to)
 	cmd.Flag("query.timeout", "Timeout of one query.").Default("2m").DurationVar(&f.timeout)
+	f.limits = RegisterQueryLimitFlags(cmd)
 	return f
 }
 
@@ -61,14 +63,18 @@ func (f *TelemetryFlags) Window(now time.Time) (time.Time, time.Time, error) {
 
 // Open returns the querier the flags name and a function that closes it.
 func (f *TelemetryFlags) Open(logger *slog.Logger) (query.Querier, func(), error) {
-	return OpenTelemetry(logger, f.promURL, f.storage, f.timeout, f.openStore)
+	lim, err := f.limits.Limits()
+	if err != nil {
+		return nil, nil, err
+	}
+	return openTelemetry(logger, f.promURL, f.storage, f.timeout, f.openStore, lim, true)
 }
 
 // OpenTelemetry returns the querier for --prometheus.url promURL or
 // --storage.path storage (exactly one set; storage only where open is not
 // nil) and a function that closes it.
 func OpenTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Duration, open OpenStore) (query.Querier, func(), error) {
-	return openTelemetry(logger, promURL, storage, timeout, open, true)
+	return openTelemetry(logger, promURL, storage, timeout, open, query.Limits{}, true)
 }
 
 // OpenTelemetryUnchecked is OpenTelemetry without the first query to
@@ -76,10 +82,10 @@ func OpenTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Du
 // case it handles (the summary in AdminComment, or a note with --summary),
 // not a wrong flag.
 func OpenTelemetryUnchecked(logger *slog.Logger, promURL, storage string, timeout time.Duration, open OpenStore) (query.Querier, func(), error) {
-	return openTelemetry(logger, promURL, storage, timeout, open, false)
+	return openTelemetry(logger, promURL, storage, timeout, open, query.Limits{}, false)
 }
 
-func openTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Duration, open OpenStore, ping bool) (query.Querier, func(), error) {
+func openTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Duration, open OpenStore, lim query.Limits, ping bool) (query.Querier, func(), error) {
 	switch {
 	case open == nil && promURL == "":
 		return nil, nil, &clikit.UsageError{Err: errors.New("--prometheus.url is required")}
@@ -87,7 +93,7 @@ func openTelemetry(logger *slog.Logger, promURL, storage string, timeout time.Du
 		return nil, nil, &clikit.UsageError{Err: errors.New("set exactly one of --prometheus.url and --storage.path")}
 	}
 	if promURL != "" {
-		c, err := promapi.New(promURL, promapi.Options{Timeout: timeout, Logger: logger})
+		c, err := promapi.New(promURL, promapi.Options{Timeout: timeout, Logger: logger, Limits: lim})
 		if err != nil {
 			return nil, nil, &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}
