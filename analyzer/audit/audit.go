@@ -12,7 +12,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,7 +167,7 @@ func (l *Log) Intend(ctx context.Context, r Record, at time.Time) (Record, bool,
 		r.Attempts = old.Attempts + 1
 	}
 	r.State, r.Intended, r.Finished = Intended, at.UTC(), time.Time{}
-	r.Detail = secret.String(r.Detail)
+	redact(&r)
 	res, err := tx.ExecContext(ctx, `INSERT INTO actions (`+recordCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`+recordRetry,
 		r.Key, r.FindingKey, r.Episode.UnixMilli(), r.Step, r.Actuator, r.Scheduler, r.Hostname, r.Job, r.User,
 		r.Team, r.Pattern, r.Tier, b2i(r.DryRun), string(r.State), r.Attempts, r.Detail, r.Intended.UnixMilli(), 0, r.Payload,
@@ -219,9 +218,9 @@ func (l *Log) Finish(ctx context.Context, key string, state State, detail string
 	}
 	// A step's detail is often an error from someone else's system (a
 	// Hub's body, a scheduler's message): no credential is ever stored.
-	r.State, r.Detail, r.Finished = state, secret.String(detail), at.UTC()
+	r.State, r.Detail, r.Finished = state, redactText(detail), at.UTC()
 	if _, err := tx.ExecContext(ctx, `UPDATE actions SET state = ?, detail = ?, finished_ms = ? WHERE idem_key = ?`,
-		string(state), detail, at.UnixMilli(), key); err != nil {
+		string(state), r.Detail, at.UnixMilli(), key); err != nil {
 		return fmt.Errorf("audit finish %s: %w", key, err)
 	}
 	if err := addEvent(ctx, tx, &r, at); err != nil {
