@@ -131,3 +131,6 @@ func Register(values ...string) { known.Add(values...) }
 // shape masked: the one redaction that the log handler, the audit log and
 // the error printer all apply.
 func String(s string) string { return known.String(s) }
+
+// Error returns err with its text redacted by String (nil for nil).
+func Error(err error) error { return known.Error(err) }

@@ -22,6 +22,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 )
 
 // Options configure the client.
@@ -70,7 +72,7 @@ func New(url string, o Options) (*Client, error) {
 		return nil, fmt.Errorf("prometheus url is empty")
 	}
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-		return nil, fmt.Errorf("prometheus url %q: want http:// or https://", url)
+		return nil, fmt.Errorf("prometheus url %s: want http:// or https://", configfile.URLOrigin(url))
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute
@@ -87,7 +89,7 @@ func New(url string, o Options) (*Client, error) {
 	}
 	c, err := api.NewClient(api.Config{Address: url, RoundTripper: rt})
 	if err != nil {
-		return nil, fmt.Errorf("prometheus client %s: %w", url, err)
+		return nil, fmt.Errorf("prometheus client %s: %w", configfile.URLOrigin(url), secret.Error(err))
 	}
 	return &Client{url: url, api: v1.NewAPI(c), http: &http.Client{Transport: rt}, rt: o.RoundTripper, timeout: o.Timeout, logger: o.Logger, allow: o.AllowWarnings}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error) {
@@ -53,7 +54,7 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 		}
 		if o.JupyterHubURL != "" {
 			if u, err := url.Parse(o.JupyterHubURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return &clikit.UsageError{Err: fmt.Errorf("--jupyterhub.url %q: want http(s)://host:port", o.JupyterHubURL)}
+				return &clikit.UsageError{Err: fmt.Errorf("--jupyterhub.url %s: want http(s)://host:port", configfile.URLOrigin(o.JupyterHubURL))}
 			}
 			// Read once at start through the secret-file checks, so that a
 			// FIFO, a device or a file of several tokens is an exit 2 now,
