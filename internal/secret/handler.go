@@ -6,16 +6,19 @@ import (
 	"log/slog"
 
 	"github.com/gpuwatch/gpuwatch/internal/termsafe"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // MaxLogValue bounds any one text value of a log line (an error body, a
 // scheduler's message): a peer's 10 MB answer is not copied into the log.
 const MaxLogValue = 8 << 10
 
-// nameKeys are the log attributes that hold names someone else chose; they
-// are bounded at termsafe.MaxName.
-var nameKeys = map[string]bool{"job": true, "user": true, "team": true, "pod": true, "namespace": true,
-	"hostname": true, "node": true, "name": true, "job_name": true, "account": true}
+// nameKeys are the log attributes that hold names someone else chose (the
+// schema's label names, and the short keys log lines use); they are
+// bounded at termsafe.MaxName.
+var nameKeys = map[string]bool{schema.LabelUser: true, schema.LabelTeam: true, schema.LabelPod: true,
+	schema.LabelNamespace: true, schema.LabelHostname: true, schema.LabelJob: true, schema.LabelJobName: true,
+	schema.LabelAccount: true, "job": true, "node": true, "name": true}
 
 // Handler wraps next so that no log line holds a secret: the message and
 // every attribute value (strings, errors, Stringers, groups, the attributes
