@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
+
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
 )
@@ -93,11 +96,46 @@ func (w *Webhook) Act(ctx context.Context, req *Request) (string, error) {
 			return "", fmt.Errorf("webhook: %w", err)
 		}
 	}
+	registerURLSecrets(w.URL)
 	if err := post(ctx, w.Client, w.URL, body); err != nil {
 		return "", fmt.Errorf("webhook: %w", err)
 	}
 	return "webhook delivered", nil
 }
+
+// registerURLSecrets teaches the process-wide redaction what of a chat
+// webhook's URL is its credential: the path (Slack's /services/T/B/token,
+// Mattermost's /hooks/id), the query (Teams' sig=), the password. A
+// receiver that echoes its request in an error body, or a proxy that names
+// the URL, then leaks none of it into the audit log or the log.
+func registerURLSecrets(raw string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		secret.Register(raw)
+		return
+	}
+	if pw, ok := u.User.Password(); ok {
+		secret.Register(pw)
+	}
+	if len(u.Path) > 1 {
+		secret.Register(u.Path, u.EscapedPath())
+	}
+	if u.RawQuery != "" {
+		secret.Register(u.RawQuery)
+		// A value long enough to be a key (sig=…, token=…); a short one
+		// (api-version=1) masked everywhere would blank ordinary text.
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				if len(v) >= minURLSecret {
+					secret.Register(v)
+				}
+			}
+		}
+	}
+}
+
+// minURLSecret is the shortest query value taken for a credential.
+const minURLSecret = 8
 
 // Alertmanager posts warnings as alerts (POST /api/v2/alerts), so the team's
 // routes decide where they go. Alerts end after Duration unless renewed.

@@ -3,6 +3,7 @@ package action
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -96,5 +97,148 @@ func TestWebhookChatFormats(t *testing.T) {
 	}
 	if _, err := (&Webhook{URL: "http://127.0.0.1:1", Format: "irc"}).Act(context.Background(), warnReq()); err == nil || !strings.Contains(err.Error(), "slack, mattermost, msteams") {
 		t.Errorf("unknown format: %v", err)
+	}
+}
+
+// markdownUnescape is how a CommonMark renderer shows text: a backslash
+// before ASCII punctuation is dropped. It is the check's renderer for
+// Mattermost and Teams.
+func markdownUnescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", s[i+1]) >= 0 {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// unescaped reports whether text holds c with no backslash before it (an
+// even run of backslashes escapes themselves, not c).
+func unescaped(text string, c byte) bool {
+	for i := 0; i < len(text); i++ {
+		if text[i] != c {
+			continue
+		}
+		n := 0
+		for j := i - 1; j >= 0 && text[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestChatTextInjections: what a workload's author writes into a job's
+// name, a user's name or a process's argv (which the advice quotes) reaches
+// a chat channel only as text: no mention, no link, no heading, no
+// emphasis, on one line, bounded; and people still read it as written.
+func TestChatTextInjections(t *testing.T) {
+	inputs := []string{
+		"<!channel> wake up", "<!here|here>", "<!everyone>", "<@U024BE7LH>", "<#C024BE7LR|general>",
+		"<https://evil.example|click me>", "<mailto:x@evil.example|mail>", "a & b < c > d",
+		"@channel", "@here please", "@all", "hi @alice", "x@channel", "@\u200bchannel",
+		"[click](https://evil.example)", "![img](https://evil.example/p.png)", "[x][1]\n[1]: https://evil.example",
+		"**bold** __b__ *em* _em_ ~~s~~ `code`", "```\nfence\n```", "# Heading", "> quote", "| a | b |",
+		"line1\nline2\n# h", "x\r\n- list", "tab\there", "\x1b[31mred", "\u202egnp.exe", "a\\]b", "\\",
+		"{{template}}", "<at>General</at>", "<b>html</b>",
+		strings.Repeat("&", 5000), strings.Repeat("[", 5000), strings.Repeat("é", 3000),
+	}
+	for _, format := range []string{WebhookSlack, WebhookMattermost, WebhookMSTeams} {
+		for _, in := range inputs {
+			out := chatText(format, in)
+			name := fmt.Sprintf("%s %.30q", format, in)
+			if len(out) > maxChatText {
+				t.Errorf("%s: %d bytes, over %d", name, len(out), maxChatText)
+			}
+			if strings.ContainsAny(out, "\n\r\t\x1b\u202e") {
+				t.Errorf("%s: control characters left: %q", name, out)
+			}
+			switch format {
+			case WebhookSlack:
+				rest := strings.NewReplacer("&amp;", "", "&lt;", "", "&gt;", "").Replace(out)
+				if strings.ContainsAny(rest, "<>&") {
+					t.Errorf("%s: Slack control sequence left: %q", name, out)
+				}
+				if strings.Contains(out, "@channel") || strings.Contains(out, "@here") {
+					t.Errorf("%s: mention left: %q", name, out)
+				}
+			default:
+				for _, c := range []byte("[]()*_`~#<>|!") {
+					if unescaped(out, c) {
+						t.Errorf("%s: %q unescaped in %q", name, c, out)
+					}
+				}
+				shown := markdownUnescape(out)
+				if strings.Contains(shown, "@channel") || strings.Contains(shown, "@here") || strings.Contains(shown, "@all") || strings.Contains(shown, "@alice") {
+					t.Errorf("%s: mention left: %q", name, shown)
+				}
+				shown = strings.ReplaceAll(shown, "@\u200b", "@")
+				// People read what was written (on one line, within the bound).
+				want := strings.Map(func(r rune) rune {
+					if r < 0x20 || r == 0x7f || r == '\u202e' || r == '\u200b' {
+						return ' '
+					}
+					return r
+				}, in)
+				if len(in) < 1000 && shown != want {
+					t.Errorf("%s: shown as %q, want %q", name, shown, want)
+				}
+			}
+		}
+	}
+}
+
+// TestChatPayloadEscapesTheFinding: a finding whose user, job and advice
+// carry injections is posted, through a real webhook, escaped in every
+// field the channel shows.
+func TestChatPayloadEscapesTheFinding(t *testing.T) {
+	for _, format := range []string{WebhookSlack, WebhookMattermost, WebhookMSTeams} {
+		var raw []byte
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { raw, _ = io.ReadAll(r.Body) }))
+		req := warnReq()
+		req.Finding.User = "@channel [bob](https://evil.example)"
+		req.Finding.Job = "42\n# URGENT <!here>"
+		req.Finding.Advice = "python train.py --name=**free-gpus** @all"
+		if _, err := (&Webhook{URL: srv.URL, Format: format}).Act(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		var body any
+		if err := json.Unmarshal(raw, &body); err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		var texts []string
+		var walk func(v any)
+		walk = func(v any) {
+			switch x := v.(type) {
+			case string:
+				texts = append(texts, x)
+			case []any:
+				for _, e := range x {
+					walk(e)
+				}
+			case map[string]any:
+				for _, e := range x {
+					walk(e)
+				}
+			}
+		}
+		walk(body)
+		all := strings.Join(texts, " ")
+		bad := []string{"@channel", "@all", "<!here>", "\n# URGENT"}
+		if format != WebhookSlack {
+			// Slack's mrkdwn has no links of this form and no escape for
+			// emphasis, which can neither link nor mention.
+			bad = append(bad, "](https", "**free-gpus**")
+		}
+		for _, bad := range bad {
+			if strings.Contains(all, bad) {
+				t.Errorf("%s: %q reached the channel: %s", format, bad, all)
+			}
+		}
 	}
 }

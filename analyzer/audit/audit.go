@@ -24,7 +24,6 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
-	"github.com/gpuwatch/gpuwatch/internal/secret"
 )
 
 // State of a step.
@@ -241,7 +240,7 @@ func (l *Log) intend(ctx context.Context, r Record, at time.Time) (Record, bool,
 		r.Attempts = old.Attempts + 1
 	}
 	r.State, r.Intended, r.Finished, r.Generation = Intended, at.UTC(), time.Time{}, gen
-	r.Detail = secret.String(r.Detail)
+	redact(&r)
 	res, err := tx.ExecContext(ctx, `INSERT INTO actions (`+recordCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`+recordRetry,
 		r.Key, r.FindingKey, r.Episode.UnixMilli(), r.Step, r.Actuator, r.Scheduler, r.Hostname, r.Job, r.User,
 		r.Team, r.Pattern, r.Tier, b2i(r.DryRun), string(r.State), r.Attempts, r.Detail, r.Intended.UnixMilli(), 0, r.Payload,
@@ -310,7 +309,7 @@ func (l *Log) finish(ctx context.Context, key string, state State, detail string
 	}
 	// A step's detail is often an error from someone else's system (a
 	// Hub's body, a scheduler's message): no credential is ever stored.
-	r.State, r.Detail, r.Finished = state, secret.String(detail), at.UTC()
+	r.State, r.Detail, r.Finished = state, redactText(detail), at.UTC()
 	res, err := tx.ExecContext(ctx, `UPDATE actions SET state = ?, detail = ?, finished_ms = ? WHERE idem_key = ? AND state = ?`,
 		string(state), r.Detail, at.UnixMilli(), key, string(Intended))
 	if err != nil {

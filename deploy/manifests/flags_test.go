@@ -67,13 +67,19 @@ func TestUnitEnvironmentArgsParse(t *testing.T) {
 }
 
 // analyzerFlags reads the flag names the analyzer daemon registers from its
-// source (cmd/internal/analyzercmd, shared by gpuwatch and gpuwatch-analyzer), plus
-// exporter-toolkit's web flags.
+// source (cmd/internal/analyzercmd, shared by gpuwatch and gpuwatch-analyzer:
+// analyzer.go and storage.go), plus exporter-toolkit's web flags.
 func analyzerFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	src, err := os.ReadFile("../../cmd/internal/analyzercmd/analyzer.go")
-	if err != nil {
-		t.Fatal(err)
+	var src []byte
+	// The daemon's own flags, and the storage flags it shares with audit
+	// and report.
+	for _, f := range []string{"analyzer.go", "storage.go"} {
+		b, err := os.ReadFile("../../cmd/internal/analyzercmd/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	flags := map[string]bool{"web.listen-address": true, "web.config.file": true, "web.systemd-socket": true}
 	for _, m := range regexp.MustCompile(`\.Flag\("([a-z0-9.-]+)"`).FindAllSubmatch(src, -1) {

@@ -43,8 +43,8 @@ func TestHelmDefaultsAreSafe(t *testing.T) {
 			t.Errorf("a ServiceMonitor for an analyzer that listens on loopback only")
 		}
 	}
-	cm := find(t, objs, "ConfigMap", "gpuwatch-analyzer-config").Typed.(*corev1.ConfigMap)
-	pol, err := policy.ParseFile("policy.yml", []byte(cm.Data["policy.yml"]))
+	cfg := find(t, objs, "Secret", "gpuwatch-analyzer-config").Typed.(*corev1.Secret)
+	pol, err := policy.ParseFile("policy.yml", []byte(cfg.StringData["policy.yml"]))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,11 @@ package clikit
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 )
 
 // LogFlags are --log.level and --log.format, shared by both binaries.
@@ -17,15 +20,20 @@ func RegisterLogFlags(g FlagGroup) *LogFlags {
 	return l
 }
 
-// Logger builds the slog logger the flags ask for, writing to stderr.
-func (l *LogFlags) Logger() (*slog.Logger, error) {
+// Logger builds the slog logger the flags ask for, writing to stderr. Every
+// line passes through secret.Handler: a secret the process knows, or one
+// in a peer's echo, never reaches the log, whichever call site logs it.
+func (l *LogFlags) Logger() (*slog.Logger, error) { return l.loggerTo(os.Stderr) }
+
+func (l *LogFlags) loggerTo(w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(l.level)); err != nil {
 		return nil, fmt.Errorf("--log.level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if l.format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	return slog.New(secret.Handler(h)), nil
 }

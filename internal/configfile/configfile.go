@@ -39,7 +39,12 @@ const MaxBytes = 1 << 20
 
 // ReadFile reads a configuration file without blocking on a FIFO or
 // reading a device without end: only a regular file of at most MaxBytes.
-func ReadFile(path string) ([]byte, error) {
+func ReadFile(path string) ([]byte, error) { return ReadFileChecked(path, nil) }
+
+// ReadFileChecked is ReadFile with one more check of the opened file (its
+// mode and owner, for a secret), made on the file that is then read, so
+// that nothing swapped in between the check and the read escapes it.
+func ReadFileChecked(path string, check func(os.FileInfo) error) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -51,6 +56,11 @@ func ReadFile(path string) ([]byte, error) {
 	}
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
+	}
+	if check != nil {
+		if err := check(st); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	if st.Size() > MaxBytes {
 		return nil, fmt.Errorf("%s: %d bytes, more than the limit of %d", path, st.Size(), MaxBytes)

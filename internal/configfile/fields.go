@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -237,10 +238,26 @@ func (u *HTTPURL) UnmarshalYAML(n *yaml.Node) error {
 	}
 	p, err := url.Parse(v)
 	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-		return FieldError(n, "must be an absolute http(s) URL, got %q", v)
+		return FieldError(n, "must be an absolute http(s) URL, got %s", URLOrigin(v))
 	}
 	*u = HTTPURL(v)
 	return nil
+}
+
+// URLOrigin is what an error may say of a URL: its scheme and host. A
+// webhook's token lives in its path (Slack's /services/T/B/secret), a
+// signature in its query (Teams' &sig=), a password in its user info:
+// none of them is ever printed. A URL that does not parse into a host is
+// not shown at all, since where its secret sits cannot be told.
+func URLOrigin(v string) string {
+	p, err := url.Parse(v)
+	if err != nil || p.Host == "" {
+		return "a URL (not shown: it may hold a token)"
+	}
+	if p.Scheme == "" {
+		return strconv.Quote("//" + p.Host)
+	}
+	return strconv.Quote(p.Scheme + "://" + p.Host)
 }
 
 // OneOf decodes a scalar into out and refuses it unless it is one of

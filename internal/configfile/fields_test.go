@@ -66,7 +66,7 @@ func TestFieldsRefuseBadValues(t *testing.T) {
 		`f:4: hours: must be zero or more and finite, got -2`,
 		`f:5: until: invalid time "tomorrow" (use RFC 3339`,
 		`f:6: users[0]: invalid pattern "[x"`,
-		`f:7: url: must be an absolute http(s) URL, got "ftp://host/x"`,
+		`f:7: url: must be an absolute http(s) URL, got "ftp://host"`,
 		`f:8: colour: unknown colour "blue" (one of red, green)`,
 	}
 	if len(errs) != len(want) {

@@ -10,14 +10,10 @@
 package secret
 
 import (
-	"errors"
-	"fmt"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
-
-	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 // Mask replaces every secret in text.
@@ -32,8 +28,14 @@ type Redactor struct {
 
 // Add registers secret values. Every non-empty value is masked, however
 // short: a short password blanks out some ordinary text of a message,
-// which is the lesser harm.
+// which is the lesser harm. A value added to any Redactor is also masked
+// by String and by every other Redactor of the process: a token read for
+// one actuator is masked in the log line, the audit row and the error of
+// another, which never saw it.
 func (r *Redactor) Add(values ...string) {
+	if r != &known {
+		known.Add(values...)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, v := range values {
@@ -78,15 +80,21 @@ var shapes = []struct {
 
 // String returns s with every known value and every secret shape masked.
 func (r *Redactor) String(s string) string {
-	if r != nil {
-		r.mu.RLock()
-		for _, v := range r.values {
-			s = strings.ReplaceAll(s, v, Mask)
-		}
-		r.mu.RUnlock()
+	if r != nil && r != &known {
+		s = r.mask(s)
 	}
+	s = known.mask(s)
 	for _, sh := range shapes {
 		s = sh.re.ReplaceAllString(s, sh.repl)
+	}
+	return s
+}
+
+func (r *Redactor) mask(s string) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, v := range r.values {
+		s = strings.ReplaceAll(s, v, Mask)
 	}
 	return s
 }
@@ -112,60 +120,17 @@ type redacted struct {
 func (e *redacted) Error() string { return e.msg }
 func (e *redacted) Unwrap() error { return e.err }
 
-// String redacts the shapes alone, for text with no Redactor at hand.
-func String(s string) string { return (*Redactor)(nil).String(s) }
+// known holds every secret value this process has read or been given.
+var known Redactor
 
-// MaxBytes bounds a secret file.
-const MaxBytes = 4096
+// Register teaches the process-wide redaction values that are secrets but
+// were not read through ReadFile (a password inside --storage.url).
+func Register(values ...string) { known.Add(values...) }
 
-// ErrNotOneLine is returned for a secret file that holds nothing, or more
-// than one line.
-var ErrNotOneLine = errors.New("want exactly one secret on one line")
+// String returns s with every secret this process knows and every secret
+// shape masked: the one redaction that the log handler, the audit log and
+// the error printer all apply.
+func String(s string) string { return known.String(s) }
 
-// ErrNotOneWord is returned for a token file whose token holds spaces.
-var ErrNotOneWord = errors.New("want exactly one token (one word, one line)")
-
-// ReadFile reads a secret file through the same checks as configuration
-// files (a regular file, never a FIFO or device, bounded in size) and
-// returns its one line without the line end (a password may hold spaces).
-// The value is added to r (when not nil), so that it is masked from then
-// on.
-func ReadFile(path string, r *Redactor) (string, error) {
-	data, err := configfile.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("secret file %s: %w", path, trimPath(err, path))
-	}
-	if len(data) > MaxBytes {
-		return "", fmt.Errorf("secret file %s: %d bytes, more than %d", path, len(data), MaxBytes)
-	}
-	v := strings.TrimRight(string(data), "\r\n")
-	if v == "" || strings.ContainsAny(v, "\r\n") {
-		return "", fmt.Errorf("secret file %s: %w", path, ErrNotOneLine)
-	}
-	if r != nil {
-		r.Add(v)
-	}
-	return v, nil
-}
-
-// ReadWord reads a token file as ReadFile does and refuses a token with
-// blanks in it, which no header could carry.
-func ReadWord(path string, r *Redactor) (string, error) {
-	v, err := ReadFile(path, r)
-	if err != nil {
-		return "", err
-	}
-	v = strings.TrimSpace(v)
-	if v == "" || strings.ContainsAny(v, " \t") {
-		return "", fmt.Errorf("secret file %s: %w", path, ErrNotOneWord)
-	}
-	return v, nil
-}
-
-func trimPath(err error, path string) error {
-	msg := strings.TrimPrefix(err.Error(), path+": ")
-	if msg == err.Error() {
-		return err
-	}
-	return errors.New(msg)
-}
+// Error returns err with its text redacted by String (nil for nil).
+func Error(err error) error { return known.Error(err) }

@@ -13,7 +13,7 @@ import (
 func TestRedactShapesAndValues(t *testing.T) {
 	const tok = "hubtoken-5f0e2a9b7c"
 	var r Redactor
-	r.Add(tok, "pw", "")
+	r.Add(tok, "zq", "")
 	for _, tc := range []struct{ in, leak string }{
 		{"Authorization: token " + tok, tok},
 		{"authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.abcdefghijkl", "eyJhbGciOiJIUzI1NiJ9"},
@@ -30,7 +30,7 @@ func TestRedactShapesAndValues(t *testing.T) {
 		{"X-Auth-Token: deadbeefdeadbeef", "deadbeefdeadbeef"},
 		{"echo " + tok + " in a body", tok},
 		{"bearer    aaaaaaaaaaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaaaaaaaaaa"},
-		{"the pw is pw", " pw"},
+		{"the zq is zq", " zq"},
 	} {
 		got := r.String(tc.in)
 		if strings.Contains(got, tc.leak) {

@@ -24,8 +24,9 @@ import (
 // is cut off by the timeouts, and past MaxConnections a listener accepts no
 // more until one closes (the kernel queues the rest), so a flood of slow
 // connections cannot exhaust file descriptors or memory. At the cap, the
-// connection idle longest between keep-alive requests is closed to make
-// room, so idle clients never lock a scrape out.
+// connection that has sent no request for longest is closed to make room,
+// then the one idle longest between keep-alive requests, so neither silent
+// nor idle clients lock a scrape out.
 type Limits struct {
 	ReadHeaderTimeout time.Duration // request line and headers
 	ReadTimeout       time.Duration // the whole request, body included
@@ -33,6 +34,11 @@ type Limits struct {
 	IdleTimeout       time.Duration // a keep-alive connection between requests
 	MaxConnections    int           // open connections per listener
 }
+
+// silentGraceDivisor: a connection that has sent nothing for a tenth of
+// the header timeout is taken for silent when room is needed; a real
+// client's request follows its connect within milliseconds.
+const silentGraceDivisor = 10
 
 // DefaultLimits serve every gpuwatch listener. A scrape of a large node is
 // written in well under a second; 512 connections is Prometheus' own
@@ -70,7 +76,7 @@ func ServeListener(ctx context.Context, l net.Listener, h http.Handler, flags *w
 func serveLimited(ctx context.Context, ls []net.Listener, h http.Handler, flags *web.FlagConfig, logger *slog.Logger, lim Limits) error {
 	limited := make([]net.Listener, len(ls))
 	for i, l := range ls {
-		limited[i] = newCapListener(l, lim.MaxConnections)
+		limited[i] = newCapListener(l, lim.MaxConnections, lim.ReadHeaderTimeout/silentGraceDivisor)
 	}
 	return serve(ctx, h, logger, lim, func(srv *http.Server) error { return web.ServeMultiple(limited, srv, flags, logger) })
 }

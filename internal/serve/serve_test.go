@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,12 @@ import (
 
 // start serves testHandler on a real loopback socket under lim.
 func start(t *testing.T, lim Limits) string {
+	t.Helper()
+	return startHandler(t, lim, testHandler())
+}
+
+// startHandler serves h on a real loopback socket under lim.
+func startHandler(t *testing.T, lim Limits, h http.Handler) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -26,7 +33,7 @@ func start(t *testing.T, lim Limits) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- serveLimited(ctx, []net.Listener{l}, testHandler(), flags, slog.New(slog.DiscardHandler), lim)
+		done <- serveLimited(ctx, []net.Listener{l}, h, flags, slog.New(slog.DiscardHandler), lim)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -101,32 +108,125 @@ func TestScrapeDuringSlowConnections(t *testing.T) {
 	}
 }
 
-// TestConnectionCap: past MaxConnections the listener accepts nothing until
-// a connection closes.
+// TestConnectionCap: past MaxConnections, while every slot serves a
+// request, the listener accepts nothing until one finishes; a request in
+// flight is never cut off to make room.
 func TestConnectionCap(t *testing.T) {
 	lim := DefaultLimits
 	lim.MaxConnections = 4
-	lim.ReadHeaderTimeout = time.Second
-	addr := start(t, lim)
-	for i := 0; i < lim.MaxConnections; i++ {
-		dial(t, addr) // idle: holds a slot until the header timeout
+	release := make(chan struct{})
+	var entered sync.WaitGroup
+	entered.Add(lim.MaxConnections)
+	addr := startHandler(t, lim, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			entered.Done()
+			<-release
+		}
+		_, _ = io.WriteString(w, testBody)
+	}))
+	busy := make([]net.Conn, lim.MaxConnections)
+	for i := range busy {
+		busy[i] = dial(t, addr)
+		if _, err := io.WriteString(busy[i], "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	time.Sleep(100 * time.Millisecond)
+	entered.Wait()
 	extra := dial(t, addr)
 	if _, err := io.WriteString(extra, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	_ = extra.SetReadDeadline(time.Now().Add(400 * time.Millisecond))
 	if n, _ := extra.Read(make([]byte, 1)); n > 0 {
-		t.Fatal("a connection past the cap was served at once")
+		t.Fatal("a connection past the cap was served while every slot served a request")
 	}
-	// Once the idle ones time out, the waiting one is served.
+	close(release)
+	for i, c := range busy { // none was cut off
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("request %d in flight was cut off: %v", i, err)
+		}
+		resp.Body.Close()
+	}
 	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(extra), nil)
 	if err != nil {
 		t.Fatalf("queued connection never served: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// TestSilentConnectionsYieldFirst: at the cap, the connection that has
+// sent nothing for longest is closed to make room, before any idle
+// keep-alive (even an older one) and before any request in flight.
+func TestSilentConnectionsYieldFirst(t *testing.T) {
+	lim := DefaultLimits
+	lim.MaxConnections = 4
+	addr := start(t, lim)
+	var idle []*bufio.Reader
+	var idleConns []net.Conn
+	for i := 0; i < 2; i++ { // the oldest: keep-alives, idle after one request
+		c := dial(t, addr)
+		if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		idle, idleConns = append(idle, br), append(idleConns, c)
+	}
+	time.Sleep(50 * time.Millisecond)
+	silent := []net.Conn{dial(t, addr), dial(t, addr)} // then two that say nothing
+	time.Sleep(lim.ReadHeaderTimeout/silentGraceDivisor + 100*time.Millisecond)
+	// Two newcomers, each kept open after its answer (idle, the newest):
+	// each takes a silent connection's slot, the oldest first.
+	for i := range silent {
+		c := dial(t, addr)
+		if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("newcomer %d not served: %v", i, err)
+		}
+		resp.Body.Close()
+		if !closedWithin(silent[i], 2*time.Second) {
+			t.Fatalf("silent connection %d was not closed to make room", i)
+		}
+	}
+	for i, c := range idleConns { // the keep-alives, older, still serve
+		if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatalf("idle %d: %v", i, err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		resp, err := http.ReadResponse(idle[i], nil)
+		if err != nil {
+			t.Fatalf("idle keep-alive %d was closed before the silent ones: %v", i, err)
+		}
+		resp.Body.Close()
+	}
+}
+
+// TestSilentConnectionClosedAtHeaderTimeout: a connection that sends no
+// request at all is closed by the header timeout, as a half-sent one is.
+func TestSilentConnectionClosedAtHeaderTimeout(t *testing.T) {
+	lim := DefaultLimits
+	lim.ReadHeaderTimeout = 500 * time.Millisecond
+	addr := start(t, lim)
+	c := dial(t, addr)
+	began := time.Now()
+	if !closedWithin(c, 5*time.Second) {
+		t.Fatal("a silent connection outlived the header timeout")
+	}
+	if took := time.Since(began); took < lim.ReadHeaderTimeout/2 {
+		t.Fatalf("closed after %v, before the header timeout", took)
+	}
 }
 
 // TestIdleAndSlowBodyTimeouts: an idle keep-alive connection and a POST

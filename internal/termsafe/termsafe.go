@@ -70,3 +70,27 @@ func clean(s string) bool {
 func unsafe(r rune) bool {
 	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
 }
+
+// MaxName bounds a name someone else chose (a job's, a user's, a pod's, a
+// namespace's, a host's as a telemetry label gives it) wherever gpuwatch
+// writes it into a log line or the audit log: the longest real one, a
+// Kubernetes object name, is 253 bytes, and a 1 MB job name would otherwise
+// be copied into every line about that job.
+const MaxName = 256
+
+// Bound cuts s to at most max bytes, at a character boundary, and says how
+// long it was, so that a cut name is never taken for a whole one.
+func Bound(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	mark := fmt.Sprintf("…(%d bytes)", len(s))
+	cut := max - len(mark)
+	if cut < 0 {
+		cut = 0
+	}
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}

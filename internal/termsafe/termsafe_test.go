@@ -1,6 +1,7 @@
 package termsafe
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -39,4 +40,31 @@ func FuzzString(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBound: a name over the bound is cut at a character boundary, says
+// how long it was, and never exceeds the bound; one within it is kept.
+func TestBound(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"alice", MaxName, "alice"},
+		{strings.Repeat("a", MaxName), MaxName, strings.Repeat("a", MaxName)},
+		{strings.Repeat("a", MaxName+1), MaxName, strings.Repeat("a", MaxName-len("…(257 bytes)")) + "…(257 bytes)"},
+		{strings.Repeat("é", 200), 20, "ééé…(400 bytes)"}, {strings.Repeat("é", 200), 21, "ééé…(400 bytes)"},
+		{strings.Repeat("x", 1<<20), 8, "…(1048576 bytes)"},
+	} {
+		got := Bound(tc.in, tc.max)
+		if got != tc.want {
+			t.Errorf("Bound(%.20q…, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+		if tc.max >= 20 && len(got) > tc.max {
+			t.Errorf("Bound(%.20q…, %d) is %d bytes", tc.in, tc.max, len(got))
+		}
+		if !utf8.ValidString(got) {
+			t.Errorf("Bound(%.20q…) cut a character: %q", tc.in, got)
+		}
+	}
 }

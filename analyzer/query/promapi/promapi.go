@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 // Options configure the client.
@@ -73,7 +74,7 @@ func New(url string, o Options) (*Client, error) {
 		return nil, fmt.Errorf("prometheus url is empty")
 	}
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-		return nil, fmt.Errorf("prometheus url %q: want http:// or https://", url)
+		return nil, fmt.Errorf("prometheus url %s: want http:// or https://", configfile.URLOrigin(url))
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute

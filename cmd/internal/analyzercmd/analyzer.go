@@ -14,14 +14,15 @@ import (
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )
 
 func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("analyzer", "Run the analyzer daemon: detection cycles and policy escalation (notify, warn, checkpoint, reclaim) on a cron schedule, with an audit log; dry-run unless the policy says otherwise.")
 	o := &analyzerOptions{Web: kingpinflag.AddFlags(cmd, ":9836")}
 	cmd.Flag("policy.file", "Reclamation policy (YAML); see deploy/examples/policy.yaml. Check it with `gpuwatch check-config --policy.file FILE`.").Required().StringVar(&o.PolicyFile)
-	cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite): analyzer state, findings and the audit log.").Default("gpuwatch.db").StringVar(&o.StoragePath)
-	cmd.Flag("storage.url", storageURLHelp+" Replicas with leader election share one, so that a new leader neither repeats nor loses a step of the one before.").Envar(storageURLEnv).StringVar(&o.StorageURL)
+	o.Storage = registerStorageFlags(cmd, "Path of the gpuwatch state database (SQLite): analyzer state, findings and the audit log.",
+		" Replicas with leader election share one, so that a new leader neither repeats nor loses a step of the one before.")
 	cmd.Flag("schedule", "Cron schedule of the cycles (5 fields, @every 5m, CRON_TZ=... allowed); a cycle that would overlap the previous one is skipped.").Default("@every 5m").StringVar(&o.Schedule)
 	cmd.Flag("once", "Run one cycle (after reconciling any step a crash interrupted) and exit.").BoolVar(&o.Once)
 	cmd.Flag("prometheus.url", "Prometheus-compatible API (Prometheus, Thanos, Mimir, VictoriaMetrics) the analyzer reads telemetry from.").StringVar(&o.PrometheusURL)
@@ -54,7 +55,7 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 		}
 		if o.JupyterHubURL != "" {
 			if u, err := url.Parse(o.JupyterHubURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return &clikit.UsageError{Err: fmt.Errorf("--jupyterhub.url %q: want http(s)://host:port", o.JupyterHubURL)}
+				return &clikit.UsageError{Err: fmt.Errorf("--jupyterhub.url %s: want http(s)://host:port", configfile.URLOrigin(o.JupyterHubURL))}
 			}
 			// Read once at start through the secret-file checks, so that a
 			// FIFO, a device or a file of several tokens is an exit 2 now,

@@ -45,11 +45,10 @@ import (
 
 // analyzerOptions are the `gpuwatch analyzer` flags.
 type analyzerOptions struct {
-	PolicyFile  string
-	StoragePath string
-	StorageURL  string
-	Schedule    string
-	Once        bool
+	PolicyFile string
+	Storage    *storageFlags
+	Schedule   string
+	Once       bool
 	// Findings come from the engine over a Prometheus-compatible API, or
 	// are replayed from a JSON file (re-read every cycle).
 	PrometheusURL  string
@@ -110,7 +109,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		}
 		defer ls.Close()
 	}
-	target, err := storageTarget(o.StoragePath, o.StorageURL)
+	target, err := o.Storage.target(logger, false)
 	if err != nil {
 		return err
 	}
@@ -293,6 +292,11 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	g.Go(d.Run)
 	if planner != nil {
 		g.Loop(planner.Run)
+	}
+	if open, err := clikit.OpenWithoutAuth(o.Web, ls.Addrs()); err != nil {
+		return err
+	} else if len(open) > 0 {
+		logger.Warn(clikit.OpenListenerWarning, "listen", open)
 	}
 	logger.Info("analyzer started", "listen", ls.Addrs(), "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
 	return g.Run()

@@ -11,12 +11,12 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
+	"github.com/gpuwatch/gpuwatch/internal/command"
 )
 
 func Audit(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("audit", "List the reclamation audit log: every step as intended and as done, failed, skipped or dry-run.")
-	storage := cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite).").Default("gpuwatch.db").String()
-	storageURL := cmd.Flag("storage.url", storageURLHelp).Envar(storageURLEnv).String()
+	storage := registerStorageFlags(cmd, "Path of the gpuwatch state database (SQLite).", "")
 	since := cmd.Flag("since", "Only events of this recent period (e.g. 24h, 168h); all when 0.").Default("0s").Duration()
 	job := cmd.Flag("job", "Only events of this job.").String()
 	limit := cmd.Flag("limit", "At most this many (newest) events; all when 0.").Default("0").Int()
@@ -28,14 +28,9 @@ func Audit(app *kingpin.Application) (string, func(ctx context.Context) error) {
 		if *since < 0 {
 			return &clikit.UsageError{Err: fmt.Errorf("--since must not be negative, got %s", *since)}
 		}
-		target, err := storageTarget(*storage, *storageURL)
+		target, err := storage.target(command.LoggerFrom(ctx), true)
 		if err != nil {
 			return err
-		}
-		if *storageURL == "" {
-			if _, err := os.Stat(*storage); err != nil {
-				return &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
-			}
 		}
 		st, err := store.OpenReadOnlyURL(target)
 		if err != nil {

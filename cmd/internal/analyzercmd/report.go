@@ -16,8 +16,7 @@ import (
 
 func Report(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("report", "Preview a waste report from the store without sending it: a team's weekly report, or the fleet's with --team unset.")
-	storage := cmd.Flag("storage.path", "Path of the gpuwatch state database (SQLite) the analyzer writes.").Default("gpuwatch.db").String()
-	storageURL := cmd.Flag("storage.url", storageURLHelp).Envar(storageURLEnv).String()
+	storage := registerStorageFlags(cmd, "Path of the gpuwatch state database (SQLite) the analyzer writes.", "")
 	var configFile string
 	config := &configFile
 	cmd.Flag("report.config", "Report configuration file (YAML): time zone, prices, Grafana URL, teams. Optional for a preview.").StringVar(config)
@@ -44,14 +43,9 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 				return &clikit.UsageError{Err: fmt.Errorf("--week: %w", err)}
 			}
 		}
-		target, err := storageTarget(*storage, *storageURL)
+		target, err := storage.target(command.LoggerFrom(ctx), true)
 		if err != nil {
 			return err
-		}
-		if *storageURL == "" {
-			if _, err := os.Stat(*storage); err != nil {
-				return &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
-			}
 		}
 		st, err := store.OpenReadOnlyURL(target)
 		if err != nil {
