@@ -42,7 +42,12 @@ type Job struct {
 	TimeLimit time.Duration
 	Start     time.Time
 	End       time.Time
-	Nodes     string
+	// Nodes is the job's host list as Slurm compresses it ("gpu[01-04]");
+	// ExpandHostlist reads it.
+	Nodes string
+	// Cluster is the name of the cluster whose controller reported the
+	// job (ClusterName in slurm.conf).
+	Cluster string
 	// AdminComment can be written only by an administrator (and gpuwatch
 	// as one); it holds the end-of-job summary.
 	AdminComment string
