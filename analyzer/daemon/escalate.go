@@ -23,6 +23,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 )
 
 // Results counted by the actions metric besides audit states.
@@ -44,6 +45,9 @@ type Escalator struct {
 	// attributes the policy matches, once per cycle. Nil: every fact is
 	// missing, so no tier that needs one acts.
 	Facts FactResolver
+	// SlurmCluster is the local Slurm's cluster name (--slurm.cluster),
+	// which a finding's cluster label must name; "" when not given.
+	SlurmCluster string
 	// reconciled is set once interrupted steps have been settled.
 	reconciled bool
 }
@@ -59,6 +63,9 @@ type CycleResult struct {
 	// MissingFacts counts findings whose tier or exemption could not be
 	// decided because a fact was missing (at most notified).
 	MissingFacts int
+	// Unproven counts findings whose target the scheduler's facts showed
+	// to be another workload: no step at all.
+	Unproven int
 	// Standby: another analyzer leads; this one did nothing.
 	Standby bool
 }
@@ -205,7 +212,18 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 		fa = &facts.Facts{Scheduler: facts.SchedulerOf(f)}
 		fa.MarkMissing("no facts were looked up")
 	}
+	// The id names a candidate; the scheduler's facts must show it is the
+	// workload the evidence came from before anything, a notification
+	// included, goes to its owner.
+	proof := target.Prove(f, fa, e.SlurmCluster)
+	if proof.Verdict == target.Mismatch {
+		return e.refuse(ctx, now, f, &proof, res)
+	}
 	ev := e.Policy.Evaluate(f, fa, now)
+	if proof.Verdict == target.Unknown && ev.Missing == "" {
+		// Nothing could be compared: at most notify, whatever the tiers need.
+		ev.Missing = proof.Why
+	}
 	f = owned(f, fa)
 	episode, err := e.Log.Observe(ctx, f.Key(), now)
 	if err != nil {
@@ -258,7 +276,7 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 					e.logger().Warn("escalation step given up", "key", f.Key(), "step", st.Action, "detail", st.Reason)
 				}
 			case escalation.Act:
-				state, err := e.act(ctx, now, base, f, &st, b, res)
+				state, err := e.act(ctx, now, base, f, &proof, &st, b, res)
 				if err != nil {
 					return err
 				}
@@ -320,7 +338,7 @@ func stepName(r audit.Record) string {
 }
 
 // act runs one planned step: intended, run through its actuators, finished.
-func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f *finding.Finding, st *escalation.Step, b *escalation.Budget, res *CycleResult) (audit.State, error) {
+func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f *finding.Finding, proof *target.Proof, st *escalation.Step, b *escalation.Budget, res *CycleResult) (audit.State, error) {
 	key := audit.Key(f.Key(), base.Episode, st.Name)
 	var acts []action.Actuator
 	for _, n := range st.Actuators {
@@ -330,7 +348,7 @@ func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f
 	}
 	name := strings.Join(st.Actuators, ",")
 	req := action.Request{Step: string(st.Action), Finding: *f, Tier: base.Tier, Signal: st.Signal, DryRun: st.DryRun,
-		NextStep: string(st.NextStep), NextStepAt: st.NextStepAt}
+		NextStep: string(st.NextStep), NextStepAt: st.NextStepAt, Target: proof}
 	payload, err := json.Marshal(&req)
 	if err != nil {
 		return "", fmt.Errorf("encode request %s: %w", key, err)
@@ -357,12 +375,40 @@ func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f
 	return state, nil
 }
 
+// refuse settles a finding whose target is another workload: one note per
+// episode, which holds the proof, and one log line; no step runs, and no
+// message goes to the other workload's owner.
+func (e *Escalator) refuse(ctx context.Context, now time.Time, f *finding.Finding, p *target.Proof, res *CycleResult) error {
+	res.Unproven++
+	episode, err := e.Log.Observe(ctx, f.Key(), now)
+	if err != nil {
+		return err
+	}
+	payload, err := json.Marshal(struct {
+		Finding *finding.Finding `json:"finding"`
+		Target  *target.Proof    `json:"target"`
+	}{f, p})
+	if err != nil {
+		return fmt.Errorf("encode proof of %s: %w", f.Key(), err)
+	}
+	base := audit.Record{FindingKey: f.Key(), Episode: episode, Scheduler: f.Scheduler, Hostname: f.Hostname,
+		Job: f.Job, User: f.User, Team: f.Team, Pattern: string(f.Pattern), Payload: string(payload)}
+	written, err := e.note(ctx, now, base, escalation.NoteTarget, p.String())
+	if written {
+		e.logger().Warn("target not proven: no step taken", "key", f.Key(), "why", p.Why)
+	}
+	return err
+}
+
 // note writes a settled, skipped step so that the audit says why nothing
 // was done; its key makes it a one-off per episode. It reports whether the
 // note is new.
 func (e *Escalator) note(ctx context.Context, now time.Time, base audit.Record, step, why string) (bool, error) {
 	rec := base
-	rec.Key, rec.Step, rec.Actuator, rec.Detail, rec.Payload = audit.Key(base.FindingKey, base.Episode, step), step, "policy", why, "{}"
+	rec.Key, rec.Step, rec.Actuator, rec.Detail = audit.Key(base.FindingKey, base.Episode, step), step, "policy", why
+	if rec.Payload == "" {
+		rec.Payload = "{}"
+	}
 	if _, ok, err := e.Log.Intend(ctx, rec, now); err != nil || !ok {
 		return false, err
 	}
