@@ -84,6 +84,12 @@ var ErrInvalid = errors.New("invalid")
 // ValidJobID reports whether id is a Slurm job id (array tasks included).
 func ValidJobID(id string) bool { return jobID.MatchString(id) }
 
+// clusterName is a ClusterName as slurm.conf allows it.
+var clusterName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// ValidClusterName reports whether name is a Slurm cluster name.
+func ValidClusterName(name string) bool { return clusterName.MatchString(name) }
+
 func checkID(id string) error {
 	if !ValidJobID(id) {
 		return fmt.Errorf("slurm job %q: not a job id: %w", id, ErrInvalid)

@@ -56,7 +56,10 @@ func podFinding(host string) *finding.Finding {
 // A case is either proven with the comparison in Checked, or a mismatch or
 // unknown whose Why says what failed.
 func TestProve(t *testing.T) {
-	withMissing := func(fa *facts.Facts) *facts.Facts { fa.Missing = map[schema.Attr]string{schema.AttrNamespaceLabels: "not listed"}; return fa }
+	withMissing := func(fa *facts.Facts) *facts.Facts {
+		fa.Missing = map[schema.Attr]string{schema.AttrNamespaceLabels: "not listed"}
+		return fa
+	}
 	big := slurmJob(func(j *slurm.Job) { j.Nodes = "gpu[00000-65535]" })
 	for _, c := range []struct {
 		name    string
