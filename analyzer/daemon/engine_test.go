@@ -163,6 +163,6 @@ func engineRigFor(t *testing.T, scenario string, origin time.Time, gapFrom, gapT
 		t.Fatal(err)
 	}
 	r := newRig(t, enginePolicy, st)
-	r.esc.Facts = &facts.Resolver{Sources: simload.FactSources(sc)}
+	r.esc.Facts = &facts.Resolver{Sources: simload.FactSources(sc, origin)}
 	return r, &Daemon{Source: EngineSource{Engine: eng}, Escalator: r.esc}
 }

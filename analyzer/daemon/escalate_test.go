@@ -157,6 +157,9 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 				schema.AttrQoS: "normal", schema.AttrAccount: "a", schema.AttrJobName: "j", schema.AttrKind: "batch"} {
 				fa.Set(a, v)
 			}
+			// Slurm says the job runs on the finding's host and began
+			// with its evidence: the target is proven.
+			fa.Identity = facts.Identity{Nodes: []string{f.Hostname}, Since: f.Start}
 		}
 		out[i] = fa
 	}
