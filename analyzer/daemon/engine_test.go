@@ -130,8 +130,10 @@ func engineRig(t *testing.T, origin time.Time, gapFrom, gapTo time.Duration) (*r
 }
 
 // engineRigFor replays scenario into an embedded TSDB (leaving out
-// [gapFrom, gapTo)) and wires an engine over it to an escalator.
-func engineRigFor(t *testing.T, scenario string, origin time.Time, gapFrom, gapTo time.Duration) (*rig, *Daemon) {
+// [gapFrom, gapTo), and passing each scrape through relabel, as a
+// Prometheus' relabelling or external labels would) and wires an engine
+// over it to an escalator.
+func engineRigFor(t *testing.T, scenario string, origin time.Time, gapFrom, gapTo time.Duration, relabel ...func([]*dto.MetricFamily)) (*rig, *Daemon) {
 	t.Helper()
 	sc, err := sim.ParseScenario("reclaim.yaml", []byte(scenario))
 	if err != nil {
@@ -148,6 +150,9 @@ func engineRigFor(t *testing.T, scenario string, origin time.Time, gapFrom, gapT
 		func(ts time.Time, f []*dto.MetricFamily) error {
 			if off := ts.Sub(origin); off >= gapFrom && off < gapTo {
 				return nil // the exporter was down
+			}
+			for _, rl := range relabel {
+				rl(f)
 			}
 			return app.AppendFamilies(ctx, ts, f)
 		}); err != nil {
