@@ -24,6 +24,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	slurmjobs "github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
 
@@ -85,10 +86,18 @@ func newHook(t *testing.T) *hook {
 // telemetry (no process, 0% utilisation, no memory used) since it started.
 // Built here from an idle snapshot's numbers, not by the engine: these tests
 // are about the actuator and the audit; the partition comes from Slurm
-// (acceptance_test.go runs the engine's own findings end to end).
+// (acceptance_test.go runs the engine's own findings end to end). The
+// telemetry is the job's own, on its node since it started, as the target
+// proof requires; a job Slurm does not know gets node1 and two hours.
 func idleFinding(job string, now time.Time) finding.Finding {
+	host, start := "node1", now.Add(-2*time.Hour)
+	if j, err := (&slurmjobs.Client{Runner: execrun.Exec{Timeout: 30 * time.Second}}).Job(context.Background(), job); err == nil && j != nil {
+		if nodes, err := slurmjobs.ExpandHostlist(j.Nodes); err == nil && len(nodes) > 0 && !j.Start.IsZero() {
+			host, start = nodes[0], j.Start
+		}
+	}
 	return finding.Finding{Pattern: schema.CPUOnly, Severity: schema.SeverityWarning, Job: job, User: "root", Team: "acceptance",
-		Kind: "batch", Hostname: "node1", Scheduler: "slurm", GPUs: []string{"GPU-0"}, Start: now.Add(-2 * time.Hour), End: now,
+		Kind: "batch", Hostname: host, Scheduler: "slurm", GPUs: []string{"GPU-0"}, Start: start, End: now,
 		WastedGPUHours: 2, Evidence: map[string]float64{"gpu_util_pct": 0, "fb_used_mib": 0, "gpu_processes": 0}}
 }
 
