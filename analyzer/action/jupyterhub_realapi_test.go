@@ -15,6 +15,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -56,9 +57,18 @@ func TestRealJupyterHubOnKubeSpawnerPods(t *testing.T) {
 
 	reclaim := &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"}
 	j := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: &kube.Pods{Core: cs.CoreV1()}, Next: reclaim}
+	// Each reclaim carries the proof the escalator makes from the API
+	// server's facts: the finding is on the pod's node since its creation.
 	req := func(pod string) *action.Request {
-		return &action.Request{Step: action.StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession,
+		r := &action.Request{Step: action.StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession,
 			Scheduler: schema.SchedulerKubernetes, Namespace: ns, Pod: pod, Job: ns + "/" + pod}}
+		got, err := (&kube.Facts{Core: cs.CoreV1()}).Lookup(ctx, []string{ns + "/" + pod})
+		if fa := got[ns+"/"+pod]; err == nil && fa != nil && len(fa.Identity.Nodes) > 0 {
+			r.Finding.Hostname, r.Finding.Start = fa.Identity.Nodes[0], fa.Identity.Since
+			p := target.Prove(&r.Finding, fa, "")
+			r.Target = &p
+		}
+		return r
 	}
 
 	d, err := j.Act(ctx, req(alice.Name))
