@@ -212,17 +212,9 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 		fa = &facts.Facts{Scheduler: facts.SchedulerOf(f)}
 		fa.MarkMissing("no facts were looked up")
 	}
-	// The id names a candidate; the scheduler's facts must show it is the
-	// workload the evidence came from before anything, a notification
-	// included, goes to its owner.
-	proof := target.Prove(f, fa, e.SlurmCluster)
+	proof, ev := e.evaluate(f, fa, now)
 	if proof.Verdict == target.Mismatch {
 		return e.refuse(ctx, now, f, &proof, res)
-	}
-	ev := e.Policy.Evaluate(f, fa, now)
-	if proof.Verdict == target.Unknown && ev.Missing == "" {
-		// Nothing could be compared: at most notify, whatever the tiers need.
-		ev.Missing = proof.Why
 	}
 	f = owned(f, fa)
 	episode, err := e.Log.Observe(ctx, f.Key(), now)
@@ -294,6 +286,23 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 			return nil
 		}
 	}
+}
+
+// evaluate proves f's target, then applies the policy. The id names a
+// candidate; the scheduler's facts must show it is the workload the
+// evidence came from before anything, a notification included, goes to
+// its owner: on a mismatch the policy is not asked.
+func (e *Escalator) evaluate(f *finding.Finding, fa *facts.Facts, now time.Time) (target.Proof, policy.Evaluation) {
+	proof := target.Prove(f, fa, e.SlurmCluster)
+	if proof.Verdict == target.Mismatch {
+		return proof, policy.Evaluation{}
+	}
+	ev := e.Policy.Evaluate(f, fa, now)
+	if proof.Verdict == target.Unknown && ev.Missing == "" {
+		// Nothing could be compared: at most notify, whatever the tiers need.
+		ev.Missing = proof.Why
+	}
+	return proof, ev
 }
 
 // owned is f with its user and team as its owner (Slurm, the API server)

@@ -136,6 +136,9 @@ func newRig(t testing.TB, doc string, st *store.Store) *rig {
 type ownerFacts struct {
 	down  bool
 	gone  bool // the scheduler answers but no longer knows the job
+	// elsewhere: the job under the id runs on another node (another
+	// cluster's job, or one after a controller rebuild).
+	elsewhere bool
 	calls int
 }
 
@@ -160,6 +163,9 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 			// Slurm says the job runs on the finding's host and began
 			// with its evidence: the target is proven.
 			fa.Identity = facts.Identity{Nodes: []string{f.Hostname}, Since: f.Start}
+			if o.elsewhere {
+				fa.Identity.Nodes = []string{"n-other"}
+			}
 		}
 		out[i] = fa
 	}
