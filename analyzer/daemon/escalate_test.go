@@ -134,12 +134,12 @@ func newRig(t testing.TB, doc string, st *store.Store) *rig {
 // partition as idle() registered it, the finding's user and team; down
 // makes every fact missing, as a failing squeue does.
 type ownerFacts struct {
-	down  bool
-	gone  bool // the scheduler answers but no longer knows the job
+	down bool
+	gone bool // the scheduler answers but no longer knows the job
 	// elsewhere: the job under the id runs on another node (another
 	// cluster's job, or one after a controller rebuild).
 	elsewhere bool
-	calls int
+	calls     int
 }
 
 var partitionOf = map[string]string{}
