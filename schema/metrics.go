@@ -78,6 +78,10 @@ const (
 	LabelGoArch     = "goarch"
 )
 
+// LabelCluster is not the exporter's: Prometheus adds it (external labels,
+// relabelling) where one holds several clusters' series.
+const LabelCluster = "cluster"
+
 // GPULabels are carried by every per-GPU series, in this order. MIG instances
 // add LabelGIProfile and LabelGIID; allocated GPUs add the allocation labels.
 var GPULabels = []string{LabelGPU, LabelUUID, LabelPCIBusID, LabelDevice, LabelModelName, LabelHostname}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 )
 
 // Step names (policy.StepAction values; repeated here so that actuators do
@@ -43,6 +44,10 @@ type Request struct {
 	NextStep   string    `json:"next_step,omitempty"`
 	NextStepAt time.Time `json:"next_step_at,omitzero"`
 	DryRun     bool      `json:"dry_run"`
+	// Target is the proof, made at decision time, that the job or pod is
+	// the workload the evidence came from; the actuators check it again on
+	// what they read before they act, and refuse a step without one.
+	Target *target.Proof `json:"target,omitempty"`
 }
 
 // Actuator carries out steps. Act returns a short detail for the audit log.

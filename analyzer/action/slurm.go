@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/execrun"
 )
 
@@ -19,6 +21,8 @@ type Slurm struct {
 	Scancel string // default "scancel"
 	Squeue  string // default "squeue"
 	Sacct   string // default "sacct"
+	// Cluster is the local Slurm's name (--slurm.cluster), "" if not given.
+	Cluster string
 }
 
 // Name implements Actuator.
@@ -51,11 +55,21 @@ func (s *Slurm) Act(ctx context.Context, req *Request) (string, error) {
 	if !ValidJobID(id) {
 		return "", fmt.Errorf("slurm job %q: %w", id, ErrInvalid)
 	}
-	before, err := s.JobState(ctx, id)
+	c := s.client()
+	j, err := c.Job(ctx, id)
 	if err != nil {
 		return "", err
 	}
-	c := s.client()
+	before := ""
+	if j != nil {
+		before = j.State
+	}
+	if slurm.Active(before) {
+		// Right before scancel, the job is still the evidence's workload.
+		if err := s.proven(req, j); err != nil {
+			return "", err
+		}
+	}
 	switch req.Step {
 	case StepCheckpoint:
 		sig := orDefault(req.Signal, "USR1")
@@ -104,6 +118,20 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// proven checks, on the job as Slurm reports it now, the proof the step was
+// decided on: a step without one, or a job that is now another workload
+// under the id (other nodes, a later start, another cluster), is refused.
+func (s *Slurm) proven(req *Request, j *slurm.Job) error {
+	if req.Target == nil || !req.Target.OK() {
+		return fmt.Errorf("job %s: no proof that it is the workload the evidence came from: %w", j.ID, ErrRefused)
+	}
+	fa := &facts.Facts{Scheduler: schema.SchedulerSlurm, State: j.State, Identity: facts.SlurmIdentity(j)}
+	if p := target.Prove(&req.Finding, fa, s.Cluster); !p.OK() {
+		return fmt.Errorf("job %s as Slurm reports it before %s: %s: %w", j.ID, req.Step, p.Why, ErrRefused)
+	}
+	return nil
 }
 
 // Reconcile implements Reconciler: a cancel took effect when the job is no

@@ -9,8 +9,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 )
 
 // fakeSlurm answers squeue --json and scancel like a tiny slurmctld of
@@ -21,6 +23,10 @@ type fakeSlurm struct {
 	calls  []string
 	// stuck keeps a job RUNNING after scancel.
 	stuck bool
+	// nodes, cluster and start are every job's ("gpu[01-02]", "a", t0-1h
+	// when unset).
+	nodes, cluster string
+	start          time.Time
 }
 
 func (f *fakeSlurm) Run(_ context.Context, name string, args ...string) ([]byte, error) {
@@ -28,6 +34,11 @@ func (f *fakeSlurm) Run(_ context.Context, name string, args ...string) ([]byte,
 	id := args[len(args)-1]
 	switch name {
 	case "squeue":
+		nodes, cluster, start := orDefault(f.nodes, "gpu[01-02]"), orDefault(f.cluster, "a"), f.start
+		if start.IsZero() {
+			start = actT0.Add(-time.Hour)
+		}
+		where := fmt.Sprintf(`"nodes": %q, "cluster": %q, "start_time": %d`, nodes, cluster, start.Unix())
 		var jobs []string
 		for i, jid := range sortedKeys(f.states) {
 			st := f.states[jid]
@@ -36,9 +47,9 @@ func (f *fakeSlurm) Run(_ context.Context, name string, args ...string) ([]byte,
 			}
 			arr, task, ok := strings.Cut(jid, "_")
 			if ok {
-				jobs = append(jobs, fmt.Sprintf(`{"job_id": %d, "array_job_id": %s, "array_task_id": %s, "name": "train", "job_state": %q}`, 1000+i, arr, task, st))
+				jobs = append(jobs, fmt.Sprintf(`{"job_id": %d, "array_job_id": %s, "array_task_id": %s, "name": "train", "job_state": %q, %s}`, 1000+i, arr, task, st, where))
 			} else {
-				jobs = append(jobs, fmt.Sprintf(`{"job_id": %s, "array_job_id": 0, "array_task_id": null, "name": "train JobState=COMPLETED", "job_state": %q}`, jid, st))
+				jobs = append(jobs, fmt.Sprintf(`{"job_id": %s, "array_job_id": 0, "array_task_id": null, "name": "train JobState=COMPLETED", "job_state": %q, %s}`, jid, st, where))
 			}
 		}
 		return []byte(`{"errors": [], "jobs": [` + strings.Join(jobs, ",") + `]}`), nil
@@ -63,6 +74,16 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// actT0 is when the evidence of the actuator tests' findings begins.
+var actT0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+// provenRequest is a step on job as the escalator makes it: the finding
+// on gpu02 since actT0, with the proof made at decision time.
+func provenRequest(step, job string) *Request {
+	return &Request{Step: step, Signal: "USR1", Finding: finding.Finding{Job: job, Pattern: schema.CPUOnly, Hostname: "gpu02",
+		Scheduler: schema.SchedulerSlurm, Start: actT0}, Target: &target.Proof{Verdict: target.Proven}}
 }
 
 func TestSlurm(t *testing.T) {
@@ -93,8 +114,7 @@ func TestSlurm(t *testing.T) {
 				fs.states["42"], fs.states["42_3"] = tc.state, tc.state
 			}
 			s := &Slurm{Runner: fs}
-			req := &Request{Step: tc.step, Signal: "USR1", Finding: finding.Finding{Job: tc.job, Pattern: schema.CPUOnly}}
-			_, err := s.Act(context.Background(), req)
+			_, err := s.Act(context.Background(), provenRequest(tc.step, tc.job))
 			switch {
 			case tc.wantErr == nil && err != nil:
 				t.Fatalf("err = %v", err)
@@ -139,6 +159,60 @@ func TestSlurmReconcile(t *testing.T) {
 		got, _, err := s.Reconcile(context.Background(), &Request{Step: tc.step, Finding: finding.Finding{Job: "9"}})
 		if err != nil || got != tc.want {
 			t.Errorf("%s/%s: got %v, %v; want %v", tc.step, tc.state, got, err, tc.want)
+		}
+	}
+}
+
+// TestSlurmChecksTheTargetBeforeScancel: right before scancel (or its
+// signal) the actuator reads the job again and refuses, without any
+// scancel, a step whose job is now another workload under the same id,
+// or that comes without a proof.
+func TestSlurmChecksTheTargetBeforeScancel(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fs      fakeSlurm
+		cluster string
+		mutate  func(r *Request)
+		want    string // "" for a scancel sent
+	}{
+		{"same job", fakeSlurm{}, "", nil, ""},
+		{"same job, same cluster", fakeSlurm{cluster: "a"}, "a", func(r *Request) { r.Finding.Cluster = "a" }, ""},
+		{"requeued onto other nodes", fakeSlurm{nodes: "gpu[03-04]"}, "", nil, `host "gpu02"`},
+		{"id reused by a later job", fakeSlurm{start: actT0.Add(time.Hour)}, "", nil, "started"},
+		{"another cluster's controller", fakeSlurm{cluster: "b"}, "a", nil, "--slurm.cluster"},
+		{"finding of another cluster", fakeSlurm{}, "a", func(r *Request) { r.Finding.Cluster = "b" }, `the series say "b"`},
+		{"hostile host list", fakeSlurm{nodes: "gpu[0-99999999]"}, "", nil, "unreadable"},
+		{"no proof", fakeSlurm{}, "", func(r *Request) { r.Target = nil }, "no proof"},
+		{"proof of a mismatch", fakeSlurm{}, "", func(r *Request) { r.Target = &target.Proof{Verdict: target.Mismatch} }, "no proof"},
+		{"unknown proof", fakeSlurm{}, "", func(r *Request) { r.Target = &target.Proof{Verdict: target.Unknown} }, "no proof"},
+		{"forged verdict word", fakeSlurm{}, "", func(r *Request) { r.Target = &target.Proof{Verdict: "Proven"} }, "no proof"},
+	} {
+		for _, step := range []string{StepReclaim, StepCheckpoint} {
+			t.Run(tc.name+"/"+step, func(t *testing.T) {
+				fs := tc.fs
+				fs.states = map[string]string{"42": "RUNNING"}
+				req := provenRequest(step, "42")
+				if tc.mutate != nil {
+					tc.mutate(req)
+				}
+				_, err := (&Slurm{Runner: &fs, Cluster: tc.cluster}).Act(context.Background(), req)
+				sent := false
+				for _, c := range fs.calls {
+					sent = sent || strings.HasPrefix(c, "scancel")
+				}
+				if tc.want == "" {
+					if err != nil || !sent {
+						t.Fatalf("err %v, scancel sent %v", err, sent)
+					}
+					return
+				}
+				if sent || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("scancel sent %v, err %v; want refused saying %q", sent, err, tc.want)
+				}
+				if fs.states["42"] != "RUNNING" {
+					t.Fatalf("job is %s", fs.states["42"])
+				}
+			})
 		}
 	}
 }

@@ -130,10 +130,23 @@ func engineRig(t *testing.T, origin time.Time, gapFrom, gapTo time.Duration) (*r
 }
 
 // engineRigFor replays scenario into an embedded TSDB (leaving out
-// [gapFrom, gapTo)) and wires an engine over it to an escalator.
-func engineRigFor(t *testing.T, scenario string, origin time.Time, gapFrom, gapTo time.Duration) (*rig, *Daemon) {
+// [gapFrom, gapTo), and passing each scrape through relabel, as a
+// Prometheus' relabelling or external labels would) and wires an engine
+// over it to an escalator.
+func engineRigFor(t *testing.T, scenario string, origin time.Time, gapFrom, gapTo time.Duration, relabel ...func([]*dto.MetricFamily)) (*rig, *Daemon) {
 	t.Helper()
-	return engineRigShaped(t, scenario, origin, gapFrom, gapTo, nil)
+	var shape func(simload.Sink) simload.Sink
+	if len(relabel) > 0 {
+		shape = func(next simload.Sink) simload.Sink {
+			return func(ts time.Time, f []*dto.MetricFamily) error {
+				for _, rl := range relabel {
+					rl(f)
+				}
+				return next(ts, f)
+			}
+		}
+	}
+	return engineRigShaped(t, scenario, origin, gapFrom, gapTo, shape)
 }
 
 // engineRigShaped is engineRigFor with the replayed series passed through
@@ -175,6 +188,6 @@ func engineRigShaped(t *testing.T, scenario string, origin time.Time, gapFrom, g
 		t.Fatal(err)
 	}
 	r := newRig(t, enginePolicy, st)
-	r.esc.Facts = &facts.Resolver{Sources: simload.FactSources(sc)}
+	r.esc.Facts = &facts.Resolver{Sources: simload.FactSources(sc, origin)}
 	return r, &Daemon{Source: EngineSource{Engine: eng}, Escalator: r.esc}
 }

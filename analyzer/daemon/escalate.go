@@ -26,6 +26,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 )
 
 // Results counted by the actions metric besides audit states.
@@ -53,6 +54,9 @@ type Escalator struct {
 	// reconciledAt is the cycle time of the last reconcile, so that a
 	// cycle reconciles once whoever calls it first.
 	reconciledAt time.Time
+	// SlurmCluster is the local Slurm's cluster name (--slurm.cluster),
+	// which a finding's cluster label must name; "" when not given.
+	SlurmCluster string
 }
 
 // FactResolver looks up the facts of a cycle's findings (facts.Resolver).
@@ -66,6 +70,9 @@ type CycleResult struct {
 	// MissingFacts counts findings whose tier or exemption could not be
 	// decided because a fact was missing (at most notified).
 	MissingFacts int
+	// Unproven counts findings whose target the scheduler's facts showed
+	// to be another workload: no step at all.
+	Unproven int
 	// Standby: another analyzer leads; this one did nothing.
 	Standby bool
 }
@@ -228,7 +235,10 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 		fa = &facts.Facts{Scheduler: facts.SchedulerOf(f)}
 		fa.MarkMissing("no facts were looked up")
 	}
-	ev := e.Policy.Evaluate(f, fa, now)
+	proof, ev := e.evaluate(f, fa, now)
+	if proof.Verdict == target.Mismatch {
+		return e.refuse(ctx, now, f, &proof, res)
+	}
 	f = owned(f, fa)
 	episode, err := e.Log.Observe(ctx, f.Key(), now)
 	if err != nil {
@@ -281,7 +291,7 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 					e.logger().Warn("escalation step given up", "key", f.Key(), "step", st.Action, "detail", st.Reason)
 				}
 			case escalation.Act:
-				state, err := e.act(ctx, now, base, f, &st, b, res)
+				state, err := e.act(ctx, now, base, f, &proof, &st, b, res)
 				if err != nil {
 					return err
 				}
@@ -299,6 +309,23 @@ func (e *Escalator) escalate(ctx context.Context, now time.Time, f *finding.Find
 			return nil
 		}
 	}
+}
+
+// evaluate proves f's target, then applies the policy. The id names a
+// candidate; the scheduler's facts must show it is the workload the
+// evidence came from before anything, a notification included, goes to
+// its owner: on a mismatch the policy is not asked.
+func (e *Escalator) evaluate(f *finding.Finding, fa *facts.Facts, now time.Time) (target.Proof, policy.Evaluation) {
+	proof := target.Prove(f, fa, e.SlurmCluster)
+	if proof.Verdict == target.Mismatch {
+		return proof, policy.Evaluation{}
+	}
+	ev := e.Policy.Evaluate(f, fa, now)
+	if proof.Verdict == target.Unknown && ev.Missing == "" {
+		// Nothing could be compared: at most notify, whatever the tiers need.
+		ev.Missing = proof.Why
+	}
+	return proof, ev
 }
 
 // owned is f with its user and team as its owner (Slurm, the API server)
@@ -346,7 +373,7 @@ func stepName(r audit.Record) string {
 // Leadership is checked right before the intent and again right before the
 // actuators run (the store checks the lease generation at both writes):
 // a leader paused past its lease stops here.
-func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f *finding.Finding, st *escalation.Step, b *escalation.Budget, res *CycleResult) (audit.State, error) {
+func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f *finding.Finding, proof *target.Proof, st *escalation.Step, b *escalation.Budget, res *CycleResult) (audit.State, error) {
 	key := audit.Key(f.Key(), base.Episode, st.Name)
 	var acts []action.Actuator
 	for _, n := range st.Actuators {
@@ -356,7 +383,7 @@ func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f
 	}
 	name := strings.Join(st.Actuators, ",")
 	req := action.Request{Step: string(st.Action), Finding: *f, Tier: base.Tier, Signal: st.Signal, DryRun: st.DryRun,
-		NextStep: string(st.NextStep), NextStepAt: st.NextStepAt}
+		NextStep: string(st.NextStep), NextStepAt: st.NextStepAt, Target: proof}
 	payload, err := json.Marshal(&req)
 	if err != nil {
 		return "", fmt.Errorf("encode request %s: %w", key, err)
@@ -392,12 +419,40 @@ func (e *Escalator) act(ctx context.Context, now time.Time, base audit.Record, f
 	return state, nil
 }
 
+// refuse settles a finding whose target is another workload: one note per
+// episode, which holds the proof, and one log line; no step runs, and no
+// message goes to the other workload's owner.
+func (e *Escalator) refuse(ctx context.Context, now time.Time, f *finding.Finding, p *target.Proof, res *CycleResult) error {
+	res.Unproven++
+	episode, err := e.Log.Observe(ctx, f.Key(), now)
+	if err != nil {
+		return err
+	}
+	payload, err := json.Marshal(struct {
+		Finding *finding.Finding `json:"finding"`
+		Target  *target.Proof    `json:"target"`
+	}{f, p})
+	if err != nil {
+		return fmt.Errorf("encode proof of %s: %w", f.Key(), err)
+	}
+	base := audit.Record{FindingKey: f.Key(), Episode: episode, Scheduler: f.Scheduler, Hostname: f.Hostname,
+		Job: f.Job, User: f.User, Team: f.Team, Pattern: string(f.Pattern), Payload: string(payload)}
+	written, err := e.note(ctx, now, base, escalation.NoteTarget, p.String())
+	if written {
+		e.logger().Warn("target not proven: no step taken", "key", f.Key(), "why", p.Why)
+	}
+	return err
+}
+
 // note writes a settled, skipped step so that the audit says why nothing
 // was done; its key makes it a one-off per episode. It reports whether the
 // note is new.
 func (e *Escalator) note(ctx context.Context, now time.Time, base audit.Record, step, why string) (bool, error) {
 	rec := base
-	rec.Key, rec.Step, rec.Actuator, rec.Detail, rec.Payload = audit.Key(base.FindingKey, base.Episode, step), step, "policy", why, "{}"
+	rec.Key, rec.Step, rec.Actuator, rec.Detail = audit.Key(base.FindingKey, base.Episode, step), step, "policy", why
+	if rec.Payload == "" {
+		rec.Payload = "{}"
+	}
 	if _, ok, err := e.Log.Intend(ctx, rec, now); err != nil || !ok {
 		return false, err
 	}

@@ -134,9 +134,12 @@ func newRig(t testing.TB, doc string, st *store.Store) *rig {
 // partition as idle() registered it, the finding's user and team; down
 // makes every fact missing, as a failing squeue does.
 type ownerFacts struct {
-	down  bool
-	gone  bool // the scheduler answers but no longer knows the job
-	calls int
+	down bool
+	gone bool // the scheduler answers but no longer knows the job
+	// elsewhere: the job under the id runs on another node (another
+	// cluster's job, or one after a controller rebuild).
+	elsewhere bool
+	calls     int
 }
 
 var partitionOf = map[string]string{}
@@ -156,6 +159,12 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 			for a, v := range map[schema.Attr]string{schema.AttrPartition: partitionOf[f.Job], schema.AttrUser: f.User, schema.AttrTeam: f.Team,
 				schema.AttrQoS: "normal", schema.AttrAccount: "a", schema.AttrJobName: "j", schema.AttrKind: "batch"} {
 				fa.Set(a, v)
+			}
+			// Slurm says the job runs on the finding's host and began
+			// with its evidence: the target is proven.
+			fa.Identity = facts.Identity{Nodes: []string{f.Hostname}, Since: f.Start}
+			if o.elsewhere {
+				fa.Identity.Nodes = []string{"n-other"}
 			}
 		}
 		out[i] = fa

@@ -105,6 +105,7 @@ type kubeReplica struct {
 
 type kubeFailoverRig struct {
 	ns, pod, node string
+	created       time.Time // the pod's creation: its telemetry begins then
 	pgURL, doc    string
 	hook          *hookServer
 	calls         *apiCalls
@@ -139,7 +140,7 @@ func (g *kubeFailoverRig) replica(t *testing.T, id string, act func(action.Actua
 	src := SourceFunc(func(_ context.Context, at time.Time) ([]finding.Finding, error) {
 		return []finding.Finding{{Pattern: schema.CPUOnly, Severity: schema.SeverityWarning, Scheduler: schema.SchedulerKubernetes,
 			Namespace: g.ns, Pod: g.pod, Job: g.ns + "/" + g.pod, Hostname: g.node,
-			Start: at.Add(-time.Hour), End: at, WastedGPUHours: 2}}, nil
+			Start: g.created, End: at, WastedGPUHours: 2}}, nil
 	})
 	// A crash gives nothing up: the successor waits the lease out.
 	kl, err := kube.NewLease(kube.LeaseOptions{Coordination: cs.CoordinationV1(), Namespace: g.ns, Identity: id,
@@ -168,7 +169,7 @@ func newKubeFailoverRig(t *testing.T, reclaimAfter string) *kubeFailoverRig {
 	g := &kubeFailoverRig{pgURL: testpg.URL(t), hook: newHookServer(t), calls: &apiCalls{n: map[string]int{}}}
 	g.ns = testkube.Namespace(t, admin, nil)
 	p := testkube.RunningPod(t, admin, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train-0", Namespace: g.ns}})
-	g.pod, g.node = p.Name, p.Spec.NodeName
+	g.pod, g.node, g.created = p.Name, p.Spec.NodeName, p.CreationTimestamp.UTC()
 	g.doc = fmt.Sprintf(kubeFailoverPolicy, g.ns, reclaimAfter)
 	return g
 }

@@ -92,7 +92,7 @@ func TestRefusedEvictionGivenUpOnRealControlPlane(t *testing.T) {
 	start := time.Now().UTC().Truncate(time.Minute)
 	job := ns + "/" + pod.Name
 	f := finding.Finding{Pattern: schema.CPUOnly, Severity: schema.SeverityWarning, Scheduler: schema.SchedulerKubernetes,
-		Namespace: ns, Pod: pod.Name, Job: job, Hostname: pod.Spec.NodeName, Start: start.Add(-time.Hour), WastedGPUHours: 1}
+		Namespace: ns, Pod: pod.Name, Job: job, Hostname: pod.Spec.NodeName, Start: pod.CreationTimestamp.UTC(), WastedGPUHours: 1}
 	// Two hours of five-minute cycles: 24 chances to evict.
 	for m := 0; m <= 120; m += 5 {
 		f.End = start.Add(time.Duration(m) * time.Minute)

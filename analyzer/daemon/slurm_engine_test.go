@@ -13,8 +13,10 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
@@ -31,22 +33,25 @@ func TestEngineOnRealSlurm(t *testing.T) {
 	}
 	t.Setenv("SLURM_CONF", conf)
 	dir := t.TempDir()
+	// The telemetry is the jobs' own: on their node, from after they
+	// started (the target proof holds the scheduler to both).
+	node := slurmNode(t, &slurm.Client{Runner: execrun.Exec{Timeout: 30 * time.Second}})
 	slurm := &action.Slurm{Runner: execrun.Exec{Timeout: 30 * time.Second}}
 	submit := func(name string) (string, string) { return testtool.SubmitSignalJob(t, dir, name) }
 	idle, marker := submit("sim-idle")
 	exempt, exemptMarker := submit("sim-exempt")
 	scenario := fmt.Sprintf(`
 name: reclaim-slurm
-origin: 2026-03-02T00:00:00Z
 fleet:
-  - hostname: node-a
+  - hostname: %[3]s
     model: H100-SXM5-80GB
     gpus: 2
 workloads:
-  - {id: %q, user: bob, account: dev-vision, node: node-a, gpus: [0], start: 0s, duration: 10h, behaviour: cpu_only}
-  - {id: %q, user: carol, account: dev-nlp, node: node-a, gpus: [1], start: 0s, duration: 10h, behaviour: cpu_only}
-`, idle, exempt)
-	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+  - {id: %[1]q, user: bob, account: dev-vision, node: %[3]s, gpus: [0], start: 0s, duration: 10h, behaviour: cpu_only}
+  - {id: %[2]q, user: carol, account: dev-nlp, node: %[3]s, gpus: [1], start: 0s, duration: 10h, behaviour: cpu_only}
+`, idle, exempt, node)
+	step := config.Default().Step.D()
+	origin := time.Now().UTC().Truncate(step).Add(step)
 	r, d := engineRigFor(t, scenario, origin, 0, 0)
 	r.esc.Actuators["slurm"] = slurm
 	// The real scheduler is the owner here: its partition (debug) and the

@@ -229,7 +229,7 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 		Source: daemon.EngineSource{Engine: eng, Metrics: d.seen},
 		Escalator: &daemon.Escalator{Policy: o.Policy, Log: d.log, Actuators: d.rec.actuators(), Logger: atLeast(o.Logger, slog.LevelWarn),
 			// The scenario owns the simulated jobs: it answers for their scheduler.
-			Facts: &facts.Resolver{Sources: simload.FactSources(d.sc)}},
+			Facts: &facts.Resolver{Sources: simload.FactSources(d.sc, o.Origin)}},
 		Logger: atLeast(o.Logger, slog.LevelWarn),
 		Now:    func() time.Time { return now },
 	}

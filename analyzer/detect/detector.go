@@ -301,7 +301,7 @@ func (d *Detector) gpu(a *Alloc, g features.GPU, act bool) {
 
 func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU, known func(string) bool) *Alloc {
 	g := gs[0]
-	a := &Alloc{Host: g.Host, Job: g.Job, Namespace: g.NS, Pod: g.Pod, Model: g.Model,
+	a := &Alloc{Host: g.Host, Job: g.Job, Cluster: g.Cluster, Namespace: g.NS, Pod: g.Pod, Model: g.Model,
 		GPUs: map[string]*GPUState{}, Open: map[schema.Pattern]*finding.Finding{}}
 	frac := 0.0
 	for _, x := range gs {

@@ -65,6 +65,8 @@ type Alloc struct {
 	// (Slurm's time limit); zero while unknown, when overlong falls back
 	// to the configured maximum of the job's kind.
 	TimeLimit time.Duration `json:",omitempty"`
+	// Cluster is the cluster label of the allocation's series.
+	Cluster string `json:",omitempty"`
 }
 
 // OrphanState tracks one orphaned process.

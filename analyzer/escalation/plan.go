@@ -55,6 +55,9 @@ const (
 	NoteExempt = "exempt"
 	NoteFacts  = "facts"
 	NoteGaveUp = "gave_up"
+	// NoteTarget: the scheduler's facts show another workload under the
+	// finding's id (analyzer/target); no step is taken.
+	NoteTarget = "target"
 )
 
 // Step is one planned step.

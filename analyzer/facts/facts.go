@@ -38,6 +38,33 @@ type Facts struct {
 	State     string
 	Start     time.Time
 	TimeLimit time.Duration
+	// Identity is which workload the job id names now, as its owner says.
+	Identity Identity
+}
+
+// Identity is what the owner says of the workload a job id names now:
+// where it runs, since when, in which cluster. The target proof
+// (analyzer/target) compares it with where and since when the evidence
+// was seen, because job ids collide across clusters and start again
+// after a controller is rebuilt, and pod names are reused.
+type Identity struct {
+	// Nodes are the nodes the workload runs on: the job's host list
+	// expanded, or the pod's node; none while it runs nowhere.
+	Nodes []string
+	// NodesErr says why the owner's node list could not be read.
+	NodesErr string
+	// Cluster is the cluster whose controller reported the job (Slurm).
+	Cluster string
+	// Since is when this workload began: the job's start, the pod's
+	// creation (a pod recreated under its name is another workload).
+	Since time.Time
+	// UID is the pod's UID (Kubernetes).
+	UID string
+}
+
+// Zero reports whether the owner said nothing of the workload's identity.
+func (id *Identity) Zero() bool {
+	return len(id.Nodes) == 0 && id.NodesErr == "" && id.Cluster == "" && id.Since.IsZero() && id.UID == ""
 }
 
 // Applies reports whether a is an attribute of allocations of f's scheduler.

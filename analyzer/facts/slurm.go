@@ -38,7 +38,8 @@ func (s *SlurmSource) Lookup(ctx context.Context, jobs []string) (map[string]*Fa
 			if id == "" || !want[id] {
 				continue
 			}
-			f := &Facts{Scheduler: schema.SchedulerSlurm, State: j.State, Start: j.Start, TimeLimit: j.TimeLimit}
+			f := &Facts{Scheduler: schema.SchedulerSlurm, State: j.State, Start: j.Start, TimeLimit: j.TimeLimit,
+				Identity: SlurmIdentity(&j)}
 			f.Set(schema.AttrPartition, j.Partition)
 			f.Set(schema.AttrQoS, j.QoS)
 			f.Set(schema.AttrAccount, j.Account)
@@ -48,4 +49,17 @@ func (s *SlurmSource) Lookup(ctx context.Context, jobs []string) (map[string]*Fa
 		}
 	}
 	return res, nil
+}
+
+// SlurmIdentity is the identity of the workload Slurm's job j is: its
+// nodes (the host list expanded, bounded), cluster and start.
+func SlurmIdentity(j *slurm.Job) Identity {
+	id := Identity{Cluster: j.Cluster, Since: j.Start}
+	nodes, err := slurm.ExpandHostlist(j.Nodes)
+	if err != nil {
+		id.NodesErr = err.Error()
+	} else {
+		id.Nodes = nodes
+	}
+	return id
 }

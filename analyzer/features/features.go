@@ -66,6 +66,8 @@ type GPU struct {
 	MemCopyAvg float64 // % of time device memory was read or written
 	// Health is the step's throttling and faults (health.go).
 	Health Health
+	// Cluster is the series' cluster label, "" where it has none.
+	Cluster string
 }
 
 // Info is gpuwatch_allocation_info for one holder of one device.
@@ -409,7 +411,7 @@ func identifyRaw(m model.Metric) (GPU, bool) {
 		dev = uuid + "/" + gi
 	}
 	g := GPU{Host: Host(m), Device: dev, UUID: uuid, Model: lv(m, schema.LabelModelName),
-		HPCJob: lv(m, schema.LabelHPCJob)}
+		HPCJob: lv(m, schema.LabelHPCJob), Cluster: Cluster(m)}
 	g.Pod, g.NS = Holder(m)
 	g.setJob()
 	return g, true

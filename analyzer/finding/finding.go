@@ -42,6 +42,9 @@ type Finding struct {
 	// each ran, which the kill checks again on the host.
 	PIDs     []int          `json:"pids,omitempty"`
 	Commands map[int]string `json:"commands,omitempty"`
+	// Cluster is the cluster label of the evidence's series, "" where they
+	// carry none: a job id is an id only within its cluster.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Key identifies a finding across cycles: the same allocation and pattern

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
@@ -80,6 +82,7 @@ func (k *Facts) Lookup(ctx context.Context, jobs []string) (map[string]*facts.Fa
 			if p.Status.StartTime != nil {
 				f.Start = p.Status.StartTime.UTC()
 			}
+			f.Identity = Identity(p)
 			res[id] = f
 		}
 		if cont = l.Continue; cont == "" {
@@ -87,4 +90,17 @@ func (k *Facts) Lookup(ctx context.Context, jobs []string) (map[string]*facts.Fa
 		}
 	}
 	return res, nil
+}
+
+// Identity is the identity of the workload pod p is: its node, its
+// creation (a pod recreated under the same name is created anew) and UID.
+func Identity(p *corev1.Pod) facts.Identity {
+	id := facts.Identity{Since: p.CreationTimestamp.UTC(), UID: string(p.UID)}
+	if p.CreationTimestamp.IsZero() {
+		id.Since = time.Time{}
+	}
+	if p.Spec.NodeName != "" {
+		id.Nodes = []string{p.Spec.NodeName}
+	}
+	return id
 }

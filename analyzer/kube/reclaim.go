@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -78,6 +80,9 @@ func (k *Reclaim) Act(ctx context.Context, req *action.Request) (string, error) 
 	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return "", fmt.Errorf("pod %s/%s is finishing: %w", ns, name, action.ErrGone)
 	}
+	if err := proven(req, pod); err != nil {
+		return "", err
+	}
 	switch k.Mode {
 	case "scale_owner":
 		detail, err := k.scaleOwner(ctx, pod)
@@ -93,8 +98,33 @@ func (k *Reclaim) Act(ctx context.Context, req *action.Request) (string, error) 
 	}
 }
 
+// proven checks, on the pod as the API server reports it now, the proof
+// the step was decided on: same node, created before the evidence, and
+// the UID the proof recorded. A step without a proof is refused.
+func proven(req *action.Request, pod *corev1.Pod) error {
+	id := pod.Namespace + "/" + pod.Name
+	if req.Target == nil || !req.Target.OK() || req.Target.UID == "" {
+		return fmt.Errorf("pod %s: no proof that it is the workload the evidence came from: %w", id, action.ErrRefused)
+	}
+	if string(pod.UID) != req.Target.UID {
+		return fmt.Errorf("pod %s is uid %s, the evidence's was %s (recreated under its name): %w", id, pod.UID, req.Target.UID, action.ErrRefused)
+	}
+	fa := &facts.Facts{Scheduler: schema.SchedulerKubernetes, State: string(pod.Status.Phase), Identity: Identity(pod)}
+	if p := target.Prove(&req.Finding, fa, ""); !p.OK() {
+		return fmt.Errorf("pod %s as the API server reports it: %s: %w", id, p.Why, action.ErrRefused)
+	}
+	return nil
+}
+
+// uidIs makes a delete or eviction conditional on the pod's UID: a pod
+// recreated under the name between the read and the write is not touched.
+func uidIs(pod *corev1.Pod) *metav1.DeleteOptions {
+	uid := pod.UID
+	return &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+}
+
 func (k *Reclaim) evict(ctx context.Context, req *action.Request, pod *corev1.Pod) (string, error) {
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}, DeleteOptions: uidIs(pod)}
 	err := k.Core.Pods(pod.Namespace).EvictV1(ctx, ev)
 	switch {
 	case err == nil:
@@ -106,14 +136,19 @@ func (k *Reclaim) evict(ctx context.Context, req *action.Request, pod *corev1.Po
 		return "", fmt.Errorf("evict pod %s/%s: disruption budget refused (attempt %d): %w", pod.Namespace, pod.Name, req.Attempt, action.ErrRetryLater)
 	case apierrors.IsNotFound(err):
 		return "", fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, action.ErrGone)
+	case apierrors.IsConflict(err):
+		return "", fmt.Errorf("evict pod %s/%s: no longer uid %s: %w", pod.Namespace, pod.Name, pod.UID, action.ErrRefused)
 	}
 	return "", fmt.Errorf("evict pod %s/%s: %w", pod.Namespace, pod.Name, err)
 }
 
 func (k *Reclaim) delete(ctx context.Context, pod *corev1.Pod, what string) (string, error) {
-	err := k.Core.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+	err := k.Core.Pods(pod.Namespace).Delete(ctx, pod.Name, *uidIs(pod))
 	if apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, action.ErrGone)
+	}
+	if apierrors.IsConflict(err) {
+		return "", fmt.Errorf("delete pod %s/%s: no longer uid %s: %w", pod.Namespace, pod.Name, pod.UID, action.ErrRefused)
 	}
 	if err != nil {
 		return "", fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)

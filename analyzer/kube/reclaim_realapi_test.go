@@ -20,6 +20,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -30,9 +31,26 @@ import (
 // PodDisruptionBudget whose status the disruption controller keeps, the
 // scale subresource, and the controllers that recreate what was evicted.
 
-func reclaimReq(ns, pod string, attempt int) *action.Request {
-	return &action.Request{Step: action.StepReclaim, Attempt: attempt,
+// reclaimReq is the reclaim the escalator makes of a finding on the pod's
+// node since its creation, with the proof it makes from the API server's
+// facts; a pod the API server no longer has gets none.
+func reclaimReq(t *testing.T, cs kubernetes.Interface, ns, pod string, attempt int) *action.Request {
+	t.Helper()
+	req := &action.Request{Step: action.StepReclaim, Attempt: attempt,
 		Finding: finding.Finding{Pattern: schema.CPUOnly, Scheduler: schema.SchedulerKubernetes, Namespace: ns, Pod: pod, Job: ns + "/" + pod}}
+	got, err := (&kube.Facts{Core: cs.CoreV1()}).Lookup(context.Background(), []string{ns + "/" + pod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fa := got[ns+"/"+pod]; fa != nil {
+		if len(fa.Identity.Nodes) > 0 {
+			req.Finding.Hostname = fa.Identity.Nodes[0]
+		}
+		req.Finding.Start = fa.Identity.Since
+		p := target.Prove(&req.Finding, fa, "")
+		req.Target = &p
+	}
+	return req
 }
 
 // pdb creates a PodDisruptionBudget with minAvailable over pods labelled
@@ -83,11 +101,11 @@ func TestRealEvictionUnderDisruptionBudget(t *testing.T) {
 
 	k := &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"}
 	for attempt := 1; attempt <= 3; attempt++ {
-		detail, err := k.Act(ctx, reclaimReq(ns, "train-0", attempt))
+		detail, err := k.Act(ctx, reclaimReq(t, cs, ns, "train-0", attempt))
 		if !errors.Is(err, action.ErrRetryLater) || !strings.Contains(err.Error(), "disruption budget refused") {
 			t.Fatalf("attempt %d: %q, %v; want a refusal to retry later", attempt, detail, err)
 		}
-		if out, _, err := k.Reconcile(ctx, reclaimReq(ns, "train-0", attempt)); err != nil || out != action.NotApplied {
+		if out, _, err := k.Reconcile(ctx, reclaimReq(t, cs, ns, "train-0", attempt)); err != nil || out != action.NotApplied {
 			t.Fatalf("attempt %d: reconcile says %v (%v), want not applied", attempt, out, err)
 		}
 	}
@@ -98,18 +116,18 @@ func TestRealEvictionUnderDisruptionBudget(t *testing.T) {
 
 	// Deleting after 2 refusals: attempt 3 deletes, past the budget.
 	k.DeleteAfterRefusals = 2
-	if _, err := k.Act(ctx, reclaimReq(ns, "train-0", 2)); !errors.Is(err, action.ErrRetryLater) {
+	if _, err := k.Act(ctx, reclaimReq(t, cs, ns, "train-0", 2)); !errors.Is(err, action.ErrRetryLater) {
 		t.Fatalf("attempt 2 of 2: %v, want still refused", err)
 	}
-	detail, err := k.Act(ctx, reclaimReq(ns, "train-0", 3))
+	detail, err := k.Act(ctx, reclaimReq(t, cs, ns, "train-0", 3))
 	if err != nil || !strings.Contains(detail, "deleted after 2 refused evictions") {
 		t.Fatalf("attempt 3: %q, %v; want deleted after 2 refusals", detail, err)
 	}
 	gone(t, cs, ns, "train-0")
-	if out, _, err := k.Reconcile(ctx, reclaimReq(ns, "train-0", 3)); err != nil || out != action.Applied {
+	if out, _, err := k.Reconcile(ctx, reclaimReq(t, cs, ns, "train-0", 3)); err != nil || out != action.Applied {
 		t.Fatalf("reconcile after delete: %v %v", out, err)
 	}
-	if _, err := k.Act(ctx, reclaimReq(ns, "train-0", 4)); !errors.Is(err, action.ErrGone) {
+	if _, err := k.Act(ctx, reclaimReq(t, cs, ns, "train-0", 4)); !errors.Is(err, action.ErrGone) {
 		t.Fatalf("act on a deleted pod: %v, want ErrGone", err)
 	}
 
@@ -119,20 +137,21 @@ func TestRealEvictionUnderDisruptionBudget(t *testing.T) {
 		testkube.RunningPod(t, cs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns, Labels: map[string]string{"app": "web"}}})
 	}
 	pdb(t, cs, ns, "web", 1, 2, 1)
-	if detail, err := k.Act(ctx, reclaimReq(ns, "web-0", 1)); err != nil || detail != "evicted pod "+ns+"/web-0" {
+	if detail, err := k.Act(ctx, reclaimReq(t, cs, ns, "web-0", 1)); err != nil || detail != "evicted pod "+ns+"/web-0" {
 		t.Fatalf("evict within the budget: %q %v", detail, err)
 	}
 	gone(t, cs, ns, "web-0")
 
-	// A Pending pod (no node) is evicted though its budget allows nothing:
-	// the API server does not count a pod that is not running.
+	// A Pending pod (no node) runs nowhere: no GPU telemetry is its, so no
+	// proof holds, and it is not evicted (though its budget would allow it:
+	// the API server does not count a pod that is not running).
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: ns, Labels: map[string]string{"app": "queued"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "gpuwatch.invalid/train:1"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pdb(t, cs, ns, "queued", 1, 0, 0)
-	if detail, err := k.Act(ctx, reclaimReq(ns, "queued", 1)); err != nil || !strings.HasPrefix(detail, "evicted") {
-		t.Fatalf("evict a Pending pod under a zero budget: %q %v", detail, err)
+	if detail, err := k.Act(ctx, reclaimReq(t, cs, ns, "queued", 1)); !errors.Is(err, action.ErrRefused) {
+		t.Fatalf("evict a Pending pod: %q %v, want refused", detail, err)
 	}
 }
 
@@ -200,7 +219,7 @@ func TestRealScaleOwnerToZero(t *testing.T) {
 		{"bare", "evicted pod " + ns + "/bare"},
 		{sweep[0], "evicted pod " + ns + "/" + sweep[0]},
 	} {
-		detail, err := k.Act(ctx, reclaimReq(ns, c.pod, 1))
+		detail, err := k.Act(ctx, reclaimReq(t, cs, ns, c.pod, 1))
 		if err != nil || detail != c.want {
 			t.Errorf("%s: %q, %v; want %q", c.pod, detail, err, c.want)
 		}
@@ -214,7 +233,7 @@ func TestRealScaleOwnerToZero(t *testing.T) {
 	gone(t, cs, ns, "bare")
 	// The owners stay at zero: reconcile reads that back (the pods are gone too).
 	for _, p := range []string{serve[0], "db-1", "bare"} {
-		if out, why, err := k.Reconcile(ctx, reclaimReq(ns, p, 1)); err != nil || out != action.Applied {
+		if out, why, err := k.Reconcile(ctx, reclaimReq(t, cs, ns, p, 1)); err != nil || out != action.Applied {
 			t.Errorf("reconcile %s: %v %q %v, want applied", p, out, why, err)
 		}
 	}

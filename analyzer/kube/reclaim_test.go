@@ -5,23 +5,43 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 )
 
 func ptr[T any](v T) *T { return &v }
 
+// reclaimT0 is when the evidence of the reclaim tests' findings begins.
+var reclaimT0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+// objects are the API server's objects: every pod runs on gpu-node-0,
+// was created an hour before the evidence, and has the UID "uid-<name>".
 func objects() []runtime.Object {
+	objs := rawObjects()
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			p.UID, p.Spec.NodeName = types.UID("uid-"+p.Name), "gpu-node-0"
+			p.CreationTimestamp = metav1.NewTime(reclaimT0.Add(-time.Hour))
+		}
+	}
+	return objs
+}
+
+func rawObjects() []runtime.Object {
 	return []runtime.Object{
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train-0", Namespace: "ml"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "ml"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
@@ -36,8 +56,12 @@ func objects() []runtime.Object {
 	}
 }
 
+// podReq is a reclaim as the escalator makes it: the finding on
+// gpu-node-0 since reclaimT0, with the proof that recorded the pod's UID.
 func podReq(pod string, attempt int) *action.Request {
-	return &action.Request{Step: action.StepReclaim, Attempt: attempt, Finding: finding.Finding{Scheduler: "kubernetes", Namespace: "ml", Pod: pod, Job: "ml/" + pod}}
+	return &action.Request{Step: action.StepReclaim, Attempt: attempt, Finding: finding.Finding{Scheduler: "kubernetes", Namespace: "ml",
+		Pod: pod, Job: "ml/" + pod, Hostname: "gpu-node-0", Start: reclaimT0},
+		Target: &target.Proof{Verdict: target.Proven, UID: "uid-" + pod}}
 }
 
 func TestReclaimEvictsTheRightPod(t *testing.T) {
@@ -177,6 +201,89 @@ func TestReclaimScaleOwnerRereadsOnConflict(t *testing.T) {
 		}
 		if err != nil || *d.Spec.Replicas != 0 || !strings.Contains(detail, "from 2 to 0") {
 			t.Errorf("%d conflicts: %q %v, %d replicas; want scaled from 2 to 0", tc.conflicts, detail, err, *d.Spec.Replicas)
+		}
+	}
+}
+
+// TestReclaimChecksTheTarget: the pod read right before the eviction must
+// be the proof's (same UID, on the finding's node, created before the
+// evidence); otherwise nothing is evicted, deleted or scaled, and the
+// refusal says why. Every mode; hostile and missing proofs included.
+func TestReclaimChecksTheTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(r *action.Request)
+		want   string // "" when the reclaim goes ahead
+	}{
+		{"the proof's pod", nil, ""},
+		{"recreated under the name", func(r *action.Request) { r.Target.UID = "uid-of-the-pod-before" }, "recreated under its name"},
+		{"finding on another node", func(r *action.Request) { r.Finding.Hostname = "gpu-node-1" }, `host "gpu-node-1"`},
+		{"pod created after the evidence", func(r *action.Request) { r.Finding.Start = reclaimT0.Add(-2 * time.Hour) }, "created"},
+		{"no proof", func(r *action.Request) { r.Target = nil }, "no proof"},
+		{"proof without uid", func(r *action.Request) { r.Target.UID = "" }, "no proof"},
+		{"mismatch verdict", func(r *action.Request) { r.Target.Verdict = target.Mismatch }, "no proof"},
+		{"unknown verdict", func(r *action.Request) { r.Target.Verdict = target.Unknown }, "no proof"},
+		{"forged verdict word", func(r *action.Request) { r.Target.Verdict = "PROVEN" }, "no proof"},
+		{"uid with a suffix", func(r *action.Request) { r.Target.UID += " " }, "recreated"},
+		{"uid of another pod", func(r *action.Request) { r.Target.UID = "uid-other" }, "recreated"},
+		{"evidence without start", func(r *action.Request) { r.Finding.Start = time.Time{} }, "no start"},
+		{"evidence without host", func(r *action.Request) { r.Finding.Hostname = "" }, "names no host"},
+	} {
+		for _, mode := range []string{"evict", "delete", "scale_owner"} {
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				c := fake.NewClientset(objects()...)
+				kubetest.ScaleSubresource(c)
+				k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: mode}
+				req := podReq("nb-abc-xyz", 1)
+				if tc.mutate != nil {
+					tc.mutate(req)
+				}
+				_, err := k.Act(context.Background(), req)
+				var writes []string
+				for _, a := range c.Actions() {
+					if v := a.GetVerb(); v != "get" && v != "list" && v != "watch" {
+						writes = append(writes, v+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+					}
+				}
+				if tc.want == "" {
+					if err != nil || len(writes) == 0 {
+						t.Fatalf("err %v, writes %v", err, writes)
+					}
+					return
+				}
+				if !errors.Is(err, action.ErrRefused) || !strings.Contains(err.Error(), tc.want) || len(writes) != 0 {
+					t.Fatalf("err %v, writes %v; want refused saying %q and no write", err, writes, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// TestReclaimIsConditionalOnTheUID: the eviction and the delete carry the
+// proof's UID as a precondition, so a pod recreated between the read and
+// the write is never the one removed.
+func TestReclaimIsConditionalOnTheUID(t *testing.T) {
+	for _, mode := range []string{"evict", "delete"} {
+		c := fake.NewClientset(objects()...)
+		k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: mode}
+		if _, err := k.Act(context.Background(), podReq("train-0", 1)); err != nil {
+			t.Fatal(err)
+		}
+		var uid string
+		for _, a := range c.Actions() {
+			switch a := a.(type) {
+			case k8stesting.CreateAction:
+				if ev, ok := a.GetObject().(*policyv1.Eviction); ok && ev.DeleteOptions != nil && ev.DeleteOptions.Preconditions != nil {
+					uid = string(*ev.DeleteOptions.Preconditions.UID)
+				}
+			case k8stesting.DeleteAction:
+				if o := a.GetDeleteOptions(); o.Preconditions != nil && o.Preconditions.UID != nil {
+					uid = string(*o.Preconditions.UID)
+				}
+			}
+		}
+		if uid != "uid-train-0" {
+			t.Errorf("%s: precondition uid %q, want uid-train-0", mode, uid)
 		}
 	}
 }

@@ -28,6 +28,7 @@ type squeueDoc struct {
 		StartTime    number          `json:"start_time"` // Unix seconds
 		EndTime      number          `json:"end_time"`
 		Nodes        string          `json:"nodes"`
+		Cluster      string          `json:"cluster"`
 		JobState     json.RawMessage `json:"job_state"`
 		AdminComment string          `json:"admin_comment"`
 	} `json:"jobs"`
@@ -45,6 +46,7 @@ type sacctDoc struct {
 		Partition string `json:"partition"`
 		QoS       string `json:"qos"`
 		Nodes     string `json:"nodes"`
+		Cluster   string `json:"cluster"`
 		Array     struct {
 			JobID  number `json:"job_id"`
 			TaskID number `json:"task_id"`
@@ -86,7 +88,7 @@ func decodeSqueue(out []byte) ([]Job, error) {
 	for _, d := range doc.Jobs {
 		j := Job{ID: d.JobID.String(), Name: d.Name, User: d.UserName, UserID: d.UserID.N, Account: d.Account,
 			Partition: d.Partition, QoS: d.QoS, State: state(d.JobState), CPUs: int(d.CPUs.N), Nodes: d.Nodes,
-			AdminComment: d.AdminComment}
+			Cluster: d.Cluster, AdminComment: d.AdminComment}
 		if d.ArrayJobID.Set && d.ArrayJobID.N > 0 && d.ArrayTaskID.Set {
 			j.Alias, j.ID = j.ID, strconv.FormatInt(d.ArrayJobID.N, 10)+"_"+strconv.FormatInt(d.ArrayTaskID.N, 10)
 		}
@@ -117,7 +119,7 @@ func decodeSacct(out []byte) ([]Job, error) {
 	for _, d := range doc.Jobs {
 		j := Job{ID: d.JobID.String(), Name: d.Name, User: d.User, Account: d.Account, Partition: d.Partition,
 			QoS: d.QoS, State: state(d.State.Current), CPUs: int(d.Required.CPUs.N), Nodes: d.Nodes,
-			AdminComment: d.Comment.Administrator}
+			Cluster: d.Cluster, AdminComment: d.Comment.Administrator}
 		if d.Array.JobID.Set && d.Array.JobID.N > 0 && d.Array.TaskID.Set {
 			j.Alias, j.ID = j.ID, strconv.FormatInt(d.Array.JobID.N, 10)+"_"+strconv.FormatInt(d.Array.TaskID.N, 10)
 		}

@@ -42,7 +42,12 @@ type Job struct {
 	TimeLimit time.Duration
 	Start     time.Time
 	End       time.Time
-	Nodes     string
+	// Nodes is the job's host list as Slurm compresses it ("gpu[01-04]");
+	// ExpandHostlist reads it.
+	Nodes string
+	// Cluster is the name of the cluster whose controller reported the
+	// job (ClusterName in slurm.conf).
+	Cluster string
 	// AdminComment can be written only by an administrator (and gpuwatch
 	// as one); it holds the end-of-job summary.
 	AdminComment string
@@ -78,6 +83,12 @@ var ErrInvalid = errors.New("invalid")
 
 // ValidJobID reports whether id is a Slurm job id (array tasks included).
 func ValidJobID(id string) bool { return jobID.MatchString(id) }
+
+// clusterName is a ClusterName as slurm.conf allows it.
+var clusterName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// ValidClusterName reports whether name is a Slurm cluster name.
+func ValidClusterName(name string) bool { return clusterName.MatchString(name) }
 
 func checkID(id string) error {
 	if !ValidJobID(id) {

@@ -39,11 +39,16 @@ func TestRecordedJSONIsTheScheduler(t *testing.T) {
 		j.TimeLimit != 90*time.Minute || j.AdminComment != "" || !j.End.IsZero() || j.Start.IsZero() {
 		t.Fatalf("job %+v: identity must come from the JSON fields, not the name", j)
 	}
+	// Where and in which cluster the job runs: what proves a finding's target.
+	if j.Nodes != "vm" || j.Cluster != "gpuwatch" {
+		t.Fatalf("job nodes %q cluster %q, want vm gpuwatch", j.Nodes, j.Cluster)
+	}
 	acct, err := c.Accounted(context.Background(), j.ID)
 	if err != nil || acct == nil {
 		t.Fatalf("Accounted: %v %v", acct, err)
 	}
-	if acct.Name != forged || acct.User != "root" || acct.State != "CANCELLED" || acct.CPUs != 2 || acct.End.IsZero() {
+	if acct.Name != forged || acct.User != "root" || acct.State != "CANCELLED" || acct.CPUs != 2 || acct.End.IsZero() ||
+		acct.Nodes != "vm" || acct.Cluster != "gpuwatch" {
 		t.Fatalf("accounting %+v", acct)
 	}
 	none := &Client{Runner: recorded{"sacct": "testdata/sacct-22.05-nothing.json"}}

@@ -24,6 +24,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 )
 
@@ -287,9 +288,28 @@ func analyzerCalls(t *testing.T, cs *kubernetes.Clientset, leaseNS, work, webPod
 	if err != nil || got[work+"/evict-me"] == nil {
 		t.Fatalf("facts: %v %v", got, err)
 	}
+	// Each reclaim carries the proof the escalator makes from these facts:
+	// the finding's telemetry is on the pod's node, since it was created.
+	ids := []string{}
+	for _, p := range []string{"evict-me", "refused", "delete-me", webPod, "db-0"} {
+		ids = append(ids, work+"/"+p)
+	}
+	pods, err := src.Lookup(ctx, ids)
+	if err != nil {
+		t.Fatalf("facts: %v", err)
+	}
 	req := func(pod string, attempt int) *action.Request {
-		return &action.Request{Step: action.StepReclaim, Attempt: attempt,
-			Finding: finding.Finding{Pattern: schema.CPUOnly, Namespace: work, Pod: pod, Job: work + "/" + pod}}
+		fa := pods[work+"/"+pod]
+		if fa == nil || len(fa.Identity.Nodes) == 0 {
+			t.Fatalf("facts of %s: %+v", pod, fa)
+		}
+		f := finding.Finding{Pattern: schema.CPUOnly, Namespace: work, Pod: pod, Job: work + "/" + pod, Scheduler: schema.SchedulerKubernetes,
+			Hostname: fa.Identity.Nodes[0], Start: fa.Identity.Since.Add(time.Minute)}
+		proof := target.Prove(&f, fa, "")
+		if !proof.OK() {
+			t.Fatalf("%s: %s", pod, proof.String())
+		}
+		return &action.Request{Step: action.StepReclaim, Attempt: attempt, Finding: f, Target: &proof}
 	}
 	k := func(mode string, deleteAfter int) *kube.Reclaim {
 		return &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: mode, DeleteAfterRefusals: deleteAfter}

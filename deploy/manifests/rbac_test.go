@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 )
 
 // actuatorCalls runs the Kubernetes fact source and the Kubernetes actuator (both in analyzer/kube) through every
@@ -30,12 +32,18 @@ import (
 // reconcile, and with cordon the out_of_service cordon, against client-go's fake clientset, and returns every API call
 // it made as "group resource[/subresource] verb". This is the permission set
 // the analyzer's ClusterRole must grant: no more, no less.
+// rbacT0 is when the evidence of the reclaimed pods' findings begins.
+var rbacT0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
 func actuatorCalls(t *testing.T, cordon bool) []string {
 	t.Helper()
 	yes := true
 	two := int32(2)
 	pod := func(name string, owner *metav1.OwnerReference) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		// On the findings' node since before their evidence, with a UID.
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", UID: types.UID("uid-" + name),
+			CreationTimestamp: metav1.NewTime(rbacT0.Add(-time.Hour))},
+			Spec: corev1.PodSpec{NodeName: "gpu-7"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 		if owner != nil {
 			p.OwnerReferences = []metav1.OwnerReference{*owner}
 		}
@@ -85,7 +93,9 @@ func actuatorCalls(t *testing.T, cordon bool) []string {
 			attempt = 1
 		}
 		req := &action.Request{Step: action.StepReclaim, Attempt: attempt,
-			Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: "ml", Pod: c.pod, Job: "ml/" + c.pod}}
+			Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: "ml", Pod: c.pod, Job: "ml/" + c.pod,
+				Scheduler: schema.SchedulerKubernetes, Hostname: "gpu-7", Start: rbacT0},
+			Target: &target.Proof{Verdict: target.Proven, UID: "uid-" + c.pod}}
 		ctx := context.Background()
 		if _, _, err := k.Reconcile(ctx, req); err != nil {
 			t.Fatalf("%s %s: reconcile: %v", c.mode, c.pod, err)

@@ -102,10 +102,14 @@ exemptions: [{user: carol}]
 	owners := &facts.Table{Name: schema.SchedulerSlurm, Jobs: map[string]*facts.Facts{
 		"501": facts.SlurmJob("debug", "", "", "bob", "a"), "502": facts.SlurmJob("debug", "", "", "dave", "b"),
 		"503": facts.SlurmJob("debug", "", "", "erin", "c"), "504": facts.SlurmJob("debug", "", "", "carol", "d")}}
+	now := time.Now().UTC()
+	for _, fa := range owners.Jobs {
+		// On the findings' node since before their evidence: the targets are proven.
+		fa.Identity = facts.Identity{Nodes: []string{"node1"}, Since: now.Add(-3 * time.Hour)}
+	}
 	e := &daemon.Escalator{Policy: pol, Log: lg, Actuators: map[string]action.Actuator{
 		"alertmanager": &action.Alertmanager{URL: pol.Channels.AlertmanagerURL, Duration: pol.Channels.AlertDuration}},
 		Facts: &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerSlurm: owners}}}
-	now := time.Now().UTC()
 	mk := func(job, user, team string, p schema.Pattern) finding.Finding {
 		f := idleFinding(job, now)
 		f.User, f.Team, f.Pattern = user, team, p

@@ -84,7 +84,7 @@ tiers:
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	fs, _ := json.Marshal([]finding.Finding{idleFinding(job, t0)})
+	fs, _ := json.Marshal([]finding.Finding{jobFinding(t, job, t0)})
 	findings := filepath.Join(dir, "findings.json")
 	if err := os.WriteFile(findings, fs, 0o644); err != nil {
 		t.Fatal(err)
@@ -210,8 +210,13 @@ tiers:
 // The daemon runs cycles on its schedule and serves its metrics, which pass
 // promtool's lint; SIGTERM stops it cleanly.
 func TestAnalyzerDaemonMetrics(t *testing.T) {
+	slurm(t)
 	bin := gpuwatchBinary(t)
 	dir := t.TempDir()
+	// A real job: its target is proven, so it is warned (and, in dry run,
+	// would be cancelled).
+	job, _ := submit(t, dir, "metrics")
+	f := jobFinding(t, job, time.Now())
 	h := newHook(t)
 	policyFile := filepath.Join(dir, "policy.yaml")
 	doc := fmt.Sprintf(`
@@ -228,7 +233,7 @@ tiers:
 	if err := os.WriteFile(policyFile, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fs, _ := json.Marshal([]finding.Finding{idleFinding("900", time.Now())})
+	fs, _ := json.Marshal([]finding.Finding{f})
 	findings := filepath.Join(dir, "findings.json")
 	if err := os.WriteFile(findings, fs, 0o644); err != nil {
 		t.Fatal(err)
@@ -244,7 +249,7 @@ tiers:
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	var body string
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(body, `gpuwatch_analyzer_actions_total{action="warn",hostname="node1",result="done"} 1`) {
+	for !strings.Contains(body, `gpuwatch_analyzer_actions_total{action="warn",hostname="`+f.Hostname+`",result="done"} 1`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("metrics never showed the warning:\n%s\nanalyzer output:\n%s", body, out.String())
 		}
@@ -256,7 +261,7 @@ tiers:
 		body = string(b)
 	}
 	// Dry-run (the default): the reclaim is counted as what would have been done.
-	if !strings.Contains(body, `gpuwatch_analyzer_actions_total{action="reclaim",hostname="node1",result="dry_run"}`) {
+	if !strings.Contains(body, `gpuwatch_analyzer_actions_total{action="reclaim",hostname="`+f.Hostname+`",result="dry_run"}`) {
 		t.Errorf("no dry-run reclaim counted:\n%s", body)
 	}
 	if promtool := lookPath("promtool"); promtool != "" {
@@ -279,11 +284,11 @@ tiers:
 		t.Error("promtool not installed; .ci/run builds it (test/prometheus/build.sh)")
 	}
 	// The web page shows the finding and the audit log.
-	if page, err := httpGet("http://" + addr + "/findings.json"); err != nil || !strings.Contains(string(page), `"900"`) {
+	if page, err := httpGet("http://" + addr + "/findings.json"); err != nil || !strings.Contains(string(page), `"`+job+`"`) {
 		t.Errorf("findings: %v\n%.2000s", err, page)
 	}
 	page, err := httpGet("http://" + addr + "/audit")
-	if err != nil || !strings.Contains(string(page), "900") || !strings.Contains(string(page), "dry_run") {
+	if err != nil || !strings.Contains(string(page), job) || !strings.Contains(string(page), "dry_run") {
 		t.Errorf("audit page: %v\n%.2000s", err, page)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -54,9 +55,21 @@ func (nopWarn) Act(context.Context, *action.Request) (string, error) {
 
 func bp(b bool) *bool { return &b }
 
+// onFindingsNode puts pods where podFinding's telemetry is, since long
+// before its evidence, each with its UID: the targets are proven.
+func onFindingsNode(objs []runtime.Object) []runtime.Object {
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			p.Spec.NodeName, p.UID = "gpu-node-3", types.UID("uid-"+p.Namespace+"-"+p.Name)
+			p.CreationTimestamp = metav1.NewTime(time.Now().Add(-24 * time.Hour))
+		}
+	}
+	return objs
+}
+
 func kubeObjects() []runtime.Object {
 	running := corev1.PodStatus{Phase: corev1.PodRunning}
-	return []runtime.Object{
+	return onFindingsNode([]runtime.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nb-ann"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nb-ben"}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-ann", Namespace: "nb-ann"}, Status: running},
@@ -66,7 +79,7 @@ func kubeObjects() []runtime.Object {
 		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "lab-7d9", Namespace: "nb-ann", OwnerReferences: []metav1.OwnerReference{
 			{Kind: "Deployment", Name: "lab", Controller: bp(true)}}}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: "nb-ann"}, Spec: appsv1.DeploymentSpec{Replicas: func() *int32 { n := int32(1); return &n }()}},
-	}
+	})
 }
 
 func podFinding(ns, pod string, now time.Time) finding.Finding {
@@ -174,14 +187,14 @@ func TestKubernetesFactsChooseTierAndTeam(t *testing.T) {
 	pod := func(ns, name string, labels, ann map[string]string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: ann}, Status: running}
 	}
-	c := fake.NewClientset(
+	c := fake.NewClientset(onFindingsNode([]runtime.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "serving", Labels: map[string]string{"env": "prod"}}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lab", Labels: map[string]string{"env": "dev"}}},
 		pod("serving", "triton-0", map[string]string{"team": "search"}, nil),
 		pod("lab", "nb-ann", map[string]string{"app": "jupyter", "team": "research"}, nil),
 		pod("lab", "nb-ben", map[string]string{"app": "jupyter", "team": "research"}, map[string]string{"gpuwatch.io/exempt": "true"}),
 		pod("lab", "batch-1", map[string]string{"team": "vision"}, map[string]string{"priority": "low"}),
-	)
+	})...)
 	pol, err := policy.Parse([]byte(`
 dry_run: false
 min_warning: 5m

@@ -24,6 +24,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	slurmjobs "github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
 
@@ -92,6 +93,41 @@ func idleFinding(job string, now time.Time) finding.Finding {
 		WastedGPUHours: 2, Evidence: map[string]float64{"gpu_util_pct": 0, "fb_used_mib": 0, "gpu_processes": 0}}
 }
 
+// jobFinding is idleFinding for a job submitted to the real Slurm: its
+// telemetry is the job's own, on its node since it started, as the target
+// proof requires. Where and when a job ran is read once, while it runs.
+func jobFinding(t *testing.T, job string, now time.Time) finding.Finding {
+	t.Helper()
+	jobSeen.Lock()
+	defer jobSeen.Unlock()
+	at, ok := jobSeen.m[job]
+	if !ok {
+		j, err := (&slurmjobs.Client{Runner: execrun.Exec{Timeout: 30 * time.Second}}).Job(context.Background(), job)
+		if err != nil || j == nil {
+			t.Fatalf("job %s: %+v %v", job, j, err)
+		}
+		nodes, err := slurmjobs.ExpandHostlist(j.Nodes)
+		if err != nil || len(nodes) == 0 || j.Start.IsZero() {
+			t.Fatalf("job %s: nodes %q (%v), start %s", job, j.Nodes, err, j.Start)
+		}
+		at = jobWhere{nodes[0], j.Start}
+		jobSeen.m[job] = at
+	}
+	f := idleFinding(job, now)
+	f.Hostname, f.Start = at.node, at.start
+	return f
+}
+
+type jobWhere struct {
+	node  string
+	start time.Time
+}
+
+var jobSeen = struct {
+	sync.Mutex
+	m map[string]jobWhere
+}{m: map[string]jobWhere{}}
+
 func escalator(t *testing.T, dbPath, doc string, runner execrun.Runner) (*daemon.Escalator, *audit.Log, *store.Store) {
 	t.Helper()
 	pol, err := policy.Parse([]byte(doc))
@@ -137,7 +173,7 @@ func TestSlurmEscalation(t *testing.T) {
 	defer st.Close()
 	t0 := time.Now().UTC().Truncate(time.Second)
 	fs := func(now time.Time) []finding.Finding {
-		return []finding.Finding{idleFinding(idle, now), idleFinding(exempt, now)}
+		return []finding.Finding{jobFinding(t, idle, now), jobFinding(t, exempt, now)}
 	}
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 
@@ -193,7 +229,7 @@ func TestSlurmTierWithoutReclaim(t *testing.T) {
 	t0 := time.Now().UTC().Truncate(time.Second)
 	for _, m := range []int{0, 20, 40, 90} {
 		now := t0.Add(time.Duration(m) * time.Minute)
-		cycle(t, e, now, idleFinding(prod, now))
+		cycle(t, e, now, jobFinding(t, prod, now))
 	}
 	if st := jobState(t, prod); st != "RUNNING" {
 		t.Fatalf("job in a tier without reclaim is %s", st)
@@ -235,7 +271,7 @@ func TestSlurmDryRun(t *testing.T) {
 	t0 := time.Now().UTC().Truncate(time.Second)
 	for _, m := range []int{0, 20, 40, 60} {
 		now := t0.Add(time.Duration(m) * time.Minute)
-		cycle(t, e, now, idleFinding(job, now))
+		cycle(t, e, now, jobFinding(t, job, now))
 	}
 	if st := jobState(t, job); st != "RUNNING" {
 		t.Fatalf("dry-run job is %s", st)
@@ -280,7 +316,7 @@ func TestHelperAnalyzer(t *testing.T) {
 	doc, _ := os.ReadFile(filepath.Join(dir, "policy.yaml"))
 	e, lg, _ := escalator(t, filepath.Join(dir, "state.db"), string(doc), r)
 	now, _ := time.Parse(time.RFC3339, os.Getenv("GPUWATCH_RECLAIM_NOW"))
-	f := idleFinding(os.Getenv("GPUWATCH_RECLAIM_JOB"), now)
+	f := jobFinding(t, os.Getenv("GPUWATCH_RECLAIM_JOB"), now)
 	f.End = now
 	res, err := e.Cycle(context.Background(), now, []finding.Finding{f})
 	t.Logf("cycle: %+v %v", res, err)
@@ -326,7 +362,7 @@ func TestSlurmCrashBetweenIntentAndResult(t *testing.T) {
 			at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 			e, lg0, st := escalator(t, db, doc, countingRunner{log: cancels})
 			for _, m := range []int{0, 20} {
-				cycle(t, e, at(m), idleFinding(job, at(m)))
+				cycle(t, e, at(m), jobFinding(t, job, at(m)))
 			}
 			// The kill is to land in the reclaim: every step before it must be done.
 			if !checkpointed(t, lg0, job) {
@@ -361,7 +397,7 @@ func TestSlurmCrashBetweenIntentAndResult(t *testing.T) {
 				t.Fatalf("after the kill, pending = %+v (child output: %s)", pending, out.String())
 			}
 			for _, m := range []int{41, 42, 60} {
-				cycle(t, e2, at(m), idleFinding(job, at(m)))
+				cycle(t, e2, at(m), jobFinding(t, job, at(m)))
 			}
 			if st := jobState(t, job); st == "RUNNING" || st == "PENDING" {
 				t.Fatalf("job still %s", st)

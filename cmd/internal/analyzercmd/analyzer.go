@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/daemon"
+	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
@@ -34,6 +35,7 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 	cmd.Flag("slurm.sacct", "sacct command, asked (--json) for the state of jobs the controller no longer keeps; without accounting they count as gone.").Default("sacct").StringVar(&o.Sacct)
 	cmd.Flag("slurm.scontrol", "scontrol command, used only to drain a node (scontrol update State=DRAIN) when the policy's out_of_service is enabled; never parsed.").Default("scontrol").StringVar(&o.Scontrol)
 	cmd.Flag("slurm.sinfo", "sinfo command, asked (--json) for a node's state before and after a drain.").Default("sinfo").StringVar(&o.Sinfo)
+	cmd.Flag("slurm.cluster", "Name of the local Slurm cluster (ClusterName in slurm.conf). Where the telemetry's series carry a cluster label (one Prometheus holding several clusters), a Slurm finding is acted on only when its label names this cluster; squeue's own cluster must agree. Empty: the cluster squeue reports is the local one.").StringVar(&o.SlurmCluster)
 	cmd.Flag("command.timeout", "Time limit of each scheduler command.").Default("30s").DurationVar(&o.CommandTimeout)
 	cmd.Flag("kubernetes.kubeconfig", "Kubeconfig for reclaiming pods (Eviction API, owner scale-down) and for reading pod labels, annotations and namespace labels for the policy; no Kubernetes actions or facts when empty.").StringVar(&o.Kubeconfig)
 	cmd.Flag("kubernetes.in-cluster", "Use the pod's service account for Kubernetes actions.").BoolVar(&o.InCluster)
@@ -67,6 +69,9 @@ func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error
 		var err error
 		if o.QueryLimits, err = queryLimits.Limits(); err != nil {
 			return err
+		}
+		if o.SlurmCluster != "" && !slurm.ValidClusterName(o.SlurmCluster) {
+			return &clikit.UsageError{Err: fmt.Errorf("--slurm.cluster %q: not a Slurm cluster name (letters, digits, '.', '_', '-'; at most 63)", o.SlurmCluster)}
 		}
 		if o.CommandTimeout <= 0 {
 			return &clikit.UsageError{Err: fmt.Errorf("--command.timeout must be positive, got %s", o.CommandTimeout)}

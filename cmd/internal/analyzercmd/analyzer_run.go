@@ -59,6 +59,8 @@ type analyzerOptions struct {
 	// Slurm commands.
 	Scancel, Squeue, Sacct, Scontrol, Sinfo string
 	CommandTimeout                          time.Duration
+	// SlurmCluster names the local Slurm cluster for the target proof.
+	SlurmCluster string
 	// Kubernetes: a kubeconfig file, or the in-cluster service account.
 	Kubeconfig string
 	InCluster  bool
@@ -169,7 +171,8 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
-	esc := &daemon.Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: daemon.NewMetrics(reg), Facts: resolver}
+	esc := &daemon.Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: daemon.NewMetrics(reg), Facts: resolver,
+		SlurmCluster: o.SlurmCluster}
 	if es, ok := src.(daemon.EngineSource); ok {
 		es.Metrics = esc.Metrics.Found
 		src = es
@@ -375,7 +378,7 @@ func (o *analyzerOptions) actuators(pol *policy.Policy, sender mail.Sender, kc *
 	acts := map[string]action.Actuator{}
 	if _, err := exec.LookPath(cmp.Or(o.Scancel, "scancel")); err == nil && slurmOK {
 		acts[schema.SchedulerSlurm] = &action.Slurm{Runner: execrun.Exec{Timeout: o.CommandTimeout},
-			Scancel: o.Scancel, Squeue: o.Squeue, Sacct: o.Sacct}
+			Scancel: o.Scancel, Squeue: o.Squeue, Sacct: o.Sacct, Cluster: o.SlurmCluster}
 	} else if slurmOK {
 		logger.Info("no Slurm actuator: scancel not found", "scancel", cmp.Or(o.Scancel, "scancel"))
 	}
