@@ -15,6 +15,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -63,9 +64,19 @@ func TestRealJupyterHubOnKubeSpawnerPods(t *testing.T) {
 
 	reclaim := &kube.Reclaim{Core: cs.CoreV1(), Apps: cs.AppsV1(), Mode: "evict"}
 	j := &action.JupyterHub{URL: hub.URL, TokenFile: hub.TokenFile, Pods: &kube.Pods{Core: cs.CoreV1()}, Next: reclaim}
+	// Each reclaim carries the proof the escalator makes from the API
+	// server's facts: the finding is on the pod's node since its creation.
 	req := func(p *corev1.Pod) *action.Request {
-		return &action.Request{Step: action.StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession,
-			Scheduler: schema.SchedulerKubernetes, Namespace: p.Namespace, Pod: p.Name, Job: p.Namespace + "/" + p.Name}}
+		job := p.Namespace + "/" + p.Name
+		r := &action.Request{Step: action.StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession,
+			Scheduler: schema.SchedulerKubernetes, Namespace: p.Namespace, Pod: p.Name, Job: job}}
+		got, err := (&kube.Facts{Core: cs.CoreV1()}).Lookup(ctx, []string{job})
+		if fa := got[job]; err == nil && fa != nil && len(fa.Identity.Nodes) > 0 {
+			r.Finding.Hostname, r.Finding.Start = fa.Identity.Nodes[0], fa.Identity.Since
+			proof := target.Prove(&r.Finding, fa, "")
+			r.Target = &proof
+		}
+		return r
 	}
 	bobRuns := func() bool { return hub.Running("bob", "") && hub.Running("bob", "lab") }
 	podExists := func(p *corev1.Pod) bool {

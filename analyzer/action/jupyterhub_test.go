@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
@@ -26,6 +27,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
+	"github.com/gpuwatch/gpuwatch/analyzer/target"
 )
 
 // hubPod is a running pod in ns carrying KubeSpawner's annotations for
@@ -36,13 +38,21 @@ func hubPod(ns, name, user, server string) *corev1.Pod {
 		ann[action.AnnotationHubServer] = server
 	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: ann,
-		Labels: map[string]string{"component": "singleuser-server"}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		Labels: map[string]string{"component": "singleuser-server"},
+		UID:    types.UID("uid-" + ns + "-" + name), CreationTimestamp: metav1.NewTime(hubT0.Add(-time.Hour))},
+		Spec: corev1.PodSpec{NodeName: "node-k"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 }
 
+// hubT0 is when the evidence of the notebooks' findings begins.
+var hubT0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+// idleReqIn is the reclaim the escalator makes of an idle notebook on
+// node-k, with the proof (the pod's UID) made at decision time: the
+// fallback's eviction is conditional on it.
 func idleReqIn(ns, pod string) *action.Request {
 	return &action.Request{Step: action.StepReclaim, Finding: finding.Finding{Pattern: schema.IdleSession, Namespace: ns, Pod: pod,
-		Scheduler: "kubernetes", Job: ns + "/" + pod}}
+		Scheduler: "kubernetes", Job: ns + "/" + pod, Hostname: "node-k", Start: hubT0},
+		Target: &target.Proof{Verdict: target.Proven, UID: "uid-" + ns + "-" + pod}}
 }
 
 func idleReq(pod string) *action.Request { return idleReqIn("jhub", pod) }

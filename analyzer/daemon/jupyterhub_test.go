@@ -17,9 +17,11 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/action/actiontest"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 const notebookPolicy = `
@@ -235,6 +237,9 @@ func TestNotebookAnnotatedAsAnotherUsersIsNotTheirs(t *testing.T) {
 	r, d := engineRigFor(t, fmt.Sprintf(takeover, origin.Format(time.RFC3339), nodes[0], nodes[1], hubNS, mallory), origin, 0, 0)
 	r.esc.Policy = newRig(t, fmt.Sprintf(takeoverPolicy, hubNS, mallory), nil).policy
 	r.esc.Actuators["kubernetes"] = acts
+	// The facts, and the target proof made of them, are the API server's:
+	// the pods' nodes, creation times and UIDs.
+	r.esc.Facts = &facts.Resolver{Sources: map[string]facts.Source{schema.SchedulerKubernetes: &kube.Facts{Core: cs.CoreV1()}}}
 	for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5*time.Hour + 30*time.Minute)); now = now.Add(5 * time.Minute) {
 		d.Now = func() time.Time { return now }
 		if _, err := d.RunOnce(context.Background()); err != nil {
