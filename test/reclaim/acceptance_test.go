@@ -83,8 +83,11 @@ func TestOwnersFactsEndToEnd(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("GPUWATCH_SLURM_GPUS")); err == nil && n > 0 {
 		gpus = n
 	}
+	// The simulated node is the Slurm node the jobs run on: the analyzer
+	// proves each target by the job's node list before it acts.
+	node := jobFinding(t, dev, time.Now()).Hostname
 	scenario := write(t, dir, "scenario.yaml", fmt.Sprintf(
-		"name: acceptance\norigin: 2026-01-01T00:00:00Z\nfleet:\n  - {hostname: accept-node, model: A100-SXM4-80GB, gpus: %d}\n", gpus))
+		"name: acceptance\norigin: 2026-01-01T00:00:00Z\nfleet:\n  - {hostname: %s, model: A100-SXM4-80GB, gpus: %d}\n", node, gpus))
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	exporter := testtool.FreeAddr(t)

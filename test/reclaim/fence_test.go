@@ -161,7 +161,7 @@ func TestPausedAnalyzerProcessCannotAct(t *testing.T) {
 	if err := os.Symlink(os.Args[0], filepath.Join(dir, "scancel")); err != nil {
 		t.Fatal(err)
 	}
-	idleJob, err := json.Marshal([]finding.Finding{idleFinding(job, time.Now())})
+	idleJob, err := json.Marshal([]finding.Finding{jobFinding(t, job, time.Now())})
 	if err != nil {
 		t.Fatal(err)
 	}
