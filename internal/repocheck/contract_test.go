@@ -19,9 +19,9 @@ import (
 // with why each cannot read schema. Keep it short: every other spelling of a
 // contract name must come from the schema package.
 var literalExceptions = map[[2]string]string{
-	{"internal/clikit/logging.go", "info"}:           "a --log.level value (promslog's level names), not a finding severity",
-	{"internal/clikit/logging.go", "warn"}:           "a --log.level value (promslog's level names), not a policy step",
-	{"exporter/server/server.go", "Hostname"}:        "a field of the landing page's template data, not the old dcgm-exporter label",
+	{"internal/clikit/logging.go", "info"}:    "a --log.level value (promslog's level names), not a finding severity",
+	{"internal/clikit/logging.go", "warn"}:    "a --log.level value (promslog's level names), not a policy step",
+	{"exporter/server/server.go", "Hostname"}: "a field of the landing page's template data, not the old dcgm-exporter label",
 	{"exporter/attribution/teams/teams.go", "job_name"}: "the teams file's own YAML key (renamed from the legacy jobName spelling); " +
 		"the teams file is a user format of its own, documented with it",
 	{"exporter/attribution/cgroup/cgroup.go", "slurm"}: "the prefix Slurm gives its cgroup directories (slurm/uid_N/job_N), not the scheduler name",
