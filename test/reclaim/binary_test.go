@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
@@ -175,25 +174,12 @@ tiers:
 	if st := jobState(t, job); st == "RUNNING" || st == "PENDING" {
 		t.Fatalf("job still %s", st)
 	}
-	var plain []string
-	for _, l := range lines(cancels) {
-		if !strings.HasPrefix(l, "--signal") {
-			plain = append(plain, l)
-		}
-	}
+	plain := plainCancels(cancels)
 	if len(plain) != 1 || plain[0] != job {
 		t.Fatalf("cancels = %v, want exactly one of job %s", plain, job)
 	}
-	js, err := exec.Command(bin, "audit", "--format=json", "--storage.path="+db, "--job="+job).Output()
-	if err != nil {
-		t.Fatalf("gpuwatch audit: %v", err)
-	}
-	var evs []audit.Event
-	if err := json.Unmarshal(js, &evs); err != nil {
-		t.Fatalf("audit json: %v\n%s", err, js)
-	}
 	var got []string
-	for _, e := range evs {
+	for _, e := range auditCommand(t, bin, "--storage.path="+db, job) {
 		got = append(got, e.Step+":"+string(e.State))
 	}
 	want := "notify:intended notify:done warn:intended warn:done checkpoint:intended checkpoint:done " +

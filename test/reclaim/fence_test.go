@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
-	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/internal/testpg"
@@ -275,16 +274,8 @@ func TestPausedAnalyzerProcessCannotAct(t *testing.T) {
 	if got := plainCancels(filepath.Join(dir, "cancels-b")); len(got) != 1 || got[0] != job {
 		t.Errorf("b's cancels %v, want exactly one of job %s", got, job)
 	}
-	js, err := exec.Command(bin, "audit", "--format=json", "--storage.url="+url, "--job="+job).Output()
-	if err != nil {
-		t.Fatalf("gpuwatch audit: %v", err)
-	}
-	var evs []audit.Event
-	if err := json.Unmarshal(js, &evs); err != nil {
-		t.Fatalf("audit json: %v\n%s", err, js)
-	}
 	var got []string
-	for _, e := range evs {
+	for _, e := range auditCommand(t, bin, "--storage.url="+url, job) {
 		switch e.Step {
 		case action.StepNotify, action.StepWarn, action.StepCheckpoint, action.StepReclaim:
 			got = append(got, e.Step+":"+string(e.State))
@@ -309,16 +300,6 @@ func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // plainCancels are the scancel calls of a log that cancel (not signal).
-func plainCancels(log string) []string {
-	var out []string
-	for _, l := range lines(log) {
-		if !strings.HasPrefix(l, "--signal") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool, out fmt.Stringer) {
 	t.Helper()
 	for deadline := time.Now().Add(limit); !ok(); time.Sleep(100 * time.Millisecond) {

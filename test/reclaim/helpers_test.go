@@ -3,6 +3,7 @@ package reclaim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
+	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
@@ -216,4 +218,32 @@ func lines(path string) []string {
 		}
 	}
 	return out
+}
+
+// plainCancels is the job ids a fake scancel logged for cancels, its
+// signals (--signal=...) left out.
+func plainCancels(log string) []string {
+	var out []string
+	for _, l := range lines(log) {
+		if !strings.HasPrefix(l, "--signal") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// auditCommand reads job's audit as an operator would, through
+// `gpuwatch audit --format=json` on the store the flag names
+// (--storage.path=... or --storage.url=...).
+func auditCommand(t *testing.T, bin, store, job string) []audit.Event {
+	t.Helper()
+	js, err := exec.Command(bin, "audit", "--format=json", store, "--job="+job).Output()
+	if err != nil {
+		t.Fatalf("gpuwatch audit: %v", err)
+	}
+	var evs []audit.Event
+	if err := json.Unmarshal(js, &evs); err != nil {
+		t.Fatalf("audit json: %v\n%s", err, js)
+	}
+	return evs
 }
