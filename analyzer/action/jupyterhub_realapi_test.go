@@ -17,6 +17,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -87,7 +88,7 @@ func TestRealJupyterHubOnKubeSpawnerPods(t *testing.T) {
 		return err == nil
 	}
 	podGone := func(p *corev1.Pod) {
-		testkube.Eventually(t, 60*time.Second, "pod "+p.Namespace+"/"+p.Name+" gone", func() (bool, error) { return !podExists(p), nil })
+		testtool.Eventually(t, 60*time.Second, "pod "+p.Namespace+"/"+p.Name+" gone", func() (bool, error) { return !podExists(p), nil })
 	}
 
 	// Mallory's pods: no Hub call stops bob's servers.

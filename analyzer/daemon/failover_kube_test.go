@@ -26,6 +26,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 	"github.com/gpuwatch/gpuwatch/internal/testpg"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -178,7 +179,7 @@ func newKubeFailoverRig(t *testing.T, reclaimAfter string) *kubeFailoverRig {
 func leaderOf(t *testing.T, rs ...*kubeReplica) *kubeReplica {
 	t.Helper()
 	var l *kubeReplica
-	testkube.Eventually(t, 30*time.Second, "a leader on the Lease", func() (bool, error) {
+	testtool.Eventually(t, 30*time.Second, "a leader on the Lease", func() (bool, error) {
 		l = nil
 		for _, r := range rs {
 			if ok, _ := r.kl.Lead(context.Background(), time.Now()); ok {
@@ -230,7 +231,7 @@ func TestFailoverOnRealControlPlane(t *testing.T) {
 	b := g.replica(t, "analyzer-b", nil)
 	ctx := context.Background()
 	// a leads both leases: it alone sends the lessons.
-	testkube.Eventually(t, 30*time.Second, "the warning, from a", func() (bool, error) {
+	testtool.Eventually(t, 30*time.Second, "the warning, from a", func() (bool, error) {
 		if res, err := a.d.RunOnce(ctx); err != nil || res.Standby {
 			return false, fmt.Errorf("a: %+v %v", res, err)
 		}
@@ -245,7 +246,7 @@ func TestFailoverOnRealControlPlane(t *testing.T) {
 	a.kill()
 	died := time.Now()
 	var tookOver time.Duration
-	testkube.Eventually(t, 60*time.Second, "the reclaim, by b", func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "the reclaim, by b", func() (bool, error) {
 		res, err := b.d.RunOnce(ctx)
 		if err != nil {
 			return false, err
@@ -341,7 +342,7 @@ func TestFailoverBetweenIntentAndResultOnRealControlPlane(t *testing.T) {
 	a.kill()
 	<-ran
 	ctx := context.Background()
-	testkube.Eventually(t, 60*time.Second, "b settles the reclaim", func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "b settles the reclaim", func() (bool, error) {
 		if _, err := b.d.RunOnce(ctx); err != nil {
 			return false, err
 		}

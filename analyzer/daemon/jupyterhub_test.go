@@ -21,6 +21,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -257,7 +258,7 @@ func TestNotebookAnnotatedAsAnotherUsersIsNotTheirs(t *testing.T) {
 		}
 		return err == nil
 	}
-	testkube.Eventually(t, 60*time.Second, "mallory's evicted pod gone", func() (bool, error) { return !exists(mallory, "jupyter-bob--lab"), nil })
+	testtool.Eventually(t, 60*time.Second, "mallory's evicted pod gone", func() (bool, error) { return !exists(mallory, "jupyter-bob--lab"), nil })
 	if !exists(mallory, "jupyter-bob") || !exists(hubNS, "jupyter-bob") || !exists(hubNS, "jupyter-bob--lab") || !exists(hubNS, "jupyter-alice") {
 		t.Errorf("a pod other than mallory's evicted one is gone")
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/analyzer/web"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -60,7 +61,7 @@ func TestRefusedEvictionGivenUpOnRealControlPlane(t *testing.T) {
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testkube.Eventually(t, 60*time.Second, "the budget's status from the controller-manager", func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "the budget's status from the controller-manager", func() (bool, error) {
 		p, err := admin.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "serve", metav1.GetOptions{})
 		if err != nil {
 			return false, err

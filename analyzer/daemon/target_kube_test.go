@@ -24,6 +24,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -49,7 +50,7 @@ func recreate(t *testing.T, cs kubernetes.Interface, p *corev1.Pod) *corev1.Pod 
 	if err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	testkube.Eventually(t, 60*time.Second, "pod "+p.Name+" deleted", func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "pod "+p.Name+" deleted", func() (bool, error) {
 		_, err := cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // The policy the real pods are judged by: tiers chosen by namespace labels,
@@ -104,7 +105,7 @@ func TestFactsOnRealPods(t *testing.T) {
 	if err := cs.CoreV1().Pods(research).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testkube.Eventually(t, 30*time.Second, "pod gone deleted", func() (bool, error) {
+	testtool.Eventually(t, 30*time.Second, "pod gone deleted", func() (bool, error) {
 		_, err := cs.CoreV1().Pods(research).Get(ctx, "gone", metav1.GetOptions{})
 		return err != nil, nil
 	})
@@ -173,7 +174,7 @@ func ownedPod(t *testing.T, ns, selector string) string {
 	t.Helper()
 	cs := testkube.Admin(t)
 	var name string
-	testkube.Eventually(t, 60*time.Second, "a Running pod for "+selector, func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "a Running pod for "+selector, func() (bool, error) {
 		l, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // TestLeaseOnRealAPIServer: two analyzers elect on a real
@@ -62,7 +63,7 @@ func TestLeaseOnRealAPIServer(t *testing.T) {
 				return l
 			}
 			var first *elector
-			testkube.Eventually(t, 30*time.Second, "a leader", func() (bool, error) {
+			testtool.Eventually(t, 30*time.Second, "a leader", func() (bool, error) {
 				l := leaders()
 				if len(l) > 1 {
 					t.Fatalf("%d leaders at once", len(l))
@@ -87,7 +88,7 @@ func TestLeaseOnRealAPIServer(t *testing.T) {
 			stopped := time.Now()
 			<-first.done
 			var second *elector
-			testkube.Eventually(t, 30*time.Second, "a new leader", func() (bool, error) {
+			testtool.Eventually(t, 30*time.Second, "a new leader", func() (bool, error) {
 				l := leaders()
 				if len(l) > 1 {
 					t.Fatalf("%d leaders at once", len(l))

@@ -22,6 +22,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -65,7 +66,7 @@ func pdb(t *testing.T, cs kubernetes.Interface, ns, app string, minAvailable, he
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testkube.Eventually(t, 60*time.Second, "PDB "+app+" status from the controller-manager", func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "PDB "+app+" status from the controller-manager", func() (bool, error) {
 		p, err := cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, app, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -77,7 +78,7 @@ func pdb(t *testing.T, cs kubernetes.Interface, ns, app string, minAvailable, he
 
 func gone(t *testing.T, cs kubernetes.Interface, ns, name string) {
 	t.Helper()
-	testkube.Eventually(t, 60*time.Second, "pod "+ns+"/"+name+" gone", func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "pod "+ns+"/"+name+" gone", func() (bool, error) {
 		_, err := cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -193,7 +194,7 @@ func TestRealScaleOwnerToZero(t *testing.T) {
 	testkube.RunningPod(t, cs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: ns}})
 	running := func(app string, n int) []string {
 		var names []string
-		testkube.Eventually(t, 60*time.Second, fmt.Sprintf("%d Running pods of %s", n, app), func() (bool, error) {
+		testtool.Eventually(t, 60*time.Second, fmt.Sprintf("%d Running pods of %s", n, app), func() (bool, error) {
 			l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
 			if err != nil {
 				return false, err

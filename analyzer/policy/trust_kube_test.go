@@ -18,6 +18,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -63,7 +64,7 @@ func TestSelfServingPodOnRealAPI(t *testing.T) {
 			Annotations: map[string]string{schema.ExemptKey: "true"}},
 			Spec: corev1.PodSpec{NodeName: testkube.Nodes(t)[0], Containers: []corev1.Container{{Name: "main", Image: "gpuwatch.invalid/train:1"}}}}
 		// The Role may take a moment to reach the authorizer's cache.
-		testkube.Eventually(t, 30*time.Second, "the pod's author creates "+ns+"/self-serving", func() (bool, error) {
+		testtool.Eventually(t, 30*time.Second, "the pod's author creates "+ns+"/self-serving", func() (bool, error) {
 			_, err := user.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 			if apierrors.IsForbidden(err) {
 				return false, nil

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // operatorModule is the Prometheus Operator's Go module whose zip, as the
@@ -66,7 +67,7 @@ func installOperatorCRDs(t *testing.T) {
 		if _, err := crds.Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("create CRD %s: %v", u.GetName(), err)
 		}
-		testkube.Eventually(t, 60*time.Second, "CRD "+u.GetName()+" established", func() (bool, error) {
+		testtool.Eventually(t, 60*time.Second, "CRD "+u.GetName()+" established", func() (bool, error) {
 			got, err := crds.Get(ctx, u.GetName(), metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -173,7 +174,7 @@ func removeOperatorCRDs(t *testing.T) {
 		if err := crds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
-		testkube.Eventually(t, 60*time.Second, "CRD "+name+" gone", func() (bool, error) {
+		testtool.Eventually(t, 60*time.Second, "CRD "+name+" gone", func() (bool, error) {
 			_, err := crds.Get(ctx, name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})

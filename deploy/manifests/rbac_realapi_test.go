@@ -26,6 +26,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // call is one request to the API server as RBAC sees it, and its answer.
@@ -165,7 +166,7 @@ func realRBAC(t *testing.T, vals map[string]any, cordon bool) {
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testkube.Eventually(t, 60*time.Second, "the PDB's status", func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "the PDB's status", func() (bool, error) {
 		p, err := admin.PolicyV1().PodDisruptionBudgets(work).Get(ctx, "refused", metav1.GetOptions{})
 		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 1, err
 	})
@@ -186,7 +187,7 @@ func realRBAC(t *testing.T, vals map[string]any, cordon bool) {
 		t.Fatal(err)
 	}
 	webPod := ""
-	testkube.Eventually(t, 60*time.Second, "the Deployment's and StatefulSet's pods", func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "the Deployment's and StatefulSet's pods", func() (bool, error) {
 		l, err := admin.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app in (web,db)"})
 		if err != nil {
 			return false, err
@@ -208,7 +209,7 @@ func realRBAC(t *testing.T, vals map[string]any, cordon bool) {
 	// RBAC's caches take a moment to see new bindings: wait until one
 	// granted call passes before recording.
 	probe := testkube.Client(t, saCfg)
-	testkube.Eventually(t, 30*time.Second, "the bindings in effect", func() (bool, error) {
+	testtool.Eventually(t, 30*time.Second, "the bindings in effect", func() (bool, error) {
 		_, err := probe.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
 		if apierrors.IsForbidden(err) {
 			return false, nil
@@ -352,7 +353,7 @@ func analyzerCalls(t *testing.T, cs *kubernetes.Clientset, leaseNS, work, webPod
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); kl.Run(lctx) }()
-	testkube.Eventually(t, 20*time.Second, "leading as the ServiceAccount", func() (bool, error) {
+	testtool.Eventually(t, 20*time.Second, "leading as the ServiceAccount", func() (bool, error) {
 		return kl.Lead(ctx, time.Now())
 	})
 	time.Sleep(600 * time.Millisecond) // a renewal (update)

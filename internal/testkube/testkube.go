@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // EnvDir names the variable start.sh sets to its state folder.
@@ -121,7 +123,7 @@ func Namespace(t testing.TB, cs kubernetes.Interface, labels map[string]string) 
 		_ = cs.CoreV1().Pods(name).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 		_ = cs.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	Eventually(t, 60*time.Second, "default ServiceAccount in "+name, func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "default ServiceAccount in "+name, func() (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -129,26 +131,6 @@ func Namespace(t testing.TB, cs kubernetes.Interface, labels map[string]string) 
 		return err == nil, err
 	})
 	return name
-}
-
-// Eventually polls cond every 100 ms until it holds, failing the test after
-// timeout or on an error.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s", what, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // RunningPod creates pod, bound to node when it names none, and waits until
@@ -172,7 +154,7 @@ func RunningPod(t testing.TB, cs kubernetes.Interface, pod *corev1.Pod) *corev1.
 func WaitRunning(t testing.TB, cs kubernetes.Interface, ns, name string) *corev1.Pod {
 	t.Helper()
 	var got *corev1.Pod
-	Eventually(t, 60*time.Second, "pod "+ns+"/"+name+" Running", func() (bool, error) {
+	testtool.Eventually(t, 60*time.Second, "pod "+ns+"/"+name+" Running", func() (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
