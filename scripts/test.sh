@@ -1,18 +1,41 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh Debian machine (the README's test command;
-# CI runs it through .ci/run). It installs what the tests need, starts the
-# real services the integration tests use (munge + Slurm with slurmdbd; the tests start
-# their own Prometheus, Alertmanager and mailpit on loopback ports), then
-# runs lint, unit, integration and end-to-end tests.
+# The test suite (the README's test command; CI runs the full one through
+# .ci/run). It installs what the tests need, starts the real services the
+# integration tests use (munge + Slurm with slurmdbd, PostgreSQL, a
+# Kubernetes control plane; the tests start their own Prometheus,
+# Alertmanager, VictoriaMetrics, JupyterHub and mailpit on loopback ports),
+# then runs lint, unit, integration and end-to-end tests.
+#
+#   bash scripts/test.sh          the whole suite, scale targets and release build included
+#   bash scripts/test.sh quick    gofmt, vet and staticcheck, and the tests of the packages changed
+#                                 since the merge base with main (QUICK_BASE=<branch> to change it)
+#                                 and of the packages that import them; no scale steps
+#
+# Every go test goes through scripts/testreport: the output is go test's
+# own (a result line per package, the whole output of a test that failed),
+# and the end of the run prints each step's wall time and how many tests ran
+# and were skipped, with each skip's reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
+mode="${1:-full}"
+case "$mode" in
+full | quick) ;;
+-h | --help | help)
+	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+	exit 0
+	;;
+*)
+	echo "scripts/test.sh: unknown mode \"$mode\": full (the default) or quick; --help says more" >&2
+	exit 2
+	;;
+esac
 export CI="${CI:-true}"                                      # tests fail, not skip, when a tool is missing
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}" # go-nvml's deprecated C declarations
 export PATH="$PATH:$(go env GOPATH)/bin:/usr/local/bin"
 
 # Each step's wall time, printed at the end (and on failure) so that a slow
-# CI run says where its minutes went.
+# CI run says where its minutes went; then the count of tests.
 timings=()
 step_name=""
 step_start=$SECONDS
@@ -28,20 +51,39 @@ step() {
 	step_start=$SECONDS
 	printf '\n==> %s  [%d s]\n' "$*" "$SECONDS"
 }
+work="$(mktemp -d)"
+tally="$work/tally"
 summary() {
 	step_end
-	printf '\n==> wall time per step\n'
+	printf '\n==> wall time per step (%s)\n' "$mode"
 	printf '%s\n' "${timings[@]}"
 	printf '%6d s  in all\n' "$SECONDS"
+	if [[ -s $tally && -x $work/testreport ]]; then
+		printf '\n==> tests (subtests included)\n'
+		"$work/testreport" -summary "$tally" || true
+	fi
 }
 services=()
 finish() {
 	local rc=$?
 	for s in "${services[@]}"; do $s >/dev/null 2>&1 || true; done
 	summary
+	rm -rf "$work"
 	exit "$rc"
 }
 trap finish EXIT
+
+# gotest STEP [-v] GO_TEST_ARGS...: go test -json through testreport, which
+# prints the usual output (with -v, every test's) and tallies the step.
+gotest() {
+	local name="$1" v=()
+	shift
+	if [[ ${1:-} == -v ]]; then
+		v=(-v)
+		shift
+	fi
+	go test -json "$@" | "$work/testreport" "${v[@]}" -step "$name" -tally "$tally"
+}
 
 step "install test dependencies"
 need_apt=()
@@ -95,8 +137,36 @@ eval "$(sh test/kubernetes/start.sh)"
 step "build the commands once"
 # Tests that run a command take it from here (testtool.Binary) instead of
 # building it again in each package.
-export GPUWATCH_BIN_DIR="$(mktemp -d)"
+export GPUWATCH_BIN_DIR="$work/bin"
 go build -o "$GPUWATCH_BIN_DIR/" ./cmd/...
+go build -o "$work/testreport" ./scripts/testreport
+
+if [[ $mode == quick ]]; then
+	base="${QUICK_BASE:-main}"
+	step "packages changed since the merge base with $base, and their importers"
+	affected="$(go run ./scripts/affected -base "$base")"
+	if [[ -z $affected ]]; then
+		echo "nothing changed since the merge base with $base"
+	else
+		printf '%s\n' "$affected" | awk -F'\t' '{ n = split($2, p, " "); printf "%s: %d package(s)\n", $1, n }'
+	fi
+	step "gofmt, go vet, staticcheck"
+	unformatted="$(gofmt -l $(git ls-files '*.go') $(git ls-files --others --exclude-standard '*.go'))"
+	if [[ -n "$unformatted" ]]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
+	go vet ./...
+	staticcheck ./...
+	while IFS=$'\t' read -r dir pkgs; do
+		[[ $dir == . || -z $dir ]] && continue
+		(cd "$dir" && go vet ./... && staticcheck ./...)
+	done <<<"$affected"
+	step "go test -race of the changed packages and their importers"
+	while IFS=$'\t' read -r dir pkgs; do
+		[[ -z $dir ]] && continue
+		# shellcheck disable=SC2086 # pkgs is a list of import paths
+		(cd "$dir" && gotest "go test -race ($dir)" -race -timeout 30m $pkgs)
+	done <<<"$affected"
+	exit 0
+fi
 
 step "gofmt, go vet, staticcheck of the product module"
 unformatted="$(gofmt -l $(git ls-files '*.go'))"
@@ -112,15 +182,15 @@ for m in build deploy; do (cd "$m" && go vet ./... && staticcheck ./...); done
 # build/licenses is a module of its own (the classifier stays out of the
 # product's build graph), so ./... above and below does not reach it.
 step "licences of every module the programs and tools link (build/licenses)"
-(cd build/licenses && go vet ./... && staticcheck ./... && go test -race -count=1 ./... &&
+(cd build/licenses && go vet ./... && staticcheck ./... && gotest "licences" -race -count=1 ./... &&
 	go run . -C ../.. ./... && go run . -C .. ./... && go run . -C ../../deploy ./...)
 
 step "go test -race"
-go test -race -count=1 -timeout 60m ./...
+gotest "go test -race" -race -count=1 -timeout 60m ./...
 # The chart and manifests (Helm's SDK) and the packaging, modules of their own.
 step "go test -race of the deploy and build modules"
-(cd deploy && go test -race -count=1 -timeout 20m ./...)
-(cd build && go test -race -count=1 -timeout 20m ./...)
+(cd deploy && gotest "go test -race (deploy)" -race -count=1 -timeout 20m ./...)
+(cd build && gotest "go test -race (build)" -race -count=1 -timeout 20m ./...)
 
 # The scale targets (10,000 GPUs per cycle, a week of 1,000 GPUs, the
 # planner's fleet, a week-long job's view) hold for the production build:
@@ -129,10 +199,10 @@ step "go test -race of the deploy and build modules"
 # week-long corpus replay (TestCorpus*) skips under -race, where it would take
 # most of an hour on two cores, and runs here.
 step "scale targets and the corpus week"
-go test -count=1 -timeout 45m -run '^(TestBench|TestCorpus)' -v ./analyzer/engine
-go test -count=1 -timeout 30m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent|TestPrometheusScale|TestPrometheusScaleRecorded)$' -v ./analyzer/plan
-go test -count=1 -timeout 10m -run '^TestWeekJobUnderASecond$' -v ./analyzer/jobview
-go test -count=1 -timeout 10m -run '^TestAccountingIdentity$' -v ./analyzer/demo
+gotest "scale: engine" -v -count=1 -timeout 45m -run '^(TestBench|TestCorpus)' ./analyzer/engine
+gotest "scale: planner" -v -count=1 -timeout 30m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent|TestPrometheusScale|TestPrometheusScaleRecorded)$' ./analyzer/plan
+gotest "scale: job view" -v -count=1 -timeout 10m -run '^TestWeekJobUnderASecond$' ./analyzer/jobview
+gotest "scale: demo" -v -count=1 -timeout 10m -run '^TestAccountingIdentity$' ./analyzer/demo
 
 step "release build (linux/amd64 and linux/arm64 tarballs, packages, images) and .deb install check"
 # GPUWATCH_TRIMPATH=0: reuse the build cache of the tests above for amd64.
