@@ -136,9 +136,10 @@ eval "$(sh test/kubernetes/start.sh)"
 
 step "build the commands once"
 # Tests that run a command take it from here (testtool.Binary) instead of
-# building it again in each package.
+# building it again in each package; stamped with the revision (--version
+# prints it) even where GOFLAGS turns the stamp off.
 export GPUWATCH_BIN_DIR="$work/bin"
-go build -o "$GPUWATCH_BIN_DIR/" ./cmd/...
+go build -buildvcs=auto -o "$GPUWATCH_BIN_DIR/" ./cmd/...
 go build -o "$work/testreport" ./scripts/testreport
 
 if [[ $mode == quick ]]; then

@@ -57,8 +57,9 @@ func TestCollector(t *testing.T) {
 }
 
 // Every binary built in a checkout says which commit it is: go build stamps
-// the revision (-buildvcs=true; this machine's GOFLAGS may turn it off) and
-// --version prints it. This is what a release build does too.
+// the revision (scripts/test.sh and testtool.Binary ask for the stamp, which
+// a machine's GOFLAGS may turn off) and --version prints it. This is what a
+// release build does too.
 func TestVersionPrintsCommit(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -74,14 +75,10 @@ func TestVersionPrintsCommit(t *testing.T) {
 		// worktree .git is a file, and the build carries no VCS stamp.
 		testtool.Missing(t, "not a git clone (a linked worktree?): go build stamps no revision here")
 	}
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-buildvcs=true", "-o", dir+"/", "./cmd/...")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	// The commands as the suite built them (GPUWATCH_BIN_DIR), or built
+	// here: go build stamps the revision of the clone either way.
 	for _, bin := range []string{"gpuwatch", "gpuwatch-analyzer", "gpuwatch-exporter"} {
-		out, err := exec.Command(filepath.Join(dir, bin), "--version").CombinedOutput()
+		out, err := exec.Command(testtool.Binary(t, "cmd/"+bin), "--version").CombinedOutput()
 		if err != nil {
 			t.Errorf("%s --version: %v\n%s", bin, err, out)
 			continue

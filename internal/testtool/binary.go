@@ -51,7 +51,8 @@ func Binary(t testing.TB, cmd string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, name)
-	build := exec.Command("go", "build", "-o", bin, "./"+cmd)
+	// -buildvcs=auto: the revision stamp even where GOFLAGS turns it off.
+	build := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, "./"+cmd)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./%s: %v\n%s", cmd, err, out)
