@@ -188,10 +188,20 @@ step "licences of every module the programs and tools link (build/licenses)"
 
 step "go test -race"
 gotest "go test -race" -race -count=1 -timeout 60m ./...
-# The chart and manifests (Helm's SDK) and the packaging, modules of their own.
+# The chart and manifests (Helm's SDK) and the packaging, modules of their
+# own, side by side: the chart's installs mostly wait on the API server
+# while the image tests compress. Each one's output is printed whole when
+# both are done.
 step "go test -race of the deploy and build modules"
-(cd deploy && gotest "go test -race (deploy)" -race -count=1 -timeout 20m ./...)
-(cd build && gotest "go test -race (build)" -race -count=1 -timeout 20m ./...)
+pids=()
+for m in deploy build; do
+	(cd "$m" && gotest "go test -race ($m)" -race -count=1 -timeout 20m ./...) >"$work/$m.out" 2>&1 &
+	pids+=($!)
+done
+rc=0
+for i in "${!pids[@]}"; do wait "${pids[$i]}" || rc=1; done
+cat "$work/deploy.out" "$work/build.out"
+((rc == 0))
 
 # The scale targets (10,000 GPUs per cycle, a week of 1,000 GPUs, the
 # planner's fleet, a week-long job's view) hold for the production build:

@@ -66,8 +66,9 @@ func loadCorpus(t testing.TB) corpus {
 
 // fixture is one replay of the corpus, shared by every test of the
 // package: the gpuwatch-format store, the stock dcgm-exporter-format store
-// (Hostname, no gpuwatch_* series, no profiling fields) and, when a real
-// Prometheus is to be tested, the same data as OpenMetrics text.
+// (Hostname, no gpuwatch_* series, no profiling fields) and the DCP-format
+// store, also in a real VictoriaMetrics (a real Prometheus serves a snapshot
+// of the gpuwatch-format store: TestCorpusPrometheusMatchesEmbedded).
 type fixture struct {
 	c      corpus
 	native *embedded.DB
@@ -78,8 +79,7 @@ type fixture struct {
 	// activity, no power limit), hostname, honor_labels: false with the
 	// exporter pod replaced every 11 hours, 60 s scrapes and a 40-minute
 	// exporter outage.
-	dcp         *embedded.DB
-	openMetrics string // path, "" when not written
+	dcp *embedded.DB
 	// vm holds the dcp variant in a real VictoriaMetrics, when installed.
 	vm  *victoria
 	err error
@@ -176,11 +176,6 @@ func getFixture(t testing.TB) *fixture {
 				return nil
 			}),
 		}
-		var om *simload.OpenMetrics
-		if promAvailable() || os.Getenv("CI") != "" {
-			om = simload.NewOpenMetrics(dir)
-			sinks = append(sinks, om.Sink)
-		}
 		start := time.Now()
 		// Each store is written in a goroutine of its own: the replay takes
 		// about as long as its slowest store instead of all of them together.
@@ -197,10 +192,6 @@ func getFixture(t testing.TB) *fixture {
 			if fix.err = fix.vm.ready(); fix.err != nil {
 				return
 			}
-		}
-		if om != nil {
-			fix.openMetrics = filepath.Join(dir, "corpus.om")
-			fix.err = om.Close(fix.openMetrics)
 		}
 		t.Logf("replayed %s (%s at 30s) in %s", fix.c.sc.Name, fix.c.span, time.Since(start).Round(time.Millisecond))
 	})

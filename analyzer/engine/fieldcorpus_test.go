@@ -278,7 +278,7 @@ func TestCorpusFieldPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	emb := analyzeSite(t, db, site)
-	for name, url := range map[string]string{"Prometheus": startPrometheus(t, path), "VictoriaMetrics": vm.url} {
+	for name, url := range map[string]string{"Prometheus": startPrometheus(t, path).url, "VictoriaMetrics": vm.url} {
 		c, err := promapi.New(url, promapi.Options{Timeout: 2 * time.Minute})
 		if err != nil {
 			t.Fatal(err)

@@ -233,7 +233,7 @@ func TestMixedScrapeIntervals(t *testing.T) {
 	t.Logf("coverage: one %.3f, mixed %.3f; allocated %.2f / %.2f GPU-h, used %.2f / %.2f, wasted %.2f / %.2f",
 		one.Coverage.Ratio, mix.Coverage.Ratio, one.Book.Allocated, mix.Book.Allocated, one.Book.Used, mix.Book.Used, one.Book.Wasted, mix.Book.Wasted)
 	needProm(t)
-	url := startPrometheus(t, fs.om)
+	url := startPrometheus(t, fs.om).url
 	c, err := promapi.New(url, promapi.Options{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/calibrate"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
@@ -28,10 +29,9 @@ func needProm(t testing.TB) {
 
 // startPrometheus backfills the OpenMetrics file with promtool and serves
 // the blocks with a real Prometheus on a free local port.
-func startPrometheus(t testing.TB, openMetrics string) string {
+func startPrometheus(t testing.TB, openMetrics string) promServer {
 	t.Helper()
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
+	data := filepath.Join(t.TempDir(), "data")
 	start := time.Now()
 	out, err := exec.Command("promtool", "tsdb", "create-blocks-from", "openmetrics",
 		// Without it 2.42 rereads the whole file for every 2h block.
@@ -40,6 +40,23 @@ func startPrometheus(t testing.TB, openMetrics string) string {
 		t.Fatalf("promtool create-blocks-from: %v\n%s", err, tail(out))
 	}
 	t.Logf("promtool backfill in %s", time.Since(start).Round(time.Millisecond))
+	return servePrometheus(t, data)
+}
+
+// promServer is a real Prometheus the test started.
+type promServer struct {
+	url string
+	pid int
+}
+
+// cpu is the server's CPU time so far.
+func (p promServer) cpu() time.Duration { return calibrate.ProcessCPU(p.pid) }
+
+// servePrometheus serves the TSDB blocks in data with a real Prometheus on
+// a free local port.
+func servePrometheus(t testing.TB, data string) promServer {
+	t.Helper()
+	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 30s\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -81,7 +98,7 @@ func startPrometheus(t testing.TB, openMetrics string) string {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return url
+	return promServer{url: url, pid: cmd.Process.Pid}
 }
 
 func tail(b []byte) string {
@@ -92,14 +109,21 @@ func tail(b []byte) string {
 }
 
 // TestCorpusPrometheusMatchesEmbedded analyzes the corpus through a real
-// Prometheus' HTTP API and requires the findings of the embedded path.
+// Prometheus' HTTP API and requires the findings of the embedded path. The
+// Prometheus serves a snapshot of the embedded store's blocks (the same
+// TSDB format and library version): the week is written once, not again as
+// OpenMetrics text for promtool to parse (the field corpora and the 10,000
+// GPU cycle go that way).
 func TestCorpusPrometheusMatchesEmbedded(t *testing.T) {
 	needProm(t)
 	f := getFixture(t)
-	if f.openMetrics == "" {
-		t.Fatal("fixture wrote no OpenMetrics")
+	data := filepath.Join(t.TempDir(), "data")
+	start := time.Now()
+	if err := f.native.TSDB().Snapshot(data, true); err != nil {
+		t.Fatalf("snapshot of the embedded store: %v", err)
 	}
-	url := startPrometheus(t, f.openMetrics)
+	t.Logf("snapshot of the embedded store in %s", time.Since(start).Round(time.Millisecond))
+	url := servePrometheus(t, data).url
 	c, err := promapi.New(url, promapi.Options{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)

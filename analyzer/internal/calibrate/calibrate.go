@@ -1,0 +1,114 @@
+// Package calibrate measures, in the same run as a scale test's figure,
+// what one simple pass over the test's raw samples costs on the machine at
+// hand, so that the test bounds its figure as a multiple of that cost
+// instead of in seconds: a slower or busier machine makes both slower
+// alike, and the ratio is what a test can hold on any machine of the kind.
+// Only tests use it.
+package calibrate
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/schema"
+)
+
+// Calibration is the cost of the simple pass: the hourly sample count of
+// SM activity over the whole fleet, one range query with a one-hour step
+// (a series per holder, a point per hour), with the cheapest function
+// there is. Wall and CPU: the CPU time of this process and, when another
+// process answers the query, of that one.
+type Calibration struct {
+	Wall, CPU time.Duration
+	Series    int
+}
+
+// Measure times the simple pass through q over [from, to). serverCPU is
+// the CPU time of the process that answers q when it is not this one (nil
+// otherwise).
+func Measure(t testing.TB, q query.Querier, serverCPU func() time.Duration, from, to time.Time) Calibration {
+	t.Helper()
+	step := time.Hour
+	if to.Sub(from) < 2*step {
+		step = to.Sub(from) / 4
+	}
+	expr := fmt.Sprintf("count_over_time(%s[%dms])", schema.ProfSMActive.Name, step.Milliseconds()-1)
+	scpu := func() time.Duration {
+		if serverCPU == nil {
+			return 0
+		}
+		return serverCPU()
+	}
+	cpu0, scpu0 := CPUTime(), scpu()
+	start := time.Now()
+	v, err := q.QueryRange(context.Background(), expr, query.Range{Start: from.Add(step), End: to, Step: step})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Calibration{Wall: time.Since(start), CPU: CPUTime() - cpu0 + scpu() - scpu0}
+	m, ok := v.(model.Matrix)
+	if !ok || len(m) == 0 {
+		t.Fatalf("calibration %s returned %v", expr, v.Type())
+	}
+	c.Series = len(m)
+	t.Logf("CALIBRATION %s over %s: %s wall, %s CPU, %d series", expr, to.Sub(from),
+		c.Wall.Round(time.Millisecond), c.CPU.Round(time.Millisecond), c.Series)
+	return c
+}
+
+// Within fails t when got exceeds k times the calibration's figure cal,
+// and logs the ratio either way.
+func Within(t testing.TB, what string, got, cal time.Duration, k float64) {
+	t.Helper()
+	r := float64(got) / float64(max(cal, time.Millisecond))
+	t.Logf("RATIO %s: %s = %.2f× the calibration's %s (bound %.1f×)", what, got.Round(time.Millisecond), r,
+		cal.Round(time.Millisecond), k)
+	if r > k {
+		t.Errorf("%s took %s, %.2f× the calibration's %s: bound %.1f×", what, got.Round(time.Millisecond), r,
+			cal.Round(time.Millisecond), k)
+	}
+}
+
+// CPUTime is this process' user and system CPU time so far.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ProcessCPU is the user and system CPU time of process pid so far, from
+// /proc; 0 when it cannot be read.
+func ProcessCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis (the command may
+	// hold spaces); utime and stime are the 14th and 15th of the line, in
+	// clock ticks of 100 a second.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 > len(b) {
+		return 0
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * (time.Second / 100)
+}
