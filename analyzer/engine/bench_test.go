@@ -177,12 +177,12 @@ func TestBenchWeekEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, cpu0 := time.Now(), calibrate.CPUTime()
+	start, cpu0 := time.Now(), testtool.CPUTime()
 	fs, err := e.Analyze(context.Background(), from, from.Add(span))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wall, cpu := time.Since(start), calibrate.CPUTime()-cpu0
+	wall, cpu := time.Since(start), testtool.CPUTime()-cpu0
 	rss := testtool.PeakRSS()
 	t.Logf("BENCH week-embedded: %d GPUs, 7 days: open %s, analyze %s, %d findings, peak RSS %.2f GiB",
 		n, opened.Round(time.Millisecond), wall.Round(time.Millisecond), len(fs), float64(rss)/(1<<30))
@@ -307,12 +307,12 @@ func TestBenchCycle10kPrometheus(t *testing.T) {
 	var found int
 	for i, at := range []time.Duration{65 * time.Minute, 70 * time.Minute, 75 * time.Minute} {
 		before := q.Count()
-		start, cpu0, pcpu0 := time.Now(), calibrate.CPUTime(), ps.cpu()
+		start, cpu0, pcpu0 := time.Now(), testtool.CPUTime(), ps.cpu()
 		res, err := e.Cycle(context.Background(), origin.Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}
-		wall, cpu := time.Since(start), calibrate.CPUTime()-cpu0+ps.cpu()-pcpu0
+		wall, cpu := time.Since(start), testtool.CPUTime()-cpu0+ps.cpu()-pcpu0
 		byPattern := map[schema.Pattern]int{}
 		for _, f := range res.Findings {
 			byPattern[f.Pattern]++

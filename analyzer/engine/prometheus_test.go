@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
-	"github.com/gpuwatch/gpuwatch/analyzer/internal/calibrate"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
@@ -50,7 +49,7 @@ type promServer struct {
 }
 
 // cpu is the server's CPU time so far.
-func (p promServer) cpu() time.Duration { return calibrate.ProcessCPU(p.pid) }
+func (p promServer) cpu() time.Duration { return testtool.ProcessCPU(p.pid) }
 
 // servePrometheus serves the TSDB blocks in data with a real Prometheus on
 // a free local port.

@@ -9,16 +9,13 @@ package calibrate
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -48,13 +45,13 @@ func Measure(t testing.TB, q query.Querier, serverCPU func() time.Duration, from
 		}
 		return serverCPU()
 	}
-	cpu0, scpu0 := CPUTime(), scpu()
+	cpu0, scpu0 := testtool.CPUTime(), scpu()
 	start := time.Now()
 	v, err := q.QueryRange(context.Background(), expr, query.Range{Start: from.Add(step), End: to, Step: step})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Calibration{Wall: time.Since(start), CPU: CPUTime() - cpu0 + scpu() - scpu0}
+	c := Calibration{Wall: time.Since(start), CPU: testtool.CPUTime() - cpu0 + scpu() - scpu0}
 	m, ok := v.(model.Matrix)
 	if !ok || len(m) == 0 {
 		t.Fatalf("calibration %s returned %v", expr, v.Type())
@@ -76,39 +73,4 @@ func Within(t testing.TB, what string, got, cal time.Duration, k float64) {
 		t.Errorf("%s took %s, %.2f× the calibration's %s: bound %.1f×", what, got.Round(time.Millisecond), r,
 			cal.Round(time.Millisecond), k)
 	}
-}
-
-// CPUTime is this process' user and system CPU time so far.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// ProcessCPU is the user and system CPU time of process pid so far, from
-// /proc; 0 when it cannot be read.
-func ProcessCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command's closing parenthesis (the command may
-	// hold spaces); utime and stime are the 14th and 15th of the line, in
-	// clock ticks of 100 a second.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 > len(b) {
-		return 0
-	}
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return time.Duration(ut+st) * (time.Second / 100)
 }
