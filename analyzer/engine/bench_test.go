@@ -132,10 +132,16 @@ func fillWeek(t *testing.T, db *embedded.DB, n int, from time.Time, span time.Du
 
 // The scale tests' bounds as multiples of the calibration (the CPU time of
 // one simple pass over the same samples, calibrate.Measure, in the same
-// run). MEASURED BELOW.
+// run). Measured on the shared 2-core machine beside other tests (a load
+// of 2 to 4): the week's analysis 27.6 times its calibration (63.6 s of CPU
+// against 2.30 s; 60.1 s of wall, the 60 s target), a steady 10,000-GPU
+// cycle 12.2 and 12.7 times its own (2.62 s and 2.71 s of CPU, the
+// analyzer's and Prometheus', against 214 ms). The bounds leave half as
+// much again: an analysis that read the week twice, or a cycle that read
+// its window again, exceeds them.
 const (
-	weekEmbeddedCPU = 1000
-	cycle10kCPU     = 1000
+	weekEmbeddedCPU = 40
+	cycle10kCPU     = 20
 )
 
 // TestBenchWeekEmbedded: a one-shot 7-day analysis of 1,000 GPUs at 30 s

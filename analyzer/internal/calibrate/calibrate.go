@@ -9,6 +9,7 @@ package calibrate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,7 +30,8 @@ type Calibration struct {
 	Series    int
 }
 
-// Measure times the simple pass through q over [from, to). serverCPU is
+// Measure times the simple pass through q over [from, to), the median of
+// three. serverCPU is
 // the CPU time of the process that answers q when it is not this one (nil
 // otherwise).
 func Measure(t testing.TB, q query.Querier, serverCPU func() time.Duration, from, to time.Time) Calibration {
@@ -45,18 +47,28 @@ func Measure(t testing.TB, q query.Querier, serverCPU func() time.Duration, from
 		}
 		return serverCPU()
 	}
-	cpu0, scpu0 := testtool.CPUTime(), scpu()
-	start := time.Now()
-	v, err := q.QueryRange(context.Background(), expr, query.Range{Start: from.Add(step), End: to, Step: step})
-	if err != nil {
-		t.Fatal(err)
+	// The median of three passes: one pass can be a few hundred
+	// milliseconds, where a neighbour's burst or the clock ticks of
+	// /proc would move a single reading.
+	var walls, cpus []time.Duration
+	var m model.Matrix
+	for range 3 {
+		cpu0, scpu0 := testtool.CPUTime(), scpu()
+		start := time.Now()
+		v, err := q.QueryRange(context.Background(), expr, query.Range{Start: from.Add(step), End: to, Step: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		walls = append(walls, time.Since(start))
+		cpus = append(cpus, testtool.CPUTime()-cpu0+scpu()-scpu0)
+		var ok bool
+		if m, ok = v.(model.Matrix); !ok || len(m) == 0 {
+			t.Fatalf("calibration %s returned %v", expr, v.Type())
+		}
 	}
-	c := Calibration{Wall: time.Since(start), CPU: testtool.CPUTime() - cpu0 + scpu() - scpu0}
-	m, ok := v.(model.Matrix)
-	if !ok || len(m) == 0 {
-		t.Fatalf("calibration %s returned %v", expr, v.Type())
-	}
-	c.Series = len(m)
+	slices.Sort(walls)
+	slices.Sort(cpus)
+	c := Calibration{Wall: walls[1], CPU: cpus[1], Series: len(m)}
 	t.Logf("CALIBRATION %s over %s: %s wall, %s CPU, %d series", expr, to.Sub(from),
 		c.Wall.Round(time.Millisecond), c.CPU.Round(time.Millisecond), c.Series)
 	return c
