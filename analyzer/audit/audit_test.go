@@ -27,9 +27,15 @@ func open(t *testing.T, path string) *Log {
 	return l
 }
 
-func TestIntendFinishIdempotent(t *testing.T) { testIntendFinishIdempotent(t, t.TempDir()+"/s.db") }
+func TestIntendFinishIdempotent(t *testing.T) {
+	t.Parallel()
+	testIntendFinishIdempotent(t, t.TempDir()+"/s.db")
+}
 
-func TestIntendFinishIdempotentPostgres(t *testing.T) { testIntendFinishIdempotent(t, testpg.URL(t)) }
+func TestIntendFinishIdempotentPostgres(t *testing.T) {
+	t.Parallel()
+	testIntendFinishIdempotent(t, testpg.URL(t))
+}
 
 func testIntendFinishIdempotent(t *testing.T, path string) {
 	ctx := context.Background()
@@ -100,10 +106,14 @@ func testIntendFinishIdempotent(t *testing.T, path string) {
 }
 
 func TestEpisodes(t *testing.T) {
+	t.Parallel()
 	testEpisodes(t, ":memory:")
 }
 
-func TestEpisodesPostgres(t *testing.T) { testEpisodes(t, testpg.URL(t)) }
+func TestEpisodesPostgres(t *testing.T) {
+	t.Parallel()
+	testEpisodes(t, testpg.URL(t))
+}
 
 func testEpisodes(t *testing.T, path string) {
 	ctx := context.Background()
@@ -130,6 +140,7 @@ func testEpisodes(t *testing.T, path string) {
 // The reports read the settled steps of this log through the store
 // (ActionsBetween): a dry-run shows, a step still only intended does not.
 func TestReportsReadSettledSteps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := store.Open(":memory:")
 	if err != nil {
@@ -163,12 +174,14 @@ func TestReportsReadSettledSteps(t *testing.T) {
 // Two analyzers on one database (a second replica, or a manual --once next
 // to the daemon) race for the same step: exactly one may run it.
 func TestIntendRaceAcrossConnections(t *testing.T) {
+	t.Parallel()
 	testIntendRace(t, t.TempDir()+"/s.db")
 }
 
 // The same on a shared PostgreSQL, whose read-committed transactions let
 // both replicas read "not there yet": the insert's compare-and-set decides.
 func TestIntendRaceAcrossReplicasPostgres(t *testing.T) {
+	t.Parallel()
 	testIntendRace(t, testpg.URL(t))
 }
 
@@ -204,6 +217,7 @@ func testIntendRace(t *testing.T, path string) {
 // failure detail hold escape sequences and newlines: the table shows them
 // escaped, one row per event, and clears or recolours nothing.
 func TestTableEscapesTerminalControls(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l := open(t, t.TempDir()+"/s.db")
 	t0 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)

@@ -64,10 +64,15 @@ func countEvents(t *testing.T, l *Log) int {
 // was paused while another took over, or a process that never led, has
 // each of its writes refused with store.ErrFenced and nothing changed.
 func TestFencedWrites(t *testing.T) {
+	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
 		testFencedWrites(t, func(t *testing.T) string { return t.TempDir() + "/s.db" })
 	})
-	t.Run("postgres", func(t *testing.T) { testFencedWrites(t, func(t *testing.T) string { return testpg.URL(t) }) })
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		testFencedWrites(t, func(t *testing.T) string { return testpg.URL(t) })
+	})
 }
 
 // testFencedWrites runs each case on a fresh database from fresh.
@@ -97,6 +102,7 @@ func testFencedWrites(t *testing.T, fresh func(t *testing.T) string) {
 	for _, w := range writers {
 		for _, op := range ops {
 			t.Run(w.name+": "+op.name, func(t *testing.T) {
+				t.Parallel() // each on a fresh database
 				u := fresh(t)
 				a, b, never := newAnalyzerLog(t, u, "a"), newAnalyzerLog(t, u, "b"), newAnalyzerLog(t, u, "never")
 				a.lead(t, t0, true)
@@ -156,8 +162,15 @@ func testFencedWrites(t *testing.T, fresh func(t *testing.T) string) {
 // store takes writes again. Another process (a restart: another
 // generation) sees both steps as interrupted.
 func TestRewriteFailedFinish(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) { testRewriteFailedFinish(t, t.TempDir()+"/s.db") })
-	t.Run("postgres", func(t *testing.T) { testRewriteFailedFinish(t, testpg.URL(t)) })
+	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		testRewriteFailedFinish(t, t.TempDir()+"/s.db")
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		testRewriteFailedFinish(t, testpg.URL(t))
+	})
 }
 
 func testRewriteFailedFinish(t *testing.T, url string) {

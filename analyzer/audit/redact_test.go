@@ -24,6 +24,7 @@ import (
 // actions or audit_events holds a credential, the payload stays JSON that
 // reconciliation can read, and names someone else chose are bounded.
 func TestActuatorErrorsStoredRedacted(t *testing.T) {
+	t.Parallel()
 	const hookToken = "T0001/B0002/XyZhooksecret42"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)

@@ -23,6 +23,7 @@ import (
 // it cordons once; the operator's uncordon is not fought; two new hardware
 // faults cordon it again. The application's XID 13 never counts.
 func TestFaultingNodeCordonedOnRealControlPlane(t *testing.T) {
+	t.Parallel()
 	admin := testkube.Admin(t)
 	ctx := context.Background()
 	ns := testkube.Namespace(t, admin, nil)
@@ -86,6 +87,7 @@ workloads:
 // out_of_service.faults 2 the node stays schedulable, in the dry run and
 // live; XID 48 on another of its GPUs cordons it, once.
 func TestSharedGPUFaultOnRealControlPlane(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("replays 5.5 simulated hours")
 	}

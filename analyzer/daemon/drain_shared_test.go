@@ -197,6 +197,7 @@ func (a *recordingActuator) Reconcile(context.Context, *action.Request) (action.
 // service until another GPU faults, and the fleet report and the fault
 // metric count the shared GPU once while each holder keeps its finding.
 func TestSharedGPUFaultCountsOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("replays 5.5 simulated hours")
 	}

@@ -24,11 +24,9 @@ import (
 // The node is drained for a second or two at a time: other packages'
 // jobs on this Slurm wait at most that long.
 func TestFaultingNodeDrainedOnRealSlurm(t *testing.T) {
-	conf := os.Getenv("GPUWATCH_SLURM_CONF")
-	if conf == "" {
-		testtool.Missing(t, "GPUWATCH_SLURM_CONF not set: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does")
-	}
-	t.Setenv("SLURM_CONF", conf)
+	// Serial: it drains the cluster's one node, on which the other tests
+	// submit their jobs and which slurmNode wants undrained.
+	useTestSlurm(t, false)
 	ctx := context.Background()
 	sl := &slurm.Client{Runner: execrun.Exec{Timeout: 30 * time.Second}}
 	node := slurmNode(t, sl)
@@ -84,6 +82,25 @@ workloads:
 	if len(drained) != 2 || !drained[2*time.Hour] || !drained[3*time.Hour+50*time.Minute] {
 		t.Errorf("node drained after the cycles at %v, want +2h and +3h50m", drained)
 	}
+}
+
+// useTestSlurm points the test's Slurm commands at the cluster of
+// test/slurm/start.sh (GPUWATCH_SLURM_CONF) through SLURM_CONF. Setting it
+// (t.Setenv) makes the test serial; where SLURM_CONF already names that
+// cluster (scripts/test.sh and .ci/run eval start.sh, which exports both)
+// there is nothing to set, and a test that may share the cluster
+// (parallel) runs in parallel with the others.
+func useTestSlurm(t *testing.T, parallel bool) {
+	t.Helper()
+	conf := os.Getenv("GPUWATCH_SLURM_CONF")
+	if conf == "" {
+		testtool.Missing(t, "GPUWATCH_SLURM_CONF not set: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does")
+	}
+	if parallel && os.Getenv("SLURM_CONF") == conf {
+		t.Parallel()
+		return
+	}
+	t.Setenv("SLURM_CONF", conf)
 }
 
 // slurmNode is the one node of test/slurm/start.sh's cluster.

@@ -65,6 +65,7 @@ exemptions:
 // the telemetry stops between the checkpoint and the reclaim, the job is
 // unknown and is not cancelled on the strength of older evidence.
 func TestEngineFindingsEscalate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("replays 5.5 simulated hours")
 	}
@@ -80,6 +81,7 @@ func TestEngineFindingsEscalate(t *testing.T) {
 		{"telemetry gap before the reclaim", 3*time.Hour + 20*time.Minute, 3*time.Hour + 40*time.Minute, 3 * time.Hour, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r, d := engineRig(t, origin, tc.gapFrom, tc.gapTo)
 			var checkpointAt, reclaimAt time.Duration
 			for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5*time.Hour + 30*time.Minute)); now = now.Add(5 * time.Minute) {

@@ -142,7 +142,25 @@ type ownerFacts struct {
 	calls     int
 }
 
-var partitionOf = map[string]string{}
+// partitions is each job's partition as idle() registered it, shared by
+// the tests that run in parallel: a job id keeps one partition across them
+// (a test that needs another partition uses a job id of its own).
+var partitions = struct {
+	sync.Mutex
+	of map[string]string
+}{of: map[string]string{}}
+
+func setPartition(job, partition string) {
+	partitions.Lock()
+	defer partitions.Unlock()
+	partitions.of[job] = partition
+}
+
+func partitionOf(job string) string {
+	partitions.Lock()
+	defer partitions.Unlock()
+	return partitions.of[job]
+}
 
 func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.Facts {
 	o.calls++
@@ -156,7 +174,7 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 			fa.Gone = true
 			fa.MarkMissing("slurm does not know job " + f.Job + " (gone)")
 		default:
-			for a, v := range map[schema.Attr]string{schema.AttrPartition: partitionOf[f.Job], schema.AttrUser: f.User, schema.AttrTeam: f.Team,
+			for a, v := range map[schema.Attr]string{schema.AttrPartition: partitionOf(f.Job), schema.AttrUser: f.User, schema.AttrTeam: f.Team,
 				schema.AttrQoS: "normal", schema.AttrAccount: "a", schema.AttrJobName: "j", schema.AttrKind: "batch"} {
 				fa.Set(a, v)
 			}
@@ -173,7 +191,7 @@ func (o *ownerFacts) Resolve(_ context.Context, fs []finding.Finding) []*facts.F
 }
 
 func idle(job, user, partition string, at time.Time) finding.Finding {
-	partitionOf[job] = partition
+	setPartition(job, partition)
 	return finding.Finding{Pattern: schema.CPUOnly, Severity: schema.SeverityWarning, Job: job, User: user, Team: "t",
 		Hostname: "n1", Scheduler: "slurm", Start: at.Add(-time.Hour), End: at, WastedGPUHours: 2}
 }
@@ -195,6 +213,7 @@ func (r *rig) cycle(t *testing.T, m int, jobs ...finding.Finding) CycleResult {
 }
 
 func TestEscalationLadder(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testPolicy, nil)
 	j := idle("101", "bob", "dev", r.start)
 	want := []struct {
@@ -235,6 +254,7 @@ func TestEscalationLadder(t *testing.T) {
 }
 
 func TestNeverActs(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		mutate func(f *finding.Finding)
@@ -246,11 +266,12 @@ func TestNeverActs(t *testing.T) {
 		{"stale evidence", func(f *finding.Finding) { f.End = f.End.Add(-time.Hour) }, testPolicy, ""},
 		{"unknown evidence", func(f *finding.Finding) { f.Evidence = map[string]float64{"unknown": 1} }, testPolicy, ""},
 		{"no job", func(f *finding.Finding) { f.Job = "" }, testPolicy, ""},
-		{"tier without reclaim", func(f *finding.Finding) { partitionOf[f.Job] = "prod" }, testPolicy, "reclaim"},
+		{"tier without reclaim", func(f *finding.Finding) { f.Job = "7-prod"; setPartition(f.Job, "prod") }, testPolicy, "reclaim"},
 		{"dry run", nil, strings.Replace(testPolicy, "dry_run: false", "dry_run: true", 1), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := newRig(t, tc.policy, nil)
 			r.esc.Facts.(*ownerFacts).down = tc.name == "scheduler down"
 			for m := 0; m <= 120; m += 10 {
@@ -292,6 +313,7 @@ func TestNeverActs(t *testing.T) {
 }
 
 func TestRateLimits(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testPolicy, nil)
 	var jobs []finding.Finding
 	for i := 0; i < 5; i++ {
@@ -320,8 +342,10 @@ func TestRateLimits(t *testing.T) {
 // A crash between intent and outcome: the restarted escalator reconciles
 // with the target before anything else and never cancels twice.
 func TestCrashBetweenIntentAndResult(t *testing.T) {
+	t.Parallel()
 	for _, applied := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cancel applied=%v", applied), func(t *testing.T) {
+			t.Parallel()
 			st, err := store.Open(t.TempDir() + "/state.db")
 			if err != nil {
 				t.Fatal(err)
@@ -375,6 +399,7 @@ func TestCrashBetweenIntentAndResult(t *testing.T) {
 // A failed step is retried after the policy's backoff, doubling per
 // attempt, not every cycle; the audit counts the attempts.
 func TestFailedStepRetriedWithBackoff(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testPolicy, nil)
 	r.hook.fail = fmt.Errorf("connection refused")
 	j := idle("400", "bob", "dev", r.start)
@@ -399,6 +424,7 @@ func TestFailedStepRetriedWithBackoff(t *testing.T) {
 // A step that keeps failing is given up after max_attempts: the audit says
 // so once, and nothing after it runs in the episode.
 func TestFailingStepGivenUp(t *testing.T) {
+	t.Parallel()
 	doc := strings.Replace(testPolicy, "rate_limits:", "retry: {initial_backoff: 1m, max_backoff: 2m, max_attempts: 3}\nrate_limits:", 1)
 	r := newRig(t, doc, nil)
 	r.hook.fail = fmt.Errorf("connection refused")
@@ -419,6 +445,7 @@ func TestFailingStepGivenUp(t *testing.T) {
 }
 
 func TestSourceErrorMeansNoAction(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testPolicy, nil)
 	d := &Daemon{Escalator: r.esc, Now: func() time.Time { return r.start },
 		Source: SourceFunc(func(context.Context, time.Time) ([]finding.Finding, error) {
@@ -449,7 +476,7 @@ func TestDaemonSkipsOverlappingCycles(t *testing.T) {
 			maxRunning = running
 		}
 		mu.Unlock()
-		time.Sleep(2500 * time.Millisecond) // longer than the 1s schedule
+		time.Sleep(1500 * time.Millisecond) // longer than the 1s schedule
 		mu.Lock()
 		running--
 		mu.Unlock()
@@ -457,7 +484,9 @@ func TestDaemonSkipsOverlappingCycles(t *testing.T) {
 	})
 	d := &Daemon{Source: src, Escalator: r.esc, Spec: "@every 1s", Jobs: []Job{{Name: "report", Spec: "@every 1h",
 		Run: func(context.Context, time.Time) error { mu.Lock(); jobRuns++; mu.Unlock(); return nil }}}}
-	ctx, cancel := context.WithTimeout(context.Background(), 4500*time.Millisecond)
+	// The cycle at start, then one on the schedule whose run spans the next
+	// tick, which is skipped.
+	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
 	defer cancel()
 	if err := d.Run(ctx); err != nil {
 		t.Fatal(err)
@@ -477,6 +506,7 @@ func TestDaemonSkipsOverlappingCycles(t *testing.T) {
 
 // A job on two hosts has two findings; it is signalled and cancelled once.
 func TestMultiHostJobActedOnOnce(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testPolicy, nil)
 	a := idle("500", "bob", "dev", r.start)
 	b := a
@@ -495,6 +525,7 @@ func TestMultiHostJobActedOnOnce(t *testing.T) {
 // Leaving dry-run mid-episode: the owner gets a real warning and the full
 // minimum warning time before anything is done.
 func TestLeavingDryRunWarnsForReal(t *testing.T) {
+	t.Parallel()
 	st, err := store.Open(t.TempDir() + "/s.db")
 	if err != nil {
 		t.Fatal(err)
@@ -533,6 +564,7 @@ func TestLeavingDryRunWarnsForReal(t *testing.T) {
 }
 
 func TestNextStepSkipsForbiddenReclaim(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testPolicy, nil)
 	var got []*action.Request
 	r.esc.Actuators["webhook"] = actFunc(func(req *action.Request) { got = append(got, req) })
@@ -551,6 +583,7 @@ func (f actFunc) Act(_ context.Context, req *action.Request) (string, error) {
 }
 
 func TestFindingMetrics(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testPolicy, nil)
 	m := r.esc.Metrics
 	old := idle("1", "bob", "dev", r.start) // open before the daemon started

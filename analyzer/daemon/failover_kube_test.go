@@ -225,7 +225,10 @@ func (g *kubeFailoverRig) podGone(t *testing.T) bool {
 // no second warning (deliveries counted on the webhook's server) and evicts
 // exactly once (the API calls of both replicas counted on their clients).
 func TestFailoverOnRealControlPlane(t *testing.T) {
-	g := newKubeFailoverRig(t, "8s")
+	// The reclaim comes due 2 s after the warning (the policy's
+	// min_warning): a dies before it, b takes over (3 to 6 s later) and
+	// finds it due.
+	g := newKubeFailoverRig(t, "2s")
 	a := g.replica(t, "analyzer-a", nil)
 	leaderOf(t, a)
 	b := g.replica(t, "analyzer-b", nil)
@@ -308,6 +311,7 @@ func (h *hangingActuator) Reconcile(ctx context.Context, req *action.Request) (a
 // already evicted: the new leader's reconcile asks the API server, settles
 // the step once, as done, and evicts nothing again.
 func TestFailoverBetweenIntentAndResultOnRealControlPlane(t *testing.T) {
+	t.Parallel()
 	g := newKubeFailoverRig(t, "2s")
 	hang := &hangingActuator{entered: make(chan struct{})}
 	a := g.replica(t, "analyzer-a", func(k action.Actuator) action.Actuator { hang.Actuator = k; return hang })

@@ -81,6 +81,7 @@ func newPGReplica(t *testing.T, url, id, doc string, hook string, ttl time.Durat
 // the lease time, sends no second warning (deliveries counted on the
 // webhook's server) and reclaims exactly once.
 func TestFailoverOnSharedPostgres(t *testing.T) {
+	t.Parallel()
 	url := testpg.URL(t)
 	hook := newHookServer(t)
 	doc := fmt.Sprintf(leaderPolicy, "10m", "30m")
@@ -177,6 +178,7 @@ func (d *dyingSlurm) Reconcile(context.Context, *action.Request) (action.Outcome
 // cancelled): the new leader's reconcile settles the step once, as done,
 // and cancels nothing again.
 func TestFailoverBetweenIntentAndResultOnSharedPostgres(t *testing.T) {
+	t.Parallel()
 	url := testpg.URL(t)
 	hook := newHookServer(t)
 	doc := fmt.Sprintf(leaderPolicy, "10m", "30m")

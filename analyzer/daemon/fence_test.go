@@ -98,6 +98,7 @@ func (p *fencedReplica) run(t *testing.T) CycleResult {
 // having renewed, escalates. A short pause inside the deadline is no
 // pause. Each step once, in order; no episode written by a stale leader.
 func TestPausedLeaderCannotAct(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// pause is how long a is stopped; seen whether a's clock counts it.
@@ -120,6 +121,7 @@ func TestPausedLeaderCannotAct(t *testing.T) {
 	for _, be := range []string{"sqlite", "postgres"} {
 		for _, tc := range cases {
 			t.Run(be+": "+tc.name, func(t *testing.T) {
+				t.Parallel()
 				testPausedLeader(t, backends[be](t), tc.pause, tc.seen, tc.takeover, tc.aResumed, tc.aNext)
 			})
 		}
@@ -247,8 +249,10 @@ func (h *breakingHook) Act(ctx context.Context, req *action.Request) (string, er
 // out) instead of waiting for another replica to reconcile it, sends no
 // second warning, and goes on with the ladder.
 func TestFailedFinishSettledBySameLeader(t *testing.T) {
+	t.Parallel()
 	for _, be := range []string{"sqlite", "postgres"} {
 		t.Run(be, func(t *testing.T) {
+			t.Parallel()
 			url := filepath.Join(t.TempDir(), "state.db")
 			if be == "postgres" {
 				url = testpg.URL(t)

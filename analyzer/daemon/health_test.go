@@ -13,6 +13,7 @@ import (
 )
 
 func TestHealthFollowsCycles(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testPolicy, nil)
 	fail := errors.New("prometheus: connection refused")
 	var srcErr error

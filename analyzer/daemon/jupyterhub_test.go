@@ -88,6 +88,7 @@ func reclaimSteps(t *testing.T, r *rig, job string) string {
 // server its user already stopped, a wrong token and a Hub that is down
 // are each audited for what they are, and nothing is evicted.
 func TestIdleNotebooksStopThroughJupyterHub(t *testing.T) {
+	t.Parallel()
 	hub := actiontest.StartHub(t, "jhub")
 	hub.Start("alice", "")
 	hub.Start("bob", "lab")
@@ -207,6 +208,7 @@ func notebookPod(ns, name, user, server string) *corev1.Pod {
 // Hub server runs in it. Alice's idle notebook, which the Hub's record
 // names, is stopped through the Hub.
 func TestNotebookAnnotatedAsAnotherUsersIsNotTheirs(t *testing.T) {
+	t.Parallel()
 	cs := testkube.Admin(t)
 	hubNS, mallory := testkube.Namespace(t, cs, nil), testkube.Namespace(t, cs, nil)
 	nodes := testkube.Nodes(t)

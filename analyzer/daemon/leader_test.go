@@ -80,6 +80,7 @@ func countSteps(rs ...*replica) map[string]int {
 // the other takes over within the lease time and finishes the ladder,
 // without repeating a notification or a step.
 func TestTwoAnalyzersOneStore(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state.db")
 	doc := fmt.Sprintf(leaderPolicy, "10m", "30m")
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -172,8 +173,12 @@ func TestTwoReplicasLeaderElection(t *testing.T) {
 	var mu sync.Mutex
 	killed := -1
 	var killedAt, tookOverAt time.Time
+	// Round after round until the ladder has ended (the reclaim, 3 s after
+	// the warning) and a lease duration more has passed without a second
+	// leader or a step again; the ladder not ending by 30 s fails below.
 	start := time.Now()
-	for time.Since(start) < 9*time.Second {
+	var reclaimedAt time.Time
+	for time.Since(start) < 30*time.Second && (reclaimedAt.IsZero() || time.Since(reclaimedAt) < leaseDuration+time.Second) {
 		leaders := 0
 		for i, m := range ms {
 			mu.Lock()
@@ -208,6 +213,9 @@ func TestTwoReplicasLeaderElection(t *testing.T) {
 				}
 			}
 		}
+		if reclaimedAt.IsZero() && countSteps(ms[0].rep, ms[1].rep)["reclaim 101"] > 0 {
+			reclaimedAt = time.Now()
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if killed < 0 {
@@ -228,6 +236,7 @@ func TestTwoReplicasLeaderElection(t *testing.T) {
 // taker's wall clock (a clock running ahead); a holder that keeps renewing
 // keeps it however its clock runs, and a crashed holder's lease passes on.
 func TestLeaseTakeoverOnTheTakersClock(t *testing.T) {
+	t.Parallel()
 	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)

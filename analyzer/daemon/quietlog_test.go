@@ -10,6 +10,7 @@ import (
 // A finding whose facts are missing is logged once per episode, not once per
 // cycle: the demo logged the same warning 1,056 times.
 func TestMissingFactsLoggedOncePerEpisode(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testPolicy, nil)
 	var buf bytes.Buffer
 	r.esc.Logger = slog.New(slog.NewTextHandler(&buf, nil))
@@ -37,6 +38,7 @@ func TestMissingFactsLoggedOncePerEpisode(t *testing.T) {
 // finished job: its facts are missing all the same (at most a notice), but
 // the log says so at info, not as a warning an operator must look into.
 func TestGoneJobLoggedAtInfo(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testPolicy, nil)
 	var buf bytes.Buffer
 	r.esc.Logger = slog.New(slog.NewTextHandler(&buf, nil))

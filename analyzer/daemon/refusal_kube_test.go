@@ -51,6 +51,7 @@ tiers:
 // the step is given up for the episode, once; the pod is never touched; and
 // the web page's audit log shows the refusals and the give-up.
 func TestRefusedEvictionGivenUpOnRealControlPlane(t *testing.T) {
+	t.Parallel()
 	admin := testkube.Admin(t)
 	ctx := context.Background()
 	ns := testkube.Namespace(t, admin, nil)

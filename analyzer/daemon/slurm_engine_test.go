@@ -27,11 +27,7 @@ import (
 // Needs the cluster of test/slurm/start.sh (GPUWATCH_SLURM_CONF), as .ci/run
 // starts it; test/reclaim holds the other Slurm tests.
 func TestEngineOnRealSlurm(t *testing.T) {
-	conf := os.Getenv("GPUWATCH_SLURM_CONF")
-	if conf == "" {
-		testtool.Missing(t, "GPUWATCH_SLURM_CONF not set: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does")
-	}
-	t.Setenv("SLURM_CONF", conf)
+	useTestSlurm(t, true)
 	dir := t.TempDir()
 	// The telemetry is the jobs' own: on their node, from after they
 	// started (the target proof holds the scheduler to both).

@@ -54,8 +54,9 @@ func recreate(t *testing.T, cs kubernetes.Interface, p *corev1.Pod) *corev1.Pod 
 		_, err := cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	// Creation times have a resolution of a second.
-	time.Sleep(1100 * time.Millisecond)
+	// Creation times have a resolution of a second: the new pod's is a
+	// second after the old one's (the API server shares this clock).
+	time.Sleep(time.Until(p.CreationTimestamp.Add(1100 * time.Millisecond)))
 	return testkube.RunningPod(t, cs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}})
 }
@@ -67,6 +68,7 @@ func recreate(t *testing.T, cs kubernetes.Interface, p *corev1.Pod) *corev1.Pod 
 // gets one target note; and a pod recreated between the decision and the
 // eviction is refused by the actuator on the proof's UID.
 func TestTargetProvenOnRealControlPlane(t *testing.T) {
+	t.Parallel()
 	admin := testkube.Admin(t)
 	nodes := testkube.Nodes(t)
 	if len(nodes) < 2 {
@@ -85,6 +87,7 @@ func TestTargetProvenOnRealControlPlane(t *testing.T) {
 		{name: "recreated under the name after the evidence", host: nodes[0], recreated: true, want: "created"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			ns := testkube.Namespace(t, admin, nil)
 			pod := testkube.RunningPod(t, admin, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train-0", Namespace: ns},
@@ -138,6 +141,7 @@ func TestTargetProvenOnRealControlPlane(t *testing.T) {
 // made at decision time names the old pod's UID, the actuator reads the
 // new one and refuses, and the new pod is not evicted.
 func TestRecreatedBetweenDecisionAndEvictionOnRealControlPlane(t *testing.T) {
+	t.Parallel()
 	admin := testkube.Admin(t)
 	ctx := context.Background()
 	ns := testkube.Namespace(t, admin, nil)

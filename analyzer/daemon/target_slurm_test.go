@@ -54,11 +54,7 @@ func withLabel(name, value string) func([]*dto.MetricFamily) {
 // nothing at all is done, not even a warning, the job keeps running, and
 // the audit holds one target note saying what was compared.
 func TestTargetProvenOnRealSlurm(t *testing.T) {
-	conf := os.Getenv("GPUWATCH_SLURM_CONF")
-	if conf == "" {
-		testtool.Missing(t, "GPUWATCH_SLURM_CONF not set: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does")
-	}
-	t.Setenv("SLURM_CONF", conf)
+	useTestSlurm(t, true)
 	ctx := context.Background()
 	sl := &slurm.Client{Runner: execrun.Exec{Timeout: 30 * time.Second}}
 	node := slurmNode(t, sl)
@@ -81,6 +77,7 @@ func TestTargetProvenOnRealSlurm(t *testing.T) {
 		{name: "its own node, cluster agreeing", evidence: time.Minute, series: "=", flag: "="},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each its own job, by its id
 			id, marker := testtool.SubmitSignalJob(t, t.TempDir(), fmt.Sprintf("target-%d", i))
 			j, err := sl.Job(ctx, id)
 			if err != nil || j == nil || j.Start.IsZero() {

@@ -33,6 +33,7 @@ tiers:
 // notification to that workload's owner; the audit holds one target note
 // for the episode and the log says so once.
 func TestMismatchTakesNoStep(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, catchAll, nil)
 	var logs bytes.Buffer
 	r.esc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -60,6 +61,7 @@ func TestMismatchTakesNoStep(t *testing.T) {
 // When the scheduler cannot be asked, nothing can be compared: whatever the
 // tiers need (here nothing), at most the notification goes out.
 func TestUnknownTargetAtMostNotifies(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"down", "gone"} {
 		r := newRig(t, catchAll, nil)
 		o := r.esc.Facts.(*ownerFacts)

@@ -24,6 +24,7 @@ func drainReq(host string) *action.Request {
 }
 
 func TestCordon(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-7"}})
 	k := &Cordon{Core: cs.CoreV1()}
@@ -57,6 +58,7 @@ func TestCordon(t *testing.T) {
 // operator's cordon in that gap is seen and left as it is; a conflict that
 // never ends is retried by the next cycle.
 func TestCordonRereadsOnConflict(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name      string

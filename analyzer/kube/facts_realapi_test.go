@@ -63,6 +63,7 @@ exemptions:
 // and exemption from what the API server reports, and a pod that is gone
 // has its facts missing, never a tier.
 func TestFactsOnRealPods(t *testing.T) {
+	t.Parallel()
 	cs := testkube.Admin(t)
 	ctx := context.Background()
 	prod := testkube.Namespace(t, cs, map[string]string{"gpuwatch.io/env": "prod"})

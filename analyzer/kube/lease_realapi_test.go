@@ -73,8 +73,10 @@ func TestLeaseOnRealAPIServer(t *testing.T) {
 				}
 				return first != nil, nil
 			})
-			// Over several renewals the same one, and only it, leads.
-			for end := time.Now().Add(2 * lease); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			// Over several renewals the same one, and only it, leads: for
+			// longer than a lease, which the other would take over had the
+			// renewals stopped.
+			for end := time.Now().Add(lease + time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 				if l := leaders(); len(l) != 1 || l[0] != first {
 					t.Fatalf("leaders %v, want only %s", l, first.id)
 				}

@@ -18,6 +18,7 @@ import (
 // stood unchanged for the lease duration on its own clock, and the first,
 // back, finds it lost; a Lease given up is taken at the next round.
 func TestLeaseRounds(t *testing.T) {
+	t.Parallel()
 	cs := fake.NewClientset()
 	clock := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	mk := func(id string) *Lease {

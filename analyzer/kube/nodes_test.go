@@ -15,6 +15,7 @@ import (
 // clients of New against a server answering as the API server does,
 // paged).
 func TestNodes(t *testing.T) {
+	t.Parallel()
 	pages := map[string]string{
 		"": `{"kind":"NodeList","apiVersion":"v1","metadata":{"continue":"p2"},"items":[
 			{"metadata":{"name":"gke-a-1","labels":{"cloud.google.com/gke-nodepool":"a100-pool","node.kubernetes.io/instance-type":"a2-highgpu-8g"}}},

@@ -17,6 +17,7 @@ import (
 // does not exist, and ErrInvalid, asking nothing, for names the API could
 // not hold.
 func TestPodsAnnotations(t *testing.T) {
+	t.Parallel()
 	c := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-alice", Namespace: "jhub",
 		Annotations: map[string]string{action.AnnotationHubUser: "alice"}}})
 	p := &Pods{Core: c.CoreV1()}

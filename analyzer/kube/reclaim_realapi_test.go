@@ -94,6 +94,7 @@ func gone(t *testing.T, cs kubernetes.Interface, ns, name string) {
 // delete after refusals removes it. With room in the budget the eviction
 // goes through, and a Pending pod is evicted whatever its budget says.
 func TestRealEvictionUnderDisruptionBudget(t *testing.T) {
+	t.Parallel()
 	cs := testkube.Admin(t)
 	ctx := context.Background()
 	ns := testkube.Namespace(t, cs, nil)
@@ -163,6 +164,7 @@ func TestRealEvictionUnderDisruptionBudget(t *testing.T) {
 // scale subresource either: its pod is evicted and the job controller makes
 // a new one, so reclaiming a Job's pod this way frees the GPU only briefly.
 func TestRealScaleOwnerToZero(t *testing.T) {
+	t.Parallel()
 	cs := testkube.Admin(t)
 	ctx := context.Background()
 	ns := testkube.Namespace(t, cs, nil)
@@ -250,6 +252,7 @@ func TestRealScaleOwnerToZero(t *testing.T) {
 // done (an operator's cordon is not taken over), reconcile reads it back,
 // and an uncordoned node reconciles as not applied.
 func TestRealCordon(t *testing.T) {
+	t.Parallel()
 	cs := testkube.Admin(t)
 	ctx := context.Background()
 	ns := testkube.Namespace(t, cs, nil) // names the node, and makes it this test's

@@ -65,6 +65,7 @@ func podReq(pod string, attempt int) *action.Request {
 }
 
 func TestReclaimEvictsTheRightPod(t *testing.T) {
+	t.Parallel()
 	c := fake.NewClientset(objects()...)
 	k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict"}
 	if _, err := k.Act(context.Background(), podReq("train-0", 1)); err != nil {
@@ -87,6 +88,7 @@ func TestReclaimEvictsTheRightPod(t *testing.T) {
 // A PodDisruptionBudget refuses with 429: retried later, deleted only when
 // configured and only after enough refusals.
 func TestReclaimPDBRefusal(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		deleteAfter, attempt  int
 		wantRetry, wantDelete bool
@@ -116,6 +118,7 @@ func TestReclaimPDBRefusal(t *testing.T) {
 }
 
 func TestReclaimScaleOwner(t *testing.T) {
+	t.Parallel()
 	c := fake.NewClientset(objects()...)
 	kubetest.ScaleSubresource(c)
 	k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "scale_owner"}
@@ -157,6 +160,7 @@ func TestReclaimScaleOwner(t *testing.T) {
 }
 
 func TestReclaimReconcile(t *testing.T) {
+	t.Parallel()
 	c := fake.NewClientset(objects()...)
 	k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: "evict"}
 	ctx := context.Background()
@@ -176,6 +180,7 @@ func TestReclaimReconcile(t *testing.T) {
 // resourceVersion is stale now and then. The scale is read again and the
 // reclaim goes through; a conflict that never ends is reported.
 func TestReclaimScaleOwnerRereadsOnConflict(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		conflicts int
 		wantErr   bool
@@ -210,6 +215,7 @@ func TestReclaimScaleOwnerRereadsOnConflict(t *testing.T) {
 // evidence); otherwise nothing is evicted, deleted or scaled, and the
 // refusal says why. Every mode; hostile and missing proofs included.
 func TestReclaimChecksTheTarget(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		mutate func(r *action.Request)
@@ -263,6 +269,7 @@ func TestReclaimChecksTheTarget(t *testing.T) {
 // proof's UID as a precondition, so a pod recreated between the read and
 // the write is never the one removed.
 func TestReclaimIsConditionalOnTheUID(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"evict", "delete"} {
 		c := fake.NewClientset(objects()...)
 		k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: mode}

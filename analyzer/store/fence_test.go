@@ -74,6 +74,7 @@ func holds(s *Store, f Fence) error {
 // Each case is refused with ErrFenced, or is safe (the holder's current
 // generation, which it learns at its next renewal).
 func TestFenceRefusesOtherGenerations(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// setup brings the lease to the case's state and returns the fence
@@ -283,6 +284,7 @@ func raceRenewTake(r *fenceRig) Fence {
 // row deleted by hand starts again above every generation the audit holds,
 // so no write of a past generation matches it again.
 func TestLeaseGenerationNeverRepeats(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, open func(t *testing.T) *Store) {
 		s := open(t)
 		ctx := context.Background()

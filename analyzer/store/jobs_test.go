@@ -11,7 +11,10 @@ import (
 
 // Job 60 and job 601 on the same host stay apart (finding keys share a
 // prefix), and a job with usage after the window has not ended.
-func TestJobReads(t *testing.T) { backends(t, testJobReads) }
+func TestJobReads(t *testing.T) {
+	t.Parallel()
+	backends(t, testJobReads)
+}
 
 func testJobReads(t *testing.T, open func(t *testing.T) *Store) {
 	ctx := context.Background()

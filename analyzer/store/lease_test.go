@@ -12,6 +12,7 @@ import (
 // it whatever the clocks say, release hands it over, and a takeover
 // succeeds only on the row the taker saw.
 func TestLeaseOneHolder(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state.db")
 	a, err := Open(path)
 	if err != nil {

@@ -18,10 +18,12 @@ import (
 // second replica would have.
 func backends(t *testing.T, f func(t *testing.T, open func(t *testing.T) *Store)) {
 	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
 		path := filepath.Join(t.TempDir(), "s.db")
 		f(t, func(t *testing.T) *Store { return mustOpen(t, path) })
 	})
 	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
 		u := testpg.URL(t)
 		f(t, func(t *testing.T) *Store { return mustOpen(t, u) })
 	})
@@ -38,6 +40,7 @@ func mustOpen(t *testing.T, u string) *Store {
 }
 
 func TestLeaseOneHolderPostgres(t *testing.T) {
+	t.Parallel()
 	u := testpg.URL(t)
 	testLeaseOneHolder(t, mustOpen(t, u), mustOpen(t, u))
 }
@@ -45,6 +48,7 @@ func TestLeaseOneHolderPostgres(t *testing.T) {
 // Replicas starting together migrate the shared database once: the
 // advisory lock keeps them from running the same step twice.
 func TestPostgresMigratesOnceConcurrently(t *testing.T) {
+	t.Parallel()
 	u := testpg.URL(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -86,6 +90,7 @@ func TestPostgresMigratesOnceConcurrently(t *testing.T) {
 // newest cycle's finding wins, a withdrawn one goes, and per-period sums
 // and the settled action log come back whole.
 func TestStoreReadsBothBackends(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, open func(t *testing.T) *Store) {
 		ctx := context.Background()
 		a, b := open(t), open(t)
@@ -142,6 +147,7 @@ func TestStoreReadsBothBackends(t *testing.T) {
 }
 
 func TestRebind(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{`SELECT user, team FROM usage WHERE job = ? AND start_ms >= ?`, `SELECT "user", team FROM usage WHERE job = $1 AND start_ms >= $2`},
 		{`SELECT MAX(user) FROM t WHERE a = '?' AND b = ?`, `SELECT MAX("user") FROM t WHERE a = '?' AND b = $1`},

@@ -55,6 +55,7 @@ func objects(t *testing.T, s *Store) map[string]string {
 // included, opens at the current version with its rows kept, and ends with
 // exactly the tables and indexes of a new database.
 func TestMigrateFromEveryVersion(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fresh, err := Open(filepath.Join(t.TempDir(), "fresh.db"))
 	if err != nil {
@@ -120,6 +121,7 @@ func TestMigrateFromEveryVersion(t *testing.T) {
 
 // A database written by a newer gpuwatch is refused, not written.
 func TestNewerSchemaRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "new.db")
 	rawDB(t, path, `CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version VALUES (999)`)
 	_, err := Open(path)

@@ -6,7 +6,10 @@ import (
 	"time"
 )
 
-func TestUsageSpan(t *testing.T) { backends(t, testUsageSpan) }
+func TestUsageSpan(t *testing.T) {
+	t.Parallel()
+	backends(t, testUsageSpan)
+}
 
 func testUsageSpan(t *testing.T, open func(t *testing.T) *Store) {
 	s := open(t)

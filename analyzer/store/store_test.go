@@ -14,8 +14,10 @@ import (
 // TestOpenEscapesPath: the path used to be pasted into the SQLite URI, so
 // "a#b.db" wrote to "a" and dropped WAL and the busy timeout.
 func TestOpenEscapesPath(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"a#b.db", "c?d.db", "e%41.db", "f g&_pragma=x.db", "ü.db"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			path := filepath.Join(dir, name)
 			s, err := Open(path)
@@ -50,6 +52,7 @@ func TestOpenEscapesPath(t *testing.T) {
 // TestOpenTightensWorldReadable: a store left readable by everybody (audit
 // log, users, recipients) loses world access when opened.
 func TestOpenTightensWorldReadable(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "s.db")
 	if err := os.WriteFile(path, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -75,6 +78,7 @@ const readOnlyHelper = "GPUWATCH_STORE_READONLY_HELPER"
 // who may read the file but write neither it nor its folder: audit and
 // report previews need nothing more.
 func TestOpenReadOnlyWithoutWriteAccess(t *testing.T) {
+	t.Parallel()
 	if path := os.Getenv(readOnlyHelper); path != "" {
 		s, err := OpenReadOnly(path)
 		if err != nil {
