@@ -214,7 +214,7 @@ func TestRunServes(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Run(ctx, RunOptions{
-			Options:  Options{Scenario: smallScenario(t), Seed: 1, Length: 8 * time.Hour, Origin: origin, Out: t.TempDir()},
+			Options:  Options{Scenario: smallScenario(t), Seed: 1, Length: 3 * time.Hour, Origin: origin, Out: t.TempDir()},
 			Web:      &web.FlagConfig{WebListenAddresses: &[]string{}, WebSystemdSocket: &noSystemd, WebConfigFile: &noFile},
 			Listener: l, Stdout: io.Discard,
 		})
