@@ -59,6 +59,7 @@ func checkSafeErr(t *testing.T, err error) {
 // no server stopped, nothing evicted. A real notebook pod with a hostile
 // annotation is still found by the Hub's record, and only its server stops.
 func TestJupyterHubHostileAnnotations(t *testing.T) {
+	t.Parallel()
 	hub := actiontest.StartHub(t, "jhub")
 	hub.Start("alice", "")
 	hub.Start("bob", "")
@@ -178,6 +179,7 @@ func pageJSON(next string, users ...string) string {
 // bounded printable line; only answers that truly name the pod stop its
 // server, at the path the Hub's record gives.
 func TestJupyterHubHostileAnswers(t *testing.T) {
+	t.Parallel()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("hub-token-for-hostile-answers\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -48,6 +48,7 @@ func kubeSpawnerPod(ns, user, server string) *corev1.Pod {
 // to the Kubernetes actuator. A pod that is gone from the API is gone for
 // the actuator too.
 func TestRealJupyterHubOnKubeSpawnerPods(t *testing.T) {
+	t.Parallel()
 	cs := testkube.Admin(t)
 	ns := testkube.Namespace(t, cs, nil)
 	mallory := testkube.Namespace(t, cs, nil)

@@ -67,6 +67,7 @@ func idleReq(pod string) *action.Request { return idleReqIn("jhub", pod) }
 // admin:server_state, a wrong token and a Hub that is down fail, and only
 // a fallback the policy asked for evicts the pod.
 func TestJupyterHubActuator(t *testing.T) {
+	t.Parallel()
 	hub := actiontest.StartHub(t, "jhub")
 	if users := hub.Users(); !slices.Contains(users, "alice") || !slices.Contains(users, "bob") {
 		t.Fatalf("hub users %v", users)

@@ -38,6 +38,7 @@ workloads:
 // (thinned to the storage interval) and analyzer cycles over it find the
 // job that never used its GPU, and only that one.
 func TestCollectorFeedsCycles(t *testing.T) {
+	t.Parallel()
 	sc, err := sim.ParseScenario("agent-test.yaml", []byte(scenario))
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +109,7 @@ func TestCollectorFeedsCycles(t *testing.T) {
 
 // Run wires the exporter, the store and the analyzer, and stops cleanly.
 func TestRunStartsAndStops(t *testing.T) {
+	t.Parallel()
 	app := kingpin.New("agent-test", "")
 	exp := cli.Register(app)
 	if _, err := app.Parse([]string{"--source=sim", "--web.listen-address=127.0.0.1:0", "--collect-interval=100ms"}); err != nil {

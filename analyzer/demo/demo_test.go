@@ -55,6 +55,7 @@ func teamsOf(sc *sim.Scenario) map[string]bool {
 // TestSimulateWritesEverything runs the small fleet through 30 simulated
 // hours and checks every output the demo promises.
 func TestSimulateWritesEverything(t *testing.T) {
+	t.Parallel()
 	sc := smallScenario(t)
 	out := t.TempDir()
 	// A stale file from an earlier run must not survive.
@@ -202,6 +203,7 @@ func TestSimulateWritesEverything(t *testing.T) {
 // TestRunServes starts the demo's server mode, fetches the live exporter's
 // /metrics and the analyzer page, and stops it by cancelling.
 func TestRunServes(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +214,7 @@ func TestRunServes(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Run(ctx, RunOptions{
-			Options:  Options{Scenario: smallScenario(t), Seed: 1, Length: 8 * time.Hour, Origin: origin, Out: t.TempDir()},
+			Options:  Options{Scenario: smallScenario(t), Seed: 1, Length: 3 * time.Hour, Origin: origin, Out: t.TempDir()},
 			Web:      &web.FlagConfig{WebListenAddresses: &[]string{}, WebSystemdSocket: &noSystemd, WebConfigFile: &noFile},
 			Listener: l, Stdout: io.Discard,
 		})
@@ -342,6 +344,7 @@ func readJSON(t *testing.T, path string, v any) {
 
 // TestRunInterrupted: cancelling during the simulation stops it quietly.
 func TestRunInterrupted(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out bytes.Buffer

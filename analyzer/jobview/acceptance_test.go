@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/internal/execrun"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 
 	"github.com/prometheus/common/model"
 
@@ -25,16 +26,33 @@ import (
 // (per GPU by UUID, no aggregation), and the window is the first and last
 // raw sample of the job's series.
 func TestJobViewMatchesPromQL(t *testing.T) {
+	t.Parallel()
 	_, mapDir := slurmEnv(t)
 	id, gpus := submit(t, "jobview-train", "sleep 300")
 	prom := startScraping(t, startExporter(t, id, gpus, mapDir))
-	time.Sleep(20 * time.Second)
+	// The job trains long enough to be seen for more than the 10 s the
+	// window must span (below), every second on each GPU.
+	awaitJobData(t, prom, id, len(gpus), 10, 11*time.Second)
 	run(t, "scancel", id)
-	time.Sleep(4 * time.Second) // the epilog unmaps the GPUs; the series lose the job
 	c, err := promapi.New(prom, promapi.Options{Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The epilog unmaps the GPUs; the series lose the job: Prometheus
+	// marks the job's series stale at the first scrape without them, while
+	// the node's GPUs are still scraped (a failed scrape marks them all).
+	testtool.Eventually(t, 60*time.Second, "job "+id+"'s series stale after scancel, the node's scraped", func() (bool, error) {
+		now := time.Now()
+		job, err := c.Query(context.Background(), schema.FBUsed.Name+`{hpc_job="`+id+`"}`, now)
+		if err != nil {
+			return false, err
+		}
+		node, err := c.Query(context.Background(), schema.FBUsed.Name, now)
+		if err != nil {
+			return false, err
+		}
+		return len(job.(model.Vector)) == 0 && len(node.(model.Vector)) > 0, nil
+	})
 	ref, err := jobview.ParseRef(id)
 	if err != nil {
 		t.Fatal(err)

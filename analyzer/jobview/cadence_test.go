@@ -106,6 +106,7 @@ func promFrom(t *testing.T, file string) string {
 // beside it; a job whose GPU was gone for 70 of 120 minutes is not enough
 // data. Through the embedded store and a real Prometheus.
 func TestCoverageByOwnCadence(t *testing.T) {
+	t.Parallel()
 	db, file := cadenceStore(t)
 	check := func(t *testing.T, q query.Querier) {
 		for _, c := range []struct {
@@ -159,6 +160,7 @@ workloads:
 // honor_labels: false), reports it fully covered, and finds its waste; the
 // exporter's own pod, which the series' pod label names, is no job.
 func TestJobUnderExportedLabels(t *testing.T) {
+	t.Parallel()
 	sc, err := sim.ParseScenario("honor", []byte(honorFleet))
 	if err != nil {
 		t.Fatal(err)

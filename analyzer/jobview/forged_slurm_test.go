@@ -20,11 +20,12 @@ const forgedName = "train UserId=victim(2001) Account=ml-infra JobState=COMPLETE
 // a summary in its AdminComment that names another job and user is
 // refused; and `--summary` writes the view of this job id only.
 func TestForgedJobNameOnSlurm(t *testing.T) {
+	t.Parallel()
 	_, mapDir := slurmEnv(t)
 	bin := buildGpuwatch(t)
 	id, gpus := submit(t, forgedName, "sleep 300")
 	prom := startScraping(t, startExporter(t, id, gpus, mapDir))
-	time.Sleep(12 * time.Second)
+	awaitJobData(t, prom, id, len(gpus), 5, 4*time.Second)
 
 	view := func(args ...string) (jobview.Report, string, error) {
 		var stdout, stderr bytes.Buffer

@@ -155,6 +155,7 @@ func checkHealthViews(t *testing.T, q query.Querier) {
 }
 
 func TestJobViewHealthEmbedded(t *testing.T) {
+	t.Parallel()
 	db, _ := healthStore(t, simload.Format{})
 	checkHealthViews(t, db)
 	r := healthView(t, db, "3002")
@@ -165,6 +166,7 @@ func TestJobViewHealthEmbedded(t *testing.T) {
 
 // TestJobViewHealthPrometheus: the same views on a real Prometheus.
 func TestJobViewHealthPrometheus(t *testing.T) {
+	t.Parallel()
 	_, file := healthStore(t, simload.Format{})
 	c, err := promapi.New(promFrom(t, file), promapi.Options{Timeout: 30 * time.Second})
 	if err != nil {
@@ -176,6 +178,7 @@ func TestJobViewHealthPrometheus(t *testing.T) {
 // TestJobViewHealthSignalsMissing: on dcgm-exporter's default counters the
 // view names the signals it lacks.
 func TestJobViewHealthSignalsMissing(t *testing.T) {
+	t.Parallel()
 	db, _ := healthStore(t, simload.Format{Stock: true, Counters: simload.DCGMDefault, Host: schema.LabelHostname})
 	r := healthView(t, db, "3002")
 	missing := map[string]bool{}

@@ -94,6 +94,7 @@ func build(t *testing.T, job string) *jobview.Report {
 // The job view's findings are the engine's findings on the whole fleet for
 // that job: narrowing the queries to the job's GPUs changes nothing.
 func TestFindingsAreTheFleetAnalysis(t *testing.T) {
+	t.Parallel()
 	e, err := engine.New(engine.Options{Querier: simStore(t), Config: config.Default()})
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +161,7 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 // A job whose GPU was off the bus for most of its life gets "not enough
 // data" with the reason, not figures taken as facts.
 func TestNotEnoughData(t *testing.T) {
+	t.Parallel()
 	r := build(t, "504")
 	if !strings.Contains(r.NotEnoughData, "cover only") || r.Coverage > 0.5 {
 		t.Fatalf("coverage %.2f, verdict %q", r.Coverage, r.NotEnoughData)
@@ -173,6 +175,7 @@ func TestNotEnoughData(t *testing.T) {
 // The end-of-job summary carries the figures and findings through
 // AdminComment within its size bound, and reads back.
 func TestSummaryRoundTrip(t *testing.T) {
+	t.Parallel()
 	r := build(t, "501")
 	s, err := jobview.EncodeSummary(r, "", 1024)
 	if err != nil {
@@ -221,6 +224,7 @@ func TestSummaryRoundTrip(t *testing.T) {
 
 // The three outputs carry the same report; JSON has the documented keys.
 func TestFormats(t *testing.T) {
+	t.Parallel()
 	r := build(t, "503")
 	var j bytes.Buffer
 	if err := jobview.JSON(&j, r); err != nil {
@@ -275,6 +279,12 @@ func mkdirTemp() (string, error) {
 }
 
 func TestMain(m *testing.M) {
+	// The Slurm commands the tests and the commands they run call read
+	// SLURM_CONF: set once here, before any test, so that the Slurm tests
+	// need not set it themselves and may run in parallel.
+	if conf := os.Getenv("GPUWATCH_SLURM_CONF"); conf != "" {
+		os.Setenv("SLURM_CONF", conf)
+	}
 	code := m.Run()
 	if store != nil {
 		store.Close()

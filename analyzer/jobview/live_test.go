@@ -24,10 +24,13 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // slurmEnv returns the test cluster's slurm.conf and job-mapping folder
-// (test/slurm/start.sh, which .ci/run starts).
+// (test/slurm/start.sh, which .ci/run starts). The Slurm commands read
+// SLURM_CONF, which TestMain sets to it before any test runs (a test that
+// set it could not run in parallel).
 func slurmEnv(t *testing.T) (conf, mapDir string) {
 	t.Helper()
 	testtool.Need(t, "sbatch")
@@ -35,7 +38,9 @@ func slurmEnv(t *testing.T) (conf, mapDir string) {
 	if conf == "" {
 		testtool.Missing(t, "GPUWATCH_SLURM_CONF not set: run eval \"$(test/slurm/start.sh)\" first, as .ci/run does")
 	}
-	t.Setenv("SLURM_CONF", conf)
+	if got := os.Getenv("SLURM_CONF"); got != conf {
+		t.Fatalf("SLURM_CONF is %q, GPUWATCH_SLURM_CONF %q: TestMain sets the one to the other", got, conf)
+	}
 	mapDir = os.Getenv("GPUWATCH_JOB_MAPPING_DIR")
 	if mapDir == "" {
 		mapDir = filepath.Join(filepath.Dir(filepath.Dir(conf)), "job-mapping")
@@ -177,6 +182,53 @@ func startScraping(t *testing.T, target string) string {
 			t.Fatalf("prometheus not ready:\n%s", b)
 		}
 	}
+}
+
+// jobSamples reads the raw samples Prometheus holds of the job's GPUs
+// (frame-buffer use, scraped with every other GPU figure): how many per
+// GPU, and the first and last sample's time over all of them.
+func jobSamples(c *promapi.Client, id string) (perGPU map[string]int, first, last time.Time, err error) {
+	v, err := c.Query(context.Background(), schema.FBUsed.Name+`{hpc_job="`+id+`"}[10m]`, time.Now())
+	if err != nil {
+		return nil, first, last, err
+	}
+	perGPU = map[string]int{}
+	for _, ss := range v.(model.Matrix) {
+		perGPU[string(ss.Metric[schema.LabelUUID])] += len(ss.Values)
+		for _, p := range ss.Values {
+			if ts := p.Timestamp.Time(); first.IsZero() || ts.Before(first) {
+				first = ts
+			}
+			if ts := p.Timestamp.Time(); ts.After(last) {
+				last = ts
+			}
+		}
+	}
+	return perGPU, first, last, nil
+}
+
+// awaitJobData waits until Prometheus holds at least n samples of the job
+// on each of its gpus GPUs, spanning at least span: the telemetry a view
+// or a summary of the running job needs (at least 3 samples a GPU), in
+// place of a fixed wait.
+func awaitJobData(t *testing.T, prom, id string, gpus, n int, span time.Duration) {
+	t.Helper()
+	c, err := promapi.New(prom, promapi.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testtool.Eventually(t, 2*time.Minute, fmt.Sprintf("%d samples over %s of job %s on each of its %d GPUs in Prometheus", n, span, id, gpus), func() (bool, error) {
+		perGPU, first, last, err := jobSamples(c, id)
+		if err != nil || len(perGPU) != gpus || last.Sub(first) < span {
+			return false, err
+		}
+		for _, k := range perGPU {
+			if k < n {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(a)) }

@@ -62,7 +62,7 @@ func TestSummaryRoundTripOnSlurm(t *testing.T) {
 	bin := buildGpuwatch(t)
 	id, gpus := submit(t, "jobview-summary", "sleep 300")
 	prom := startScraping(t, startExporter(t, id, gpus, mapDir))
-	time.Sleep(15 * time.Second)
+	awaitJobData(t, prom, id, len(gpus), 5, 4*time.Second)
 	start := time.Now()
 	if out, err := exec.Command(bin, "job", "--summary", "--prometheus.url="+prom, "--summary.timeout=10s", id).CombinedOutput(); err != nil {
 		t.Fatalf("gpuwatch job --summary: %v\n%s", err, out)
@@ -190,9 +190,16 @@ func TestEpilogSummaryInAccounting(t *testing.T) {
 	testtool.Need(t, "sacct")
 	bin := buildGpuwatch(t)
 	const budget = 15
-	id, gpus := submit(t, "jobview-epilog", "sleep 20")
+	// The job ends by itself once the test has seen its telemetry in
+	// Prometheus (it waits for a file the test writes, five minutes at most).
+	done := filepath.Join(t.TempDir(), "done")
+	id, gpus := submit(t, "jobview-epilog", fmt.Sprintf("for i in $(seq 1500); do [ -e %s ] && exit 0; sleep 0.2; done; exit 1", done))
 	prom := startScraping(t, startExporter(t, id, gpus, mapDir))
 	siteSettings(t, conf, prom, bin, budget)
+	awaitJobData(t, prom, id, len(gpus), 5, 4*time.Second)
+	if err := os.WriteFile(done, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	took := epilogTime(t, conf, id)
 	comment := accountingComment(t, id)
 	t.Logf("epilog with the companion took %s (Prometheus up); AdminComment in accounting of %d bytes", took.Round(time.Millisecond), len(comment))
@@ -230,7 +237,7 @@ func TestEpilogSummaryInAccounting(t *testing.T) {
 	down := "--prometheus.url=http://" + closedAddr(t)
 	for _, when := range []string{"finished job in slurmctld", "job gone from slurmctld"} {
 		if when == "job gone from slurmctld" {
-			for deadline := time.Now().Add(90 * time.Second); exec.Command("scontrol", "show", "job", id).Run() == nil; time.Sleep(time.Second) {
+			for deadline := time.Now().Add(90 * time.Second); exec.Command("scontrol", "show", "job", id).Run() == nil; time.Sleep(200 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("job %s still in slurmctld after 90s", id)
 				}

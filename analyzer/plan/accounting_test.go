@@ -43,6 +43,7 @@ workloads:
 // page's Planner tab show for the window; without them it shows none of
 // its own.
 func TestTeamGPUHoursAreTheAccountings(t *testing.T) {
+	t.Parallel()
 	sc, err := sim.ParseScenario("plan-teams", []byte(teamsFleet))
 	if err != nil {
 		t.Fatal(err)

@@ -169,10 +169,12 @@ func notebooksScenario(kind string) []scenarioGPU {
 // pod that starts on the hour absent from the hour before, live light
 // services sized and not called idle, an unused allocation called idle.
 func testCorpusThroughPrometheus(t *testing.T) {
+	t.Parallel()
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC) // a Monday
 	span := 24 * time.Hour
 	for _, stock := range []bool{false, true} {
 		t.Run(fmt.Sprintf("node-groups/stock=%v", stock), func(t *testing.T) {
+			t.Parallel()
 			data := filepath.Join(t.TempDir(), "data")
 			writeScenario(t, data, from, span, nodeGroupsScenario(), stock)
 			ps := startPrometheus(t, data)
@@ -245,6 +247,7 @@ func testCorpusThroughPrometheus(t *testing.T) {
 // sharing; the same demand as batch jobs is time-sliced; both answers are
 // shown with what each gives up (24 slices on 4 GPUs strand 4).
 func testNotebooksIsolation(t *testing.T) {
+	t.Parallel()
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
 	span := 6 * time.Hour
 	for _, c := range []struct {
@@ -253,6 +256,7 @@ func testNotebooksIsolation(t *testing.T) {
 	}{{schema.KindInteractive, "mig", 4}, {schema.KindBatch, "time_slice", 3}} {
 		for _, stock := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/stock=%v", c.kind, stock), func(t *testing.T) {
+				t.Parallel()
 				data := filepath.Join(t.TempDir(), "data")
 				writeScenario(t, data, from, span, notebooksScenario(c.kind), stock)
 				ps := startPrometheus(t, data)
@@ -308,10 +312,12 @@ func mondayPeakScenario(from time.Time) []scenarioGPU {
 // naive's (it is seasonal naive), and small. On SM activity and on
 // util-only data, through a real Prometheus.
 func testMondayDemandPeak(t *testing.T) {
+	t.Parallel()
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC) // a Monday
 	week := 7 * 24 * time.Hour
 	for _, stock := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stock=%v", stock), func(t *testing.T) {
+			t.Parallel()
 			data := filepath.Join(t.TempDir(), "data")
 			writeScenario(t, data, from, 2*week, mondayPeakScenario(from), stock)
 			ps := startPrometheus(t, data)

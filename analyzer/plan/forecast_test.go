@@ -51,6 +51,7 @@ func dur(d time.Duration) string { return fmt.Sprintf("%dm", int(d.Minutes())) }
 // the method that erred less, errs less than 20 % (MAPE of next-week hourly
 // demand), and names Monday's working hours as the peak.
 func TestForecastMonth(t *testing.T) {
+	t.Parallel()
 	origin := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC) // a Monday
 	sc, err := sim.ParseScenario("planner-month", []byte(monthScenario(origin)))
 	if err != nil {

@@ -78,6 +78,7 @@ func checkLayouts(t *testing.T, p *Plan) {
 // dcgm-exporter data alike (no profiling fields, Hostname), where compute is
 // GPU util: a share of time, which time-sliced work takes in turns.
 func TestCorpusKnownOptimum(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		scenario string
 		optimum  int
@@ -95,6 +96,7 @@ func TestCorpusKnownOptimum(t *testing.T) {
 	t.Run("planner-daypairs", testDayPairs)
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
+			t.Parallel()
 			span := 24 * time.Hour
 			dbs, origin := loadScenario(t, c.scenario, span, 5*time.Minute, simload.Format{}, simload.Format{Stock: true, NoProf: true})
 			for i, db := range dbs {
@@ -163,6 +165,7 @@ func TestCorpusKnownOptimum(t *testing.T) {
 // TestUnknownNeverFreeable: an allocation whose demand cannot be read
 // (its samples cut to fewer than the minimum) keeps its GPU.
 func TestUnknownNeverFreeable(t *testing.T) {
+	t.Parallel()
 	span := 24 * time.Hour
 	dbs, origin := loadScenario(t, "planner-notebooks", span, 5*time.Minute, simload.Format{})
 	p, err := Build(context.Background(), dbs[0], origin, origin.Add(span), Options{MinSamples: 1e9})
@@ -200,6 +203,7 @@ func TestHourOfWeek(t *testing.T) {
 // time-slicing layout shown beside it) and on util-only data; every job is
 // named as the job view names it.
 func testDayPairs(t *testing.T) {
+	t.Parallel()
 	span := 24 * time.Hour
 	dbs, origin := loadScenario(t, "planner-daypairs", span, 5*time.Minute, simload.Format{}, simload.Format{Stock: true, NoProf: true})
 	for i, db := range dbs {

@@ -364,6 +364,7 @@ func TestPrometheusFleetIndependent(t *testing.T) {
 // later than the window, the plan reads raw series and says why; asked to
 // read only the rules, it fails with that reason.
 func TestRecordedMatchesRaw(t *testing.T) {
+	t.Parallel()
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
 	span := 48 * time.Hour
 	data := filepath.Join(t.TempDir(), "data")

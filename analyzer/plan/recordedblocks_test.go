@@ -187,6 +187,7 @@ func promQuantile(q float64, xs []float64) float64 {
 // the real Prometheus over the same raw samples: the same series, times and
 // values, figure by figure, on 16 GPUs over two days.
 func TestRecordedBlocksMatchRules(t *testing.T) {
+	t.Parallel()
 	const n = 16
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
 	span := 48 * time.Hour

@@ -41,6 +41,7 @@ func (w windowSource) Plan(ctx context.Context) (*plan.Plan, error) {
 // gpuwatch_planner_* metrics and the planner dashboard's tables show the same held, needed and freeable GPUs
 // and coverage for the same window, planned from real telemetry.
 func TestSurfacesAgree(t *testing.T) {
+	t.Parallel()
 	sc, err := sim.Builtin("planner-daynight")
 	if err != nil {
 		t.Fatal(err)

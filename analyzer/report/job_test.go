@@ -64,6 +64,7 @@ func fileStore(t *testing.T, path string) *store.Store {
 }
 
 func TestWeeklyJob(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	slot := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) // Monday of W48, 09:00: W47 is due
 	type run struct {
@@ -100,6 +101,7 @@ func TestWeeklyJob(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each its own store file and sender
 			path := filepath.Join(t.TempDir(), "state.db")
 			seed := fileStore(t, path)
 			copyHand(t, seed)
@@ -193,6 +195,7 @@ func copyHand(t *testing.T, st *store.Store) {
 }
 
 func TestFailedDeliveryIsRecorded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := handStore(t)
 	rec := &recorder{failing: &mail.SendError{Attempts: 4, Err: errors.New("connection refused")}}
@@ -222,6 +225,7 @@ func TestFailedDeliveryIsRecorded(t *testing.T) {
 }
 
 func TestDailyDigestJob(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := handStore(t)
 	rec := &recorder{}
@@ -282,6 +286,7 @@ func TestLastSlot(t *testing.T) {
 // TestTicks runs the weekly job as the daemon does, every five minutes
 // from Sunday to Wednesday, with SMTP down from Monday 08:00 to 11:00.
 func TestTicks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := handStore(t)
 	rec := &recorder{}

@@ -43,6 +43,7 @@ func TestJobMailEndedByFault(t *testing.T) {
 // faults, each beside its model's figure over the fleet; healthy nodes
 // are not listed, and none of it is waste.
 func TestFleetHealthRanking(t *testing.T) {
+	t.Parallel()
 	p := WeekOf(time.Date(2026, 11, 18, 12, 0, 0, 0, time.UTC), time.UTC)
 	at := p.Start.Add(24 * time.Hour)
 	var usage []store.Usage

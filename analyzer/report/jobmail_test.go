@@ -123,11 +123,14 @@ func tick(t *testing.T, st *store.Store, cfg *report.Config, sender mail.Sender,
 // opted-out user, the efficient job and the running job get nothing; a
 // failed delivery is audited and retried at the next tick.
 func TestJobMailThroughMailpit(t *testing.T) {
-	mp := testtool.StartMailpit(t, 0)
+	t.Parallel()
 	ctx := context.Background()
 	at := jobOrigin.Add(6 * time.Hour)
 
+	// Each case has its own store and its own mailpit: they run in parallel.
 	t.Run("dry run", func(t *testing.T) {
+		t.Parallel()
+		mp := testtool.StartMailpit(t, 0)
 		st := analyzed(t)
 		lg, _ := audit.Open(ctx, st)
 		cfg := jobMailConfig(t, mp.SMTPPort, "")
@@ -160,7 +163,8 @@ func TestJobMailThroughMailpit(t *testing.T) {
 	})
 
 	t.Run("sent", func(t *testing.T) {
-		mp.DeleteAll(t)
+		t.Parallel()
+		mp := testtool.StartMailpit(t, 0)
 		st := analyzed(t)
 		lg, _ := audit.Open(ctx, st)
 		cfg := jobMailConfig(t, mp.SMTPPort, "dry_run: false")

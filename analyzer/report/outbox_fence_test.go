@@ -34,6 +34,7 @@ func (f fenceAt) Fence() leader.Fence { return leader.Fence(f) }
 // pending (for whoever leads) when this process's lease lapsed while it
 // was paused, was never won, or its clock reads before the claim.
 func TestOutboxSendsOnlyWhileLeading(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	held := fenceAt{Won: t0, Deadline: t0.Add(10 * time.Second)}
 	for _, tc := range []struct {

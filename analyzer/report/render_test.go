@@ -15,6 +15,7 @@ import (
 )
 
 func TestRender(t *testing.T) {
+	t.Parallel()
 	st := handStore(t)
 	b := &Builder{Data: st, Config: handConfig(t), Now: func() time.Time { return w47.Add(8 * 24 * time.Hour) }}
 	r, err := b.Build(context.Background(), WeekOf(w47, time.UTC), "ml")
@@ -85,6 +86,7 @@ func TestRender(t *testing.T) {
 }
 
 func TestRenderEmptyWeek(t *testing.T) {
+	t.Parallel()
 	st := handStore(t)
 	b := &Builder{Data: st, Config: handConfig(t)}
 	r, err := b.Build(context.Background(), WeekOf(w47.AddDate(0, 0, -70), time.UTC), "ml")

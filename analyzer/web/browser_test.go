@@ -50,9 +50,10 @@ func runChromium(t *testing.T, bin string, args ...string) []byte {
 }
 
 func TestBrowserFindingsAndFilters(t *testing.T) {
+	t.Parallel()
 	bin := chromiumPath(t)
 	srv := httptest.NewServer(fixtureHandler())
-	defer srv.Close()
+	t.Cleanup(srv.Close) // after the parallel subtests
 	cases := []struct {
 		path string
 		rows int
@@ -67,6 +68,7 @@ func TestBrowserFindingsAndFilters(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
+			t.Parallel() // each its own Chromium and profile
 			dom := string(runChromium(t, bin, "--dump-dom", srv.URL+c.path))
 			if got := strings.Count(dom, `<tr class="finding"`); got != c.rows {
 				t.Errorf("browser shows %d finding rows, want %d", got, c.rows)
@@ -81,6 +83,7 @@ func TestBrowserFindingsAndFilters(t *testing.T) {
 }
 
 func TestBrowserScreenshot(t *testing.T) {
+	t.Parallel()
 	bin := chromiumPath(t)
 	srv := httptest.NewServer(fixtureHandler())
 	defer srv.Close()

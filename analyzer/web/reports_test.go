@@ -14,6 +14,7 @@ import (
 // TestBuiltReports wires the report package: last week's reports, built from
 // the store, listed and rendered with their charts inline.
 func TestBuiltReports(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := store.Open(":memory:")
 	if err != nil {
