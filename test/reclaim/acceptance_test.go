@@ -20,13 +20,10 @@ import (
 // The policy of the end-to-end test. The last tier reclaims every job of
 // this test: a finding whose partition is unknown must never reach it. The
 // Slurm cluster is shared, so it is kept to this test's jobs by their names,
-// which the operator (the test) trusts. The reclaim is due a few seconds
-// after the warning (acceptanceReclaim), well inside the analysis step, so
-// the test runs the cycle that reclaims right after the one that warns
-// instead of waiting for the next step.
+// which the operator (the test) trusts.
 const acceptancePolicy = `
 dry_run: false
-min_warning: 3s
+min_warning: 20s
 channels:
   webhook: {url: %q}
 trust_workload_keys: {job_names: true}
@@ -36,25 +33,22 @@ tiers:
     reclaim: false
     rules:
       - pattern: cpu_only
-        steps: [{action: notify, after: 0s}, {action: warn, after: 0s}, {action: reclaim, after: 3s}]
+        steps: [{action: notify, after: 0s}, {action: warn, after: 0s}, {action: reclaim, after: 30s}]
   - name: development
     match: {partitions: [dev]}
     reclaim: true
     rules:
       - pattern: cpu_only
-        steps: [{action: notify, after: 0s}, {action: warn, after: 0s}, {action: reclaim, after: 3s}]
+        steps: [{action: notify, after: 0s}, {action: warn, after: 0s}, {action: reclaim, after: 30s}]
   - name: everything-else
     match: {job_names: ["accept-*"]}
     reclaim: true
     rules:
       - pattern: cpu_only
-        steps: [{action: warn, after: 0s}, {action: reclaim, after: 3s}]
+        steps: [{action: warn, after: 0s}, {action: reclaim, after: 30s}]
 exemptions:
   - {job: %q, reason: acceptance}
 `
-
-// acceptanceReclaim is the policy's min_warning and reclaim delay.
-const acceptanceReclaim = 3 * time.Second
 
 const acceptanceConfig = `
 step: 30s
@@ -131,25 +125,15 @@ func TestOwnersFactsEndToEnd(t *testing.T) {
 		}
 	}
 
-	seen := func() string {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return strings.Join(h.seen, "\n")
-	}
-	warned := func(job string) bool { return strings.Contains(seen(), "warn job "+job+" ") }
-
 	// One cycle per analysis step, just after the step ends, until the dev
-	// job is warned (the engine needs two idle steps); then, in the same
-	// step, a cycle once its reclaim is due, until the dev job is gone.
+	// job is gone (the engine needs two idle steps, then warn, then the
+	// reclaim 30s later).
 	deadline := time.Now().Add(5 * time.Minute)
 	for jobState(t, dev) == "RUNNING" {
 		if time.Now().After(deadline) {
-			t.Fatalf("dev job %s still running after 5 minutes; webhook saw:\n%s", dev, seen())
+			t.Fatalf("dev job %s still running after 5 minutes; webhook saw %v", dev, h.seen)
 		}
 		next := time.Now().Truncate(30 * time.Second).Add(32 * time.Second)
-		if warned(dev) {
-			next = time.Now().Add(acceptanceReclaim + time.Second)
-		}
 		time.Sleep(time.Until(next))
 		analyzer(down, "--slurm.squeue="+failing)
 		analyzer(good)
@@ -172,14 +156,16 @@ func TestOwnersFactsEndToEnd(t *testing.T) {
 	if got := lines(cancels); len(got) != 1 || got[0] != dev {
 		t.Errorf("scancel calls = %q, want exactly one, of the dev job %s", got, dev)
 	}
-	got := seen()
+	h.mu.Lock()
+	seen := strings.Join(h.seen, "\n")
+	h.mu.Unlock()
 	for _, want := range []string{"warn job " + dev + " ", "warn job " + prod + " "} {
-		if !strings.Contains(got, want) {
-			t.Errorf("webhook never got %q:\n%s", want, got)
+		if !strings.Contains(seen, want) {
+			t.Errorf("webhook never got %q:\n%s", want, seen)
 		}
 	}
-	if strings.Contains(got, "job "+exempt+" ") {
-		t.Errorf("exempt job %s was notified:\n%s", exempt, got)
+	if strings.Contains(seen, "job "+exempt+" ") {
+		t.Errorf("exempt job %s was notified:\n%s", exempt, seen)
 	}
 
 	steps := auditSteps(t, good)
