@@ -107,10 +107,11 @@ var (
 	slurmEnvErr  error
 )
 
-// The tests of this package hold at most half the cluster's GPUs at once
-// (at least the three of TestOwnersFactsEndToEnd), so that the other
-// packages sharing the cluster find room for their jobs and a job of ours
-// never waits behind a long test of ours past its submit timeout.
+// The tests of this package hold at most half the cluster's GPUs and one
+// more at once (at least three): TestOwnersFactsEndToEnd's three jobs for
+// two minutes and a test of two jobs beside it, while the other packages
+// sharing the cluster find room for theirs, and no job of ours waits
+// behind a long test of ours past its submit timeout.
 var (
 	gpuShareOnce sync.Once
 	gpuShare     *semaphore.Weighted
@@ -124,7 +125,7 @@ func holdGPUs(t *testing.T, n int64) {
 		if v, err := strconv.ParseInt(os.Getenv("GPUWATCH_SLURM_GPUS"), 10, 64); err == nil && v > 0 {
 			gpus = v
 		}
-		gpuShareSize = max(3, gpus/2)
+		gpuShareSize = max(3, gpus/2+1)
 		gpuShare = semaphore.NewWeighted(gpuShareSize)
 	})
 	if n == 0 {
