@@ -43,7 +43,7 @@ func TestMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer busy.Close()
+	t.Cleanup(func() { busy.Close() }) // after the cases, which run in parallel
 	taken := busy.Addr().String()
 	dir := t.TempDir()
 	db := reportStore(t, filepath.Join(dir, "report.db"))
@@ -53,7 +53,7 @@ func TestMessages(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprint(w, "<html><body>Welcome</body></html>")
 	}))
-	defer page.Close()
+	t.Cleanup(page.Close)
 	cases := []messageCase{
 		{name: "analyze: nothing listens at --prometheus.url",
 			args: []string{"analyze", "--prometheus.url=http://" + closed},
@@ -102,6 +102,7 @@ func TestMessages(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each its own process, files and addresses
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, self, tc.args...)

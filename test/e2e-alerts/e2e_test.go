@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuwatch/gpuwatch/dashboards"
+	"github.com/gpuwatch/gpuwatch/internal/configfile"
 	"github.com/gpuwatch/gpuwatch/internal/promqltest"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/rules"
@@ -42,8 +43,14 @@ const (
 	// shortFor replaces every alert's `for:` so the test finishes in minutes;
 	// the promtool unit tests cover the real durations.
 	shortFor = "5s"
+	// faultTimeScale divides the times of the scenario's faults (writeScenario):
+	// its faults start from 30s on, so that a Prometheus started after the
+	// exporter still sees every GPU healthy first. The test starts
+	// Prometheus first, so a third of that leaves it ten scrapes of each GPU
+	// before the first fault, and the last fault starts at 33s, not 100s.
+	faultTimeScale = 3
 	// alertDeadline bounds the wait for every expected notification: the
-	// scenario's last fault starts at 100s.
+	// scenario's last fault starts at 100s (33s divided as above).
 	alertDeadline = 150 * time.Second
 )
 
@@ -81,6 +88,7 @@ var inhibited = []struct{ alert, gpu string }{
 }
 
 func TestAlertsEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; run test/e2e-alerts/run.sh")
 	}
@@ -98,10 +106,6 @@ func TestAlertsEndToEnd(t *testing.T) {
 	defer srv.Close()
 
 	exporterAddr, promAddr, amAddr := testtool.FreeAddr(t), testtool.FreeAddr(t), testtool.FreeAddr(t)
-	start(ctx, t, dir, "exporter", gpuwatch, "exporter", "--source=sim",
-		"--sim.scenario="+filepath.Join(root, scenario), "--collect-interval=1s",
-		"--web.listen-address="+exporterAddr)
-	waitHTTP(ctx, t, "http://"+exporterAddr+"/metrics")
 
 	amConfig := writeAlertmanagerConfig(t, root, dir, srv.URL)
 	start(ctx, t, dir, "alertmanager", amBin, "--config.file="+amConfig,
@@ -114,20 +118,19 @@ func TestAlertsEndToEnd(t *testing.T) {
 		"--storage.tsdb.path="+filepath.Join(dir, "prom-data"), "--web.listen-address="+promAddr)
 	waitHTTP(ctx, t, "http://"+promAddr+"/-/ready")
 	prom := &promClient{base: "http://" + promAddr}
+	// The exporter last: the scenario's time starts with it, and Prometheus
+	// scrapes it from its first second.
+	start(ctx, t, dir, "exporter", gpuwatch, "exporter", "--source=sim",
+		"--sim.scenario="+writeScenario(t, root, dir), "--collect-interval=1s",
+		"--web.listen-address="+exporterAddr)
+	waitHTTP(ctx, t, "http://"+exporterAddr+"/metrics")
 
 	t.Run("alerts reach the webhook with hostname, gpu and team", func(t *testing.T) {
-		deadline := time.Now().Add(alertDeadline)
-		for {
+		waitFor(t, alertDeadline, "every expected notification", func() (bool, string) {
 			missing := missingNotifications(hook)
-			if len(missing) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after %s still missing: %s\nreceived: %s\nfiring in Prometheus: %s",
-					alertDeadline, strings.Join(missing, "; "), hook.summary(), prom.firing(t))
-			}
-			time.Sleep(2 * time.Second)
-		}
+			return len(missing) == 0, fmt.Sprintf("still missing: %s\nreceived: %s\nfiring in Prometheus: %s",
+				strings.Join(missing, "; "), hook.summary(), prom.firing(t))
+		})
 		for _, e := range expected {
 			for _, a := range hook.find(e.host, e.alert, e.gpu) {
 				if a.Labels[schema.LabelTeam] != e.team {
@@ -274,6 +277,59 @@ func waitHTTP(ctx context.Context, t *testing.T, u string) {
 }
 
 // ---- configuration ----
+
+// writeScenario writes the scenario into dir with the time of each fault
+// (at, every) divided by faultTimeScale, to the second, and returns its path.
+func writeScenario(t *testing.T, root, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("parse %s: %v", scenario, err)
+	}
+	faults := mappingValue(doc.Content[0], "faults")
+	if faults == nil || faults.Kind != yaml.SequenceNode || len(faults.Content) == 0 {
+		t.Fatalf("%s has no faults", scenario)
+	}
+	for _, f := range faults.Content {
+		for _, key := range []string{"at", "every"} {
+			v := mappingValue(f, key)
+			if v == nil {
+				continue
+			}
+			d, err := configfile.ParseDuration(v.Value)
+			if err != nil {
+				t.Fatalf("%s: fault %s: %v", scenario, key, err)
+			}
+			v.Value = configfile.FormatDuration((d / faultTimeScale).Round(time.Second))
+		}
+	}
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, filepath.Base(scenario))
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// mappingValue is the value of key in a YAML mapping node, or nil.
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
 
 // writeAlertmanagerConfig adapts the shipped example: every receiver posts to
 // the test's webhook under its own name, and the timers shrink to seconds.

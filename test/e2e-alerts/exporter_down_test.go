@@ -33,6 +33,7 @@ var downTargets = []struct {
 // rules do not know, waits for GPUExporterDown of each in Alertmanager's API,
 // restarts them and waits for the alerts to resolve there.
 func TestExporterDownAnyJobName(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test; run test/e2e-alerts/run.sh")
 	}
@@ -147,19 +148,21 @@ func exporterDownJobs(t *testing.T, am string) []string {
 	return jobs
 }
 
-// waitFor polls cond every second until it holds, failing the test with
-// cond's last explanation after timeout.
+// waitFor is testtool.Eventually whose condition explains itself: after
+// timeout, the test fails with cond's last explanation.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
+	var why string
+	held := false
+	defer func() {
+		if !held {
+			t.Logf("%s: last seen: %s", what, why)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %s", what, timeout, why)
-		}
-		time.Sleep(time.Second)
-	}
+	}()
+	testtool.Eventually(t, timeout, what, func() (bool, error) {
+		var ok bool
+		ok, why = cond()
+		return ok, nil
+	})
+	held = true
 }

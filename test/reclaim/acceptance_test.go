@@ -64,7 +64,8 @@ patterns:
 // second analyzer whose squeue fails reclaims nothing and its audit names
 // the missing fact.
 func TestOwnersFactsEndToEnd(t *testing.T) {
-	slurm(t)
+	t.Parallel()
+	slurm(t, 3)
 	promBin := testtool.Need(t, "prometheus")
 	mapDir := jobMapDir(t)
 	bin := gpuwatchBinary(t)

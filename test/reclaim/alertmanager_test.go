@@ -70,6 +70,7 @@ type gettableAlert struct {
 }
 
 func TestAlertmanagerReceivesWarnings(t *testing.T) {
+	t.Parallel()
 	url := startAlertmanager(t)
 	doc := fmt.Sprintf(`
 dry_run: true

@@ -56,7 +56,8 @@ func gpuwatchBinary(t *testing.T) string {
 // intent and the cancel, and the next run reconciles and cancels exactly once;
 // `gpuwatch audit` then shows every step.
 func TestAnalyzerBinary(t *testing.T) {
-	slurm(t)
+	t.Parallel()
+	slurm(t, 1)
 	bin := gpuwatchBinary(t)
 	dir := t.TempDir()
 	h := newHook(t)
@@ -196,7 +197,8 @@ tiers:
 // The daemon runs cycles on its schedule and serves its metrics, which pass
 // promtool's lint; SIGTERM stops it cleanly.
 func TestAnalyzerDaemonMetrics(t *testing.T) {
-	slurm(t)
+	t.Parallel()
+	slurm(t, 1)
 	bin := gpuwatchBinary(t)
 	dir := t.TempDir()
 	// A real job: its target is proven, so it is warned (and, in dry run,

@@ -150,8 +150,12 @@ func (f *fifoFeeder) serve(ctx context.Context, t *testing.T) {
 // sends nothing, cancels nothing and opens no episode (its lease
 // generation is refused and its renew deadline is past); every step is
 // audited once, intended before done.
+//
+// It stays serial: its leader must renew a 3 s lease every 1 s cycle while
+// the standby watches, a margin that the load of the other tests could
+// eat (the standby would take over early and act).
 func TestPausedAnalyzerProcessCannotAct(t *testing.T) {
-	slurm(t)
+	slurm(t, 1)
 	bin := gpuwatchBinary(t)
 	url := testpg.URL(t)
 	dir := t.TempDir()
@@ -182,6 +186,9 @@ func TestPausedAnalyzerProcessCannotAct(t *testing.T) {
 			_ = cmd.Process.Signal(syscall.SIGCONT)
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("%s's output:\n%s", name, out)
+			}
 		})
 		return cmd, out
 	}
@@ -198,7 +205,7 @@ func TestPausedAnalyzerProcessCannotAct(t *testing.T) {
 	feed.set([]byte("[]"), a.Process.Pid)
 	feeding.Add(1)
 	go func() { defer feeding.Done(); feed.serve(ctx, t) }()
-	waitFor(t, 30*time.Second, "a to lead", func() bool { return feed.served() >= 2 }, aOut)
+	testtool.Eventually(t, 30*time.Second, "a to lead", func() (bool, error) { return feed.served() >= 2, nil })
 	// b stands by, with the job idle in its findings.
 	bFindings := filepath.Join(dir, "b.json")
 	if err := os.WriteFile(bFindings, idleJob, 0o644); err != nil {
@@ -221,16 +228,16 @@ func TestPausedAnalyzerProcessCannotAct(t *testing.T) {
 	stoppedAt := time.Now()
 	// b takes over: notify, warn, then the cancel; then the job is gone
 	// and b closes the episode.
-	waitFor(t, 60*time.Second, "b to cancel the job", func() bool {
-		return len(plainCancels(filepath.Join(dir, "cancels-b"))) == 1
-	}, bOut)
+	testtool.Eventually(t, 60*time.Second, "b to cancel the job", func() (bool, error) {
+		return len(plainCancels(filepath.Join(dir, "cancels-b"))) == 1, nil
+	})
 	if err := os.WriteFile(bFindings, []byte("[]"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the job to end", func() bool {
+	testtool.Eventually(t, 30*time.Second, "the job to end", func() (bool, error) {
 		st := jobState(t, job)
-		return st != "RUNNING" && st != "PENDING"
-	}, bOut)
+		return st != "RUNNING" && st != "PENDING", nil
+	})
 	st, err := store.OpenURL(url)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +250,7 @@ func TestPausedAnalyzerProcessCannotAct(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, 30*time.Second, "b to close the episode", func() bool { return episodes() == 0 }, bOut)
+	testtool.Eventually(t, 30*time.Second, "b to close the episode", func() (bool, error) { return episodes() == 0, nil })
 	if held := time.Since(stoppedAt); held < 3*time.Second {
 		t.Fatalf("a was stopped only %s, less than its lease", held)
 	}
@@ -254,10 +261,10 @@ func TestPausedAnalyzerProcessCannotAct(t *testing.T) {
 	}
 	close(feed.continued)
 	// Its resumed cycle ends: refused, or (were it not fenced) having acted.
-	waitFor(t, 30*time.Second, "a's resumed cycle to end", func() bool {
+	testtool.Eventually(t, 30*time.Second, "a's resumed cycle to end", func() (bool, error) {
 		return strings.Contains(aOut.String(), "leadership lost during the cycle") || len(hooks.of("/a")) > 0 ||
-			len(lines(filepath.Join(dir, "cancels-a"))) > 0
-	}, aOut)
+			len(lines(filepath.Join(dir, "cancels-a"))) > 0, nil
+	})
 	time.Sleep(4 * time.Second) // a few more of a's cycles, as standby
 	if got := hooks.of("/a"); len(got) != 0 {
 		t.Errorf("a sent %v after it woke", got)
@@ -285,9 +292,6 @@ func TestPausedAnalyzerProcessCannotAct(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Errorf("audit of job %s:\n got %s\nwant %s", job, strings.Join(got, " "), want)
 	}
-	if t.Failed() {
-		t.Logf("a's output:\n%s\nb's output:\n%s", aOut, bOut)
-	}
 }
 
 // syncBuf collects a process's output while the test reads it.
@@ -298,13 +302,3 @@ type syncBuf struct {
 
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-// plainCancels are the scancel calls of a log that cancel (not signal).
-func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool, out fmt.Stringer) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); !ok(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s\n%s", limit, what, out)
-		}
-	}
-}

@@ -5,17 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
@@ -44,8 +47,14 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 var slurmOnce sync.Once
 var slurmConf, slurmErr string
 
-// slurm makes sure a Slurm cluster is up and SLURM_CONF names it.
-func slurm(t *testing.T) {
+// slurm makes sure a Slurm cluster is up and SLURM_CONF names it, and
+// holds gpus of this package's share of the cluster's GPUs until the test
+// ends: as many as the test holds jobs at once (each takes one GPU).
+//
+// SLURM_CONF is set for the whole process, once, before the first test
+// uses it, and never changed: every test of the package uses the same
+// cluster, so the tests may run in parallel (t.Setenv forbids that).
+func slurm(t *testing.T, gpus int64) {
 	t.Helper()
 	if lookPath("sbatch") == "" || lookPath("slurmctld") == "" || lookPath("munged") == "" {
 		need(t, "slurm not installed; .ci/run installs it (slurm-wlm munge) and starts test/slurm/start.sh")
@@ -82,7 +91,53 @@ func slurm(t *testing.T) {
 		}
 		t.Fatal(slurmErr)
 	}
-	t.Setenv("SLURM_CONF", slurmConf)
+	slurmEnvOnce.Do(func() {
+		if err := os.Setenv("SLURM_CONF", slurmConf); err != nil {
+			slurmEnvErr = err
+		}
+	})
+	if slurmEnvErr != nil {
+		t.Fatal(slurmEnvErr)
+	}
+	holdGPUs(t, gpus)
+}
+
+var (
+	slurmEnvOnce sync.Once
+	slurmEnvErr  error
+)
+
+// The tests of this package hold at most half the cluster's GPUs and one
+// more at once (at least three): TestOwnersFactsEndToEnd's three jobs for
+// two minutes and a test of two jobs beside it, while the other packages
+// sharing the cluster find room for theirs, and no job of ours waits
+// behind a long test of ours past its submit timeout.
+var (
+	gpuShareOnce sync.Once
+	gpuShare     *semaphore.Weighted
+	gpuShareSize int64
+)
+
+func holdGPUs(t *testing.T, n int64) {
+	t.Helper()
+	gpuShareOnce.Do(func() {
+		gpus := int64(8) // start.sh's default
+		if v, err := strconv.ParseInt(os.Getenv("GPUWATCH_SLURM_GPUS"), 10, 64); err == nil && v > 0 {
+			gpus = v
+		}
+		gpuShareSize = max(3, gpus/2+1)
+		gpuShare = semaphore.NewWeighted(gpuShareSize)
+	})
+	if n == 0 {
+		return
+	}
+	if n > gpuShareSize {
+		t.Fatalf("a test holds %d GPUs, more than the package's share of %d", n, gpuShareSize)
+	}
+	if err := gpuShare.Acquire(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gpuShare.Release(n) })
 }
 
 var privateSlurmDir string

@@ -113,6 +113,7 @@ func kubeEscalator(t *testing.T, mode string, c *fake.Clientset) (*daemon.Escala
 // is recorded as failed and retried after the policy's backoff (5m, then
 // 10m), not every cycle, until it is allowed.
 func TestKubernetesEvictionWithPDBRefusals(t *testing.T) {
+	t.Parallel()
 	c := fake.NewClientset(kubeObjects()...)
 	refusals := 2
 	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -155,6 +156,7 @@ func TestKubernetesEvictionWithPDBRefusals(t *testing.T) {
 }
 
 func TestKubernetesScaleOwnerWhenConfigured(t *testing.T) {
+	t.Parallel()
 	c := fake.NewClientset(kubeObjects()...)
 	kubetest.ScaleSubresource(c)
 	e, _ := kubeEscalator(t, "scale_owner", c)
@@ -183,6 +185,7 @@ func TestKubernetesScaleOwnerWhenConfigured(t *testing.T) {
 // pod is honoured, the policy trusting these pod keys. The findings carry
 // none of these: only the pod's name.
 func TestKubernetesFactsChooseTierAndTeam(t *testing.T) {
+	t.Parallel()
 	running := corev1.PodStatus{Phase: corev1.PodRunning}
 	pod := func(ns, name string, labels, ann map[string]string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: ann}, Status: running}

@@ -163,7 +163,8 @@ func cycle(t *testing.T, e *daemon.Escalator, now time.Time, fs ...finding.Findi
 // The test cluster has as many cores as the machine (two here): each test
 // holds at most two jobs at a time.
 func TestSlurmEscalation(t *testing.T) {
-	slurm(t)
+	t.Parallel()
+	slurm(t, 2)
 	dir := t.TempDir()
 	h := newHook(t)
 	idle, idleMarker := submit(t, dir, "idle")
@@ -218,7 +219,8 @@ func TestSlurmEscalation(t *testing.T) {
 }
 
 func TestSlurmTierWithoutReclaim(t *testing.T) {
-	slurm(t)
+	t.Parallel()
+	slurm(t, 1)
 	dir := t.TempDir()
 	h := newHook(t)
 	partitions(t, "prod")
@@ -261,7 +263,8 @@ func checkAudit(t *testing.T, lg *audit.Log, want map[string]string) {
 }
 
 func TestSlurmDryRun(t *testing.T) {
-	slurm(t)
+	t.Parallel()
+	slurm(t, 1)
 	dir := t.TempDir()
 	h := newHook(t)
 	job, marker := submit(t, dir, "dry")
@@ -346,9 +349,12 @@ func checkpointed(t *testing.T, lg *audit.Log, job string) bool {
 // exactly one cancel and a complete audit, whether the kill came before
 // scancel ran or after.
 func TestSlurmCrashBetweenIntentAndResult(t *testing.T) {
-	slurm(t)
+	t.Parallel()
+	slurm(t, 0)
 	for _, mode := range []string{"before", "after"} {
 		t.Run("killed "+mode+" scancel", func(t *testing.T) {
+			t.Parallel()
+			holdGPUs(t, 1)
 			dir := t.TempDir()
 			h := newHook(t)
 			job, _ := submit(t, dir, "crash-"+mode)

@@ -16,6 +16,7 @@ import (
 // audit log: settled steps in the week appear, intended-only ones and
 // steps of other weeks do not.
 func TestFleetReportListsAuditedActions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "state.db")
 	fill(t, db)

@@ -75,6 +75,7 @@ func screenshot(t *testing.T, htmlPath, pngPath string, w, h int) image.Image {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestHTMLRendersInChromium(t *testing.T) {
+	t.Parallel()
 	_, out := exampleReport(t)
 	dir := t.TempDir()
 	htmlPath := filepath.Join(dir, "report.html")

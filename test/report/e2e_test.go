@@ -193,6 +193,7 @@ func authFile(t *testing.T) string {
 }
 
 func TestWeeklyReportsThroughMailpit(t *testing.T) {
+	t.Parallel()
 	mp := startMailpit(t, 0, "--smtp-auth-file", authFile(t), "--smtp-auth-allow-insecure")
 	cfg := writeConfig(t, smtpOpts{port: mp.SMTPPort, password: smtpPassword})
 	ctx := context.Background()
@@ -329,10 +330,13 @@ func checkMessages(t *testing.T, mp *mailpit, want map[string]expected) {
 }
 
 func TestDeliveryFailures(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	n := len(teams) + 1
 
+	// Each case has a mailpit and a store of its own.
 	t.Run("SMTP down, then up", func(t *testing.T) {
+		t.Parallel()
 		port := testtool.FreePort(t) // nothing listens yet
 		cfg := writeConfig(t, smtpOpts{port: port, password: smtpPassword})
 		db := filepath.Join(t.TempDir(), "state.db")
@@ -358,6 +362,7 @@ func TestDeliveryFailures(t *testing.T) {
 	})
 
 	t.Run("authentication refused, then fixed", func(t *testing.T) {
+		t.Parallel()
 		mp := startMailpit(t, 0, "--smtp-auth-file", authFile(t), "--smtp-auth-allow-insecure")
 		db := filepath.Join(t.TempDir(), "state.db")
 		fill(t, db)
@@ -383,6 +388,7 @@ func TestDeliveryFailures(t *testing.T) {
 	})
 
 	t.Run("a refused address: the others go, it is kept", func(t *testing.T) {
+		t.Parallel()
 		mp := startMailpit(t, 0, "--smtp-auth-file", authFile(t), "--smtp-auth-allow-insecure",
 			"--smtp-allowed-recipients", `@(lists\.)?example\.org$`)
 		db := filepath.Join(t.TempDir(), "state.db")

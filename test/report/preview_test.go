@@ -20,6 +20,7 @@ func gpuwatchBinary(t *testing.T) string {
 }
 
 func TestPreviewCommand(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the gpuwatch binary")
 	}

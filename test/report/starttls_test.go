@@ -18,6 +18,7 @@ func certFiles(t *testing.T) (cert, key string) {
 // encrypted session, against a server that requires it, verifying the
 // server with a private CA.
 func TestSTARTTLSThroughMailpit(t *testing.T) {
+	t.Parallel()
 	cert, key := certFiles(t)
 	mp := startMailpit(t, 0, "--smtp-auth-file", authFile(t), "--smtp-tls-cert", cert, "--smtp-tls-key", key, "--smtp-require-starttls")
 	cfg := writeConfig(t, smtpOpts{port: mp.SMTPPort, password: smtpPassword,

@@ -56,6 +56,7 @@ func readMap(t *testing.T, dir string) map[string][]string {
 }
 
 func TestPrologEpilogFromEnvironment(t *testing.T) {
+	t.Parallel()
 	needTools(t)
 	dir := filepath.Join(t.TempDir(), "map")
 	base := []string{"GPUWATCH_JOB_MAPPING_DIR=" + dir, "PATH=" + os.Getenv("PATH")}
@@ -99,6 +100,7 @@ func TestPrologEpilogFromEnvironment(t *testing.T) {
 // Slurm 22.05 Prolog has (no GPUs, no job name), and a scontrol that
 // prints what `scontrol show job -d` prints for a two-node job.
 func TestPrologFallsBackToScontrol(t *testing.T) {
+	t.Parallel()
 	needTools(t)
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "map")
@@ -159,6 +161,7 @@ esac
 // identity comes from the environment, and a second detail line for this
 // node makes the prolog record nothing rather than the forged GPUs.
 func TestPrologIgnoresForgedScontrolText(t *testing.T) {
+	t.Parallel()
 	needTools(t)
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "map")
@@ -216,6 +219,7 @@ esac
 // could leave them: the prolog (root) must neither copy a link's target into
 // the map nor write through it, and refuses a folder others can write.
 func TestPrologRefusesSymlinks(t *testing.T) {
+	t.Parallel()
 	needTools(t)
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "map")
@@ -275,6 +279,7 @@ func TestPrologRefusesSymlinks(t *testing.T) {
 // same GPU files: the lock and the atomic rename must lose no line and leave
 // no partial file.
 func TestConcurrentJobsSharingGPUs(t *testing.T) {
+	t.Parallel()
 	needTools(t)
 	dir := filepath.Join(t.TempDir(), "map")
 	base := []string{"GPUWATCH_JOB_MAPPING_DIR=" + dir, "PATH=" + os.Getenv("PATH"), "SLURM_JOB_GPUS=0-1", "SLURM_JOB_USER=u", "SLURM_JOB_NAME=shared"}

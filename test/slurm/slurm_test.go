@@ -141,19 +141,23 @@ func (v view) gpusOf(job string) []string {
 	return g
 }
 
+// waitFor renders the collector's view until ok holds, and returns it; on
+// a timeout the last view is logged.
 func waitFor(t *testing.T, col *collector.Collector, what string, ok func(view) bool) view {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		v := render(t, col)
-		if ok(v) {
-			return v
+	var v view
+	seen := false
+	defer func() {
+		if !seen {
+			t.Logf("last view while waiting for %s: %+v", what, v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last view: %+v", what, v)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	}()
+	testtool.Eventually(t, 45*time.Second, what, func() (bool, error) {
+		v = render(t, col)
+		return ok(v), nil
+	})
+	seen = true
+	return v
 }
 
 func TestSlurmJobsOnSeries(t *testing.T) {
@@ -205,14 +209,14 @@ func TestSlurmJobsOnSeries(t *testing.T) {
 	// The job's own processes, reported as GPU processes, are tied to it
 	// (through SLURM_JOB_ID: proctrack/linuxproc makes no cgroups).
 	var pids []int
-	for deadline := time.Now().Add(15 * time.Second); len(pids) == 0; time.Sleep(200 * time.Millisecond) {
+	testtool.Eventually(t, 15*time.Second, "scontrol listpids "+a+" to list processes", func() (bool, error) {
 		// Right after the job starts, slurmstepd may list its task as pid -1,
 		// or scontrol may find no step yet and exit 1: both mean "not yet".
 		listpids := exec.Command("scontrol", "listpids", a)
 		listpids.Env = append(os.Environ(), "SLURM_CONF="+conf)
 		out, err := listpids.CombinedOutput()
 		if err != nil && !strings.Contains(string(out), "no steps") {
-			t.Fatalf("scontrol listpids %s: %v\n%s", a, err, out)
+			return false, fmt.Errorf("scontrol listpids %s: %v\n%s", a, err, out)
 		}
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
 			if f := strings.Fields(line); len(f) > 0 {
@@ -221,10 +225,8 @@ func TestSlurmJobsOnSeries(t *testing.T) {
 				}
 			}
 		}
-		if len(pids) == 0 && time.Now().After(deadline) {
-			t.Fatalf("scontrol listpids %s: no processes", a)
-		}
-	}
+		return len(pids) > 0, nil
+	})
 	gpuA, _ := strconv.Atoi(v.gpusOf(a)[0])
 	src.setProcs(source.Process{DeviceKey: gpuUUID(gpuA), PID: pids[0], Type: source.Compute, MemoryBytes: 1 << 30})
 	v = render(t, col)
@@ -273,14 +275,11 @@ func TestHostileJobTextOnRealSlurm(t *testing.T) {
 	}
 	waitStarted := func(path string) {
 		t.Helper()
-		for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			if _, err := os.Stat(path); err == nil {
-				return // the job's script runs only after the prolog finished
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job did not start (%s)", path)
-			}
-		}
+		// The job's script runs only after the prolog finished.
+		testtool.Eventually(t, 45*time.Second, "the job to start ("+path+")", func() (bool, error) {
+			_, err := os.Stat(path)
+			return err == nil, nil
+		})
 	}
 	lines := func(job string) []string {
 		// The planted link is refused (an error naming it); other files count.
@@ -338,11 +337,7 @@ func TestHostileJobTextOnRealSlurm(t *testing.T) {
 		t.Fatalf("job %s with a forged GRES line recorded on GPUs %q", b, got)
 	}
 	slurm(t, conf, "scancel", a)
-	for deadline := time.Now().Add(45 * time.Second); len(lines(a)) > 0; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("epilog did not remove job %s", a)
-		}
-	}
+	testtool.Eventually(t, 45*time.Second, "the epilog to remove job "+a, func() (bool, error) { return len(lines(a)) == 0, nil })
 	if fi, err := os.Lstat(planted); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("planted link replaced: %v %v", fi, err)
 	}
