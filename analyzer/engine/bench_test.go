@@ -215,7 +215,7 @@ func TestBenchWeekEmbedded(t *testing.T) {
 	t.Logf("BENCH week-embedded: %s against the %s target (%.2f×), %s of CPU", wall.Round(time.Millisecond), target,
 		wall.Seconds()/target.Seconds(), cpu.Round(time.Millisecond))
 	if timed {
-		cal := calibrate.Measure(t, db, nil, from, from.Add(span))
+		cal := calibrate.Measure(t, db, nil, from, from.Add(span), 3)
 		calibrate.Within(t, "week analysis CPU", cpu, cal.CPU, weekEmbeddedCPU)
 	}
 	if timed && rss > 2<<30 {
@@ -307,7 +307,7 @@ func TestBenchCycle10kPrometheus(t *testing.T) {
 	floor := 9 * (3 * 2 * nodes / 8) / 10
 	var cal calibrate.Calibration
 	if timed {
-		cal = calibrate.Measure(t, c, ps.cpu, origin, origin.Add(75*time.Minute))
+		cal = calibrate.Measure(t, c, ps.cpu, origin, origin.Add(75*time.Minute), 3)
 	}
 	var walls []string
 	var found int

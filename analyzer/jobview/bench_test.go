@@ -8,9 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -105,22 +102,8 @@ func weekView(t testing.TB, url string) (*jobview.Report, time.Duration) {
 }
 
 // cpuSeconds is the CPU time used so far by this process and by pid.
-func cpuSeconds(t testing.TB, pid int) float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	own := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Fields after the command's closing parenthesis; utime and stime are
-	// the 14th and 15th of the line, in clock ticks (100 per second).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return own + (ut+st)/100
+func cpuSeconds(pid int) float64 {
+	return (testtool.CPUTime() + testtool.ProcessCPU(pid)).Seconds()
 }
 
 // A 7-day, 8-GPU job answers in at most a second from a real Prometheus:
@@ -136,9 +119,9 @@ func TestWeekJobUnderASecond(t *testing.T) {
 	var r *jobview.Report
 	for range 5 {
 		var d time.Duration
-		c0 := cpuSeconds(t, pid)
+		c0 := cpuSeconds(pid)
 		r, d = weekView(t, url)
-		cpu = append(cpu, cpuSeconds(t, pid)-c0)
+		cpu = append(cpu, cpuSeconds(pid)-c0)
 		took = append(took, d)
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })

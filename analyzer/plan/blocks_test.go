@@ -221,34 +221,8 @@ func (p *prometheusServer) stop() {
 	_ = p.cmd.Wait()
 }
 
-// cpu is the server's user and system CPU time so far, from /proc.
-func (p *prometheusServer) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which may hold spaces) in parentheses.
-	s := string(b)
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == ')' {
-			s = s[i+2:]
-			break
-		}
-	}
-	var f [20]string
-	k := 0
-	start := 0
-	for i := 0; i <= len(s) && k < len(f); i++ {
-		if i == len(s) || s[i] == ' ' {
-			f[k] = s[start:i]
-			k++
-			start = i + 1
-		}
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100
-}
+// cpu is the server's user and system CPU time so far.
+func (p *prometheusServer) cpu() time.Duration { return testtool.ProcessCPU(p.cmd.Process.Pid) }
 
 // execOutput runs a program and returns its standard output.
 func execOutput(name string, args ...string) (string, error) {

@@ -1,72 +1,11 @@
 package plan
 
-import (
-	"context"
-	"fmt"
-	"testing"
-	"time"
-
-	"github.com/prometheus/common/model"
-
-	"github.com/gpuwatch/gpuwatch/analyzer/query"
-	"github.com/gpuwatch/gpuwatch/schema"
-)
-
-// calibration is what one simple pass over the window's raw samples costs
-// on this machine, measured in the same run as the figure it calibrates:
-// the hourly sample count of SM activity over the whole fleet, one range
-// query with the planner's one-hour step and the same answer shape as one
-// of its figures (a series per holder, a point per hour), with the
-// cheapest function there is. The planner reads the same samples several
-// times with dearer functions, so its cost is a multiple of this one; a
-// slower or busier machine makes both slower alike, and the ratio is what
-// a test can hold on any machine of the kind.
-type calibration struct {
-	wall, cpu time.Duration
-	series    int
-}
-
-// calibrate times the simple pass through q. serverCPU is the CPU time of
-// the process that answers q when it is not this one (nil otherwise).
-func calibrate(t testing.TB, q query.Querier, serverCPU func() time.Duration, from, to time.Time) calibration {
-	t.Helper()
-	expr := fmt.Sprintf("count_over_time(%s[%dms])", schema.ProfSMActive.Name, time.Hour.Milliseconds()-1)
-	scpu := func() time.Duration {
-		if serverCPU == nil {
-			return 0
-		}
-		return serverCPU()
-	}
-	cpu0, scpu0 := cpuTime(), scpu()
-	start := time.Now()
-	v, err := q.QueryRange(context.Background(), expr, query.Range{Start: from.Add(time.Hour), End: to, Step: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := calibration{wall: time.Since(start), cpu: cpuTime() - cpu0 + scpu() - scpu0}
-	m, ok := v.(model.Matrix)
-	if !ok || len(m) == 0 {
-		t.Fatalf("calibration %s returned %v", expr, v.Type())
-	}
-	c.series = len(m)
-	t.Logf("CALIBRATION %s over %s: %s wall, %s CPU, %d series", expr, to.Sub(from),
-		c.wall.Round(time.Millisecond), c.cpu.Round(time.Millisecond), c.series)
-	return c
-}
-
-// within fails t when got exceeds k times the calibration's figure, and
-// logs the ratio either way.
-func within(t testing.TB, what string, got, cal time.Duration, k float64) {
-	t.Helper()
-	r := float64(got) / float64(max(cal, time.Millisecond))
-	t.Logf("RATIO %s: %s = %.2f× the calibration's %s (bound %.1f×)", what, got.Round(time.Millisecond), r,
-		cal.Round(time.Millisecond), k)
-	if r > k {
-		t.Errorf("%s took %s, %.2f× the calibration's %s: bound %.1f×", what, got.Round(time.Millisecond), r,
-			cal.Round(time.Millisecond), k)
-	}
-}
-
+// The calibration is what one simple pass over the window's raw samples
+// costs on this machine, measured in the same run as the figure it
+// calibrates (calibrate.Measure, one pass: the cold figure, as the plan
+// reads the store cold too). The planner reads the same samples several
+// times with dearer functions, so its cost is a multiple of that one.
+//
 // The bounds of the scale tests as multiples of the calibration. The plan
 // reads each raw sample once per hourly figure (five range figures, the
 // p95 dearer for its sort) and decodes and packs the answers. Measured on

@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/calibrate"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
@@ -77,7 +78,7 @@ func TestPrometheusScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cal := calibrate(t, c, ps.cpu, from, from.Add(span))
+	cal := calibrate.Measure(t, c, ps.cpu, from, from.Add(span), 1)
 	// The peak RSS is the plan's, not the block writing's or calibration's.
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -85,14 +86,14 @@ func TestPrometheusScale(t *testing.T) {
 		t.Logf("cannot reset peak RSS (%v): the figure includes writing the blocks", err)
 	}
 	cq := &query.Counting{Q: c}
-	cpu0, pcpu0 := cpuTime(), ps.cpu()
+	cpu0, pcpu0 := testtool.CPUTime(), ps.cpu()
 	start = time.Now()
 	p, err := Build(context.Background(), cq, from, from.Add(span), Options{Rules: demand.RulesOff})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wall := time.Since(start)
-	cpu, pcpu := cpuTime()-cpu0, ps.cpu()-pcpu0
+	cpu, pcpu := testtool.CPUTime()-cpu0, ps.cpu()-pcpu0
 	rss := testtool.PeakRSS()
 	t.Logf("SCALE plan-prometheus: %d GPUs × 7 days at 60s from %s: %s wall, CPU %s planner + %s Prometheus, %d queries, planner peak RSS %.2f GiB; %s",
 		n, prometheusVersion(t), wall.Round(time.Millisecond), cpu.Round(time.Millisecond), pcpu.Round(time.Millisecond),
@@ -112,8 +113,8 @@ func TestPrometheusScale(t *testing.T) {
 	// a plan that read the week more times, or with a dearer function,
 	// fails on any machine. See promScaleWall.
 	t.Logf("SCALE target 60 s wall: %s here (informational; the ratio below is held)", wall.Round(time.Millisecond))
-	within(t, "plan wall", wall, cal.wall, promScaleWall)
-	within(t, "plan CPU (planner and Prometheus)", cpu+pcpu, cal.cpu, promScaleCPU)
+	calibrate.Within(t, "plan wall", wall, cal.Wall, promScaleWall)
+	calibrate.Within(t, "plan CPU (planner and Prometheus)", cpu+pcpu, cal.CPU, promScaleCPU)
 	if rss > 2<<30 {
 		t.Errorf("planner peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}
@@ -121,7 +122,7 @@ func TestPrometheusScale(t *testing.T) {
 		"(%s samples of SM activity, util and framebuffer used and free) | %.1f s wall (target 60 s; %.2f× the calibration's %.1f s, bound %.0f×), "+
 		"CPU %.1f s planner + %.1f s Prometheus, %d queries, planner peak RSS %.2f GiB (target ≤ 2 GiB) (1-minute load %s) | "+
 		"`GPUWATCH_BENCH_WRITE_DOC=$PWD/docs/performance.md go test -run 'TestPrometheusScale$' ./analyzer/plan` (CI, without `-race`) |\n",
-		testtool.Thousands(n), prometheusVersion(t), testtool.Thousands(int(samples)), wall.Seconds(), float64(wall)/float64(cal.wall), cal.wall.Seconds(), float64(promScaleWall),
+		testtool.Thousands(n), prometheusVersion(t), testtool.Thousands(int(samples)), wall.Seconds(), float64(wall)/float64(cal.Wall), cal.Wall.Seconds(), float64(promScaleWall),
 		cpu.Seconds(), pcpu.Seconds(), cq.Count(), float64(rss)/(1<<30), testtool.LoadAverage())
 
 	// The same week from the planner's recorded figures, which the blocks
@@ -135,13 +136,13 @@ func TestPrometheusScale(t *testing.T) {
 	for i := range runs {
 		runtime.GC()
 		cq = &query.Counting{Q: c}
-		cpu0, pcpu0 = cpuTime(), ps.cpu()
+		cpu0, pcpu0 = testtool.CPUTime(), ps.cpu()
 		start = time.Now()
 		pr, err := Build(context.Background(), cq, from, from.Add(span), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs[i] = recordedRun{wall: time.Since(start), cpu: cpuTime() - cpu0, pcpu: ps.cpu() - pcpu0}
+		runs[i] = recordedRun{wall: time.Since(start), cpu: testtool.CPUTime() - cpu0, pcpu: ps.cpu() - pcpu0}
 		queries = cq.Count()
 		t.Logf("SCALE plan-prometheus-recorded run %d: %d GPUs × 7 days from the recording rules: %s wall, CPU %s planner + %s Prometheus, %d queries; read %s (%s); %s",
 			i+1, n, runs[i].wall.Round(time.Millisecond), runs[i].cpu.Round(time.Millisecond), runs[i].pcpu.Round(time.Millisecond), cq.Count(), pr.Read, pr.ReadReason, pr.Headline())
@@ -203,14 +204,14 @@ func TestPrometheusScaleRecorded(t *testing.T) {
 	}
 	// No calibration: the bound is the ratio to the raw plan of the same run.
 	cq := &query.Counting{Q: c}
-	cpu0, pcpu0 := cpuTime(), ps.cpu()
+	cpu0, pcpu0 := testtool.CPUTime(), ps.cpu()
 	start := time.Now()
 	p, err := Build(context.Background(), cq, from, from.Add(span), Options{Rules: demand.RulesOff})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wall := time.Since(start)
-	rawCPU := cpuTime() - cpu0 + ps.cpu() - pcpu0
+	rawCPU := testtool.CPUTime() - cpu0 + ps.cpu() - pcpu0
 	t.Logf("SCALE plan-prometheus raw: %d GPUs × 7 days: %s wall, %s CPU (planner and Prometheus); %s", n, wall.Round(time.Millisecond),
 		rawCPU.Round(time.Millisecond), p.Headline())
 	// The recording rules, evaluated over the same data first as Prometheus
@@ -224,7 +225,7 @@ func TestPrometheusScaleRecorded(t *testing.T) {
 	runtime.GC()
 	debug.FreeOSMemory()
 	cq = &query.Counting{Q: timedQuerier{t, c}}
-	cpu0, pcpu0 = cpuTime(), ps.cpu()
+	cpu0, pcpu0 = testtool.CPUTime(), ps.cpu()
 	start = time.Now()
 	pr, err := Build(context.Background(), cq, from, from.Add(span), Options{})
 	if err != nil {
@@ -232,7 +233,7 @@ func TestPrometheusScaleRecorded(t *testing.T) {
 	}
 	rawWall := wall
 	wall = time.Since(start)
-	cpu, pcpu := cpuTime()-cpu0, ps.cpu()-pcpu0
+	cpu, pcpu := testtool.CPUTime()-cpu0, ps.cpu()-pcpu0
 	t.Logf("SCALE plan-prometheus-recorded: %d GPUs × 7 days from the recording rules: %s wall, CPU %s planner + %s Prometheus, %d queries; read %s (%s); %s",
 		n, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), pcpu.Round(time.Millisecond), cq.Count(), pr.Read, pr.ReadReason, pr.Headline())
 	if pr.Read != string(demand.ReadRecorded) || cq.Count() != Probes+QueriesRecorded {
@@ -336,12 +337,12 @@ func TestPrometheusFleetIndependent(t *testing.T) {
 		if _, err := Build(context.Background(), c, from, from.Add(span), Options{}); err != nil {
 			t.Fatal(err)
 		}
-		cpu0, pcpu0 := cpuTime(), ps.cpu()
+		cpu0, pcpu0 := testtool.CPUTime(), ps.cpu()
 		p, err := Build(context.Background(), cq, from, from.Add(span), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := run{n, cpuTime() - cpu0 + ps.cpu() - pcpu0, cq.Count()}
+		r := run{n, testtool.CPUTime() - cpu0 + ps.cpu() - pcpu0, cq.Count()}
 		runs = append(runs, r)
 		t.Logf("PROM plan: %d GPUs × 48 h at 60 s: %s CPU (planner and Prometheus), %d queries; %s", n, r.cpu.Round(time.Millisecond), r.queries, p.Headline())
 		if p.Held != n {

@@ -8,13 +8,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/calibrate"
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/demand"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
@@ -103,15 +103,6 @@ func fillFleet(t testing.TB, db *embedded.DB, n int, from time.Time, span, step 
 	return total
 }
 
-// cpuTime is the process' user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // TestScaleEmbedded: a plan over 7 days × 1,000 GPUs (60 s samples) from
 // the embedded store in at most 20 s, with the fixed query count.
 func TestScaleEmbedded(t *testing.T) {
@@ -144,17 +135,17 @@ func TestScaleEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	cal := calibrate(t, db, nil, from, from.Add(span))
+	cal := calibrate.Measure(t, db, nil, from, from.Add(span), 1)
 	runtime.GC()
 	cq := &query.Counting{Q: db}
-	cpu0 := cpuTime()
+	cpu0 := testtool.CPUTime()
 	start = time.Now()
 	p, err := Build(context.Background(), cq, from, from.Add(span), Options{Rules: demand.RulesOff})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wall := time.Since(start)
-	cpu := cpuTime() - cpu0
+	cpu := testtool.CPUTime() - cpu0
 	rss := testtool.PeakRSS()
 	t.Logf("SCALE plan-embedded: %d GPUs × 7 days at 60s: %s wall, %s CPU, %d queries, peak RSS %.2f GiB; %s",
 		n, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), cq.Count(), float64(rss)/(1<<30), p.Headline())
@@ -172,13 +163,13 @@ func TestScaleEmbedded(t *testing.T) {
 	// the CPU time is held, as a ratio to the calibration measured just
 	// before on the same store: see embeddedScaleCPU.
 	t.Logf("SCALE target 20 s: %s wall, %s CPU here (informational; the ratio below is held)", wall.Round(time.Millisecond), cpu.Round(time.Millisecond))
-	within(t, "plan CPU (embedded)", cpu, cal.cpu, embeddedScaleCPU)
+	calibrate.Within(t, "plan CPU (embedded)", cpu, cal.CPU, embeddedScaleCPU)
 	if rss > 2<<30 {
 		t.Errorf("peak RSS %.2f GiB, target 2 GiB", float64(rss)/(1<<30))
 	}
 	testtool.WriteBenchRow(t, "bench-plan-embedded", fmt.Sprintf("| `gpuwatch plan` of %s GPUs × 7 days at 60 s from the embedded store (%s samples) | "+
 		"%.1f s wall (target 20 s), %.1f s CPU (%.2f× the calibration's %.1f s, bound %.0f×), %d queries, peak RSS %.2f GiB (1-minute load %s) | "+
 		"`GPUWATCH_BENCH_WRITE_DOC=$PWD/docs/performance.md go test -run 'TestScaleEmbedded$' ./analyzer/plan` (CI, without `-race`) |\n",
-		testtool.Thousands(n), testtool.Thousands(int(samples)), wall.Seconds(), cpu.Seconds(), float64(cpu)/float64(cal.cpu), cal.cpu.Seconds(), float64(embeddedScaleCPU),
+		testtool.Thousands(n), testtool.Thousands(int(samples)), wall.Seconds(), cpu.Seconds(), float64(cpu)/float64(cal.CPU), cal.CPU.Seconds(), float64(embeddedScaleCPU),
 		cq.Count(), float64(rss)/(1<<30), testtool.LoadAverage()))
 }

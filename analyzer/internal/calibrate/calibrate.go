@@ -30,11 +30,14 @@ type Calibration struct {
 	Series    int
 }
 
-// Measure times the simple pass through q over [from, to), the median of
-// three. serverCPU is
-// the CPU time of the process that answers q when it is not this one (nil
-// otherwise).
-func Measure(t testing.TB, q query.Querier, serverCPU func() time.Duration, from, to time.Time) Calibration {
+// Measure times the simple pass through q over [from, to): the median of
+// passes runs (at least one). The first pass over a store also loads its
+// index, so one pass is the dearer, cold figure; the median of three is
+// the warm one, steadier where one pass takes a few hundred milliseconds
+// and a neighbour's burst or /proc's clock ticks would move it. serverCPU
+// is the CPU time of the process that answers q when it is not this one
+// (nil otherwise).
+func Measure(t testing.TB, q query.Querier, serverCPU func() time.Duration, from, to time.Time, passes int) Calibration {
 	t.Helper()
 	step := time.Hour
 	if to.Sub(from) < 2*step {
@@ -47,12 +50,9 @@ func Measure(t testing.TB, q query.Querier, serverCPU func() time.Duration, from
 		}
 		return serverCPU()
 	}
-	// The median of three passes: one pass can be a few hundred
-	// milliseconds, where a neighbour's burst or the clock ticks of
-	// /proc would move a single reading.
 	var walls, cpus []time.Duration
 	var m model.Matrix
-	for range 3 {
+	for range max(passes, 1) {
 		cpu0, scpu0 := testtool.CPUTime(), scpu()
 		start := time.Now()
 		v, err := q.QueryRange(context.Background(), expr, query.Range{Start: from.Add(step), End: to, Step: step})
@@ -68,7 +68,7 @@ func Measure(t testing.TB, q query.Querier, serverCPU func() time.Duration, from
 	}
 	slices.Sort(walls)
 	slices.Sort(cpus)
-	c := Calibration{Wall: walls[1], CPU: cpus[1], Series: len(m)}
+	c := Calibration{Wall: walls[len(walls)/2], CPU: cpus[len(cpus)/2], Series: len(m)}
 	t.Logf("CALIBRATION %s over %s: %s wall, %s CPU, %d series", expr, to.Sub(from),
 		c.Wall.Round(time.Millisecond), c.CPU.Round(time.Millisecond), c.Series)
 	return c
