@@ -476,7 +476,7 @@ func TestDaemonSkipsOverlappingCycles(t *testing.T) {
 			maxRunning = running
 		}
 		mu.Unlock()
-		time.Sleep(1500 * time.Millisecond) // longer than the 1s schedule
+		time.Sleep(2500 * time.Millisecond) // longer than the 1s schedule
 		mu.Lock()
 		running--
 		mu.Unlock()
@@ -484,9 +484,7 @@ func TestDaemonSkipsOverlappingCycles(t *testing.T) {
 	})
 	d := &Daemon{Source: src, Escalator: r.esc, Spec: "@every 1s", Jobs: []Job{{Name: "report", Spec: "@every 1h",
 		Run: func(context.Context, time.Time) error { mu.Lock(); jobRuns++; mu.Unlock(); return nil }}}}
-	// The cycle at start, then one on the schedule whose run spans the next
-	// tick, which is skipped.
-	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 4500*time.Millisecond)
 	defer cancel()
 	if err := d.Run(ctx); err != nil {
 		t.Fatal(err)
