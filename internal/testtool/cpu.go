@@ -20,6 +20,16 @@ func CPUTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// ChildrenCPUTime is the user and system CPU time of this process'
+// children that have ended and been waited for: the programs a test ran.
+func ChildrenCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // ProcessCPU is the user and system CPU time of process pid so far, from
 // /proc; 0 when it cannot be read.
 func ProcessCPU(pid int) time.Duration {
