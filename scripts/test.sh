@@ -9,7 +9,8 @@
 #   bash scripts/test.sh          the whole suite, scale targets and release build included
 #   bash scripts/test.sh quick    gofmt, vet and staticcheck, and the tests of the packages changed
 #                                 since the merge base with main (QUICK_BASE=<branch> to change it)
-#                                 and of the packages that import them; no scale steps
+#                                 and of the packages that import them; no scale steps; it leaves
+#                                 the services running for the next quick run
 #
 # Every go test goes through scripts/testreport: the output is go test's
 # own (a result line per package, the whole output of a test that failed),
@@ -63,7 +64,11 @@ summary() {
 		"$work/testreport" -summary "$tally" || true
 	fi
 }
+# The full suite stops the services it started; the quick tier leaves them
+# running for the next quick run (start.sh finds them up and reuses them;
+# test/*/stop.sh stops them).
 services=()
+stop_after() { if [[ $mode == full ]]; then services+=("$1"); fi; }
 finish() {
 	local rc=$?
 	for s in "${services[@]}"; do $s >/dev/null 2>&1 || true; done
@@ -127,11 +132,11 @@ export PATH="$prometheus_bin:$PATH"
 
 step "start a single-node Slurm (munge, slurmctld, slurmd, slurmdbd + MariaDB)"
 # start.sh prints export lines (SLURM_CONF, GPUWATCH_SLURM_CONF, GPUWATCH_JOB_MAPPING_DIR, ...).
-services+=("bash $root/test/slurm/stop.sh")
+stop_after "bash $root/test/slurm/stop.sh"
 eval "$(bash test/slurm/start.sh)"
 step "start PostgreSQL on loopback (the shared store's tests)"
 # start.sh prints GPUWATCH_TEST_POSTGRES_URL (internal/testpg makes a database per test on it).
-services+=("sh $root/test/postgres/stop.sh")
+stop_after "sh $root/test/postgres/stop.sh"
 eval "$(sh test/postgres/start.sh)"
 step "start a Kubernetes control plane on loopback (etcd, kube-apiserver, kube-controller-manager, kwok)"
 # start.sh builds kube-apiserver and kube-controller-manager from the module
@@ -140,7 +145,7 @@ step "start a Kubernetes control plane on loopback (etcd, kube-apiserver, kube-c
 # and prints KUBECONFIG, GPUWATCH_KUBE_DIR and GPUWATCH_KUBE_NODES
 # (internal/testkube reads them: a namespace per test, ServiceAccount tokens).
 wait "$kube_build" || { cat "$work/kube-build.out"; exit 1; }
-services+=("sh $root/test/kubernetes/stop.sh")
+stop_after "sh $root/test/kubernetes/stop.sh"
 eval "$(sh test/kubernetes/start.sh)"
 
 step "build the commands once"
@@ -173,7 +178,7 @@ if [[ $mode == quick ]]; then
 	while IFS=$'\t' read -r dir pkgs; do
 		[[ -z $dir ]] && continue
 		# shellcheck disable=SC2086 # pkgs is a list of import paths
-		(cd "$dir" && gotest "go test -race ($dir)" -race -timeout 30m $pkgs)
+		(cd "$dir" && gotest "go test -race ($dir)" -race -parallel 4 -timeout 30m $pkgs)
 	done <<<"$affected"
 	exit 0
 fi
@@ -195,8 +200,12 @@ step "licences of every module the programs and tools link (build/licenses)"
 (cd build/licenses && go vet ./... && staticcheck ./... && gotest "licences" -race -count=1 ./... &&
 	go run . -C ../.. ./... && go run . -C .. ./... && go run . -C ../../deploy ./...)
 
+# -parallel 4: the tests that mark themselves parallel mostly wait (on the
+# API server, Slurm, a lease, a browser), so four at a time in a package
+# overlap their waits on two cores; packages still run two at a time, which
+# keeps the Slurm tests of two packages within the test cluster's 8 GPUs.
 step "go test -race"
-gotest "go test -race" -race -count=1 -timeout 60m ./...
+gotest "go test -race" -race -count=1 -parallel 4 -timeout 60m ./...
 # The chart and manifests (Helm's SDK) and the packaging, modules of their
 # own, side by side: the chart's installs mostly wait on the API server
 # while the image tests compress. Each one's output is printed whole when
