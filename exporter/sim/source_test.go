@@ -92,7 +92,6 @@ func TestCollectSelectsNode(t *testing.T) {
 func TestCountersMonotonic(t *testing.T) {
 	for _, name := range []string{"default", "throttling-xid", "corpus"} {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
 			sc, err := Builtin(name)
 			if err != nil {
 				t.Fatal(err)

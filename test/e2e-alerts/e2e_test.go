@@ -50,7 +50,7 @@ const (
 	// before the first fault, and the last fault starts at 33s, not 100s.
 	faultTimeScale = 3
 	// alertDeadline bounds the wait for every expected notification: the
-	// scenario's last fault starts at 100s (33s divided as above).
+	// scenario's last fault starts at 33s (its 100s divided as above).
 	alertDeadline = 150 * time.Second
 )
 

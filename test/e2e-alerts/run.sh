@@ -3,7 +3,7 @@
 # Alertmanager (Debian packages `prometheus` and `prometheus-alertmanager`).
 # Builds gpuwatch, starts the exporter on a simulated fleet, Prometheus,
 # Alertmanager and a webhook receiver on loopback ports, and stops them all on
-# exit. Takes about two minutes. Extra arguments go to `go test`.
+# exit. Takes about a minute. Extra arguments go to `go test`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CI="${CI:-1}"   # a missing prometheus or alertmanager binary fails instead of skipping
