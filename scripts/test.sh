@@ -183,60 +183,98 @@ if [[ $mode == quick ]]; then
 	exit 0
 fi
 
-step "gofmt, go vet, staticcheck of the product module"
+step "gofmt"
 unformatted="$(gofmt -l $(git ls-files '*.go'))"
 if [[ -n "$unformatted" ]]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
-go vet ./...
-staticcheck ./...
-# The packaging (build/) and the chart and manifest checks (deploy/) are
-# modules of their own: Helm, kustomize, nFPM and go-containerregistry stay
-# out of the product's build and test graph.
-step "go vet, staticcheck of the build and deploy modules"
-for m in build deploy; do (cd "$m" && go vet ./... && staticcheck ./...); done
 
+# What is not timed runs side by side: on two cores the race tests keep
+# about one and a quarter busy (their integration tests mostly wait on
+# services), and the rest fills the other three quarters. Each job's output
+# is printed whole, in this order, when all are done.
+#
+# The jobs run where `set -e` does not reach (a function called before
+# `||`), so each one chains its commands with && or returns its status.
+lint() {
+	go vet ./... && staticcheck ./... || return 1
+	# The packaging (build/) and the chart and manifest checks (deploy/)
+	# are modules of their own: Helm, kustomize, nFPM and
+	# go-containerregistry stay out of the product's build and test graph.
+	for m in build deploy; do (cd "$m" && go vet ./... && staticcheck ./...) || return 1; done
+}
 # build/licenses is a module of its own (the classifier stays out of the
-# product's build graph), so ./... above and below does not reach it.
-step "licences of every module the programs and tools link (build/licenses)"
-(cd build/licenses && go vet ./... && staticcheck ./... && gotest "licences" -race -count=1 ./... &&
-	go run . -C ../.. ./... && go run . -C .. ./... && go run . -C ../../deploy ./...)
-
+# product's build graph), so ./... does not reach it.
+licences() {
+	cd build/licenses && go vet ./... && staticcheck ./... && gotest "licences" -race -count=1 ./... &&
+		go run . -C ../.. ./... && go run . -C .. ./... && go run . -C ../../deploy ./...
+}
 # -parallel 4: the tests that mark themselves parallel mostly wait (on the
 # API server, Slurm, a lease, a browser), so four at a time in a package
-# overlap their waits on two cores; packages still run two at a time, which
-# keeps the Slurm tests of two packages within the test cluster's 8 GPUs.
-step "go test -race"
-gotest "go test -race" -race -count=1 -parallel 4 -timeout 60m ./...
-# The chart and manifests (Helm's SDK) and the packaging, modules of their
-# own, side by side: the chart's installs mostly wait on the API server
-# while the image tests compress. Each one's output is printed whole when
-# both are done.
-step "go test -race of the deploy and build modules"
-pids=()
-for m in deploy build; do
-	(cd "$m" && gotest "go test -race ($m)" -race -count=1 -timeout 20m ./...) >"$work/$m.out" 2>&1 &
-	pids+=($!)
+# overlap their waits; packages run two at a time, which keeps the Slurm
+# tests of two packages within the test cluster's 8 GPUs.
+race_tests() { gotest "go test -race" -race -count=1 -parallel 4 -timeout 60m ./...; }
+# The chart and manifests (Helm's SDK) and the packaging, modules of their own.
+module_tests() {
+	local rc=0
+	(cd deploy && gotest "go test -race (deploy)" -race -count=1 -parallel 4 -timeout 20m ./...) || rc=1
+	(cd build && gotest "go test -race (build)" -race -count=1 -parallel 4 -timeout 20m ./...) || rc=1
+	return "$rc"
+}
+# The labelled corpus week (TestCorpus*: precision and recall in every
+# counter set and store, the field corpora, the threshold sensitivity)
+# skips under -race, where it would take most of an hour on two cores, and
+# runs here; nothing in it is timed.
+corpus_week() { gotest "corpus week" -v -count=1 -timeout 45m -run '^TestCorpus' ./analyzer/engine; }
+# GPUWATCH_TRIMPATH=0: reuse the build cache of the tests for amd64.
+release() { GPUWATCH_TRIMPATH=0 bash scripts/release.sh v0.0.0-ci amd64 arm64 && bash scripts/package-check.sh; }
+
+bg_names=()
+bg_pids=()
+# bg NAME FUNCTION: run FUNCTION in the background, its output and wall
+# time kept in $work.
+bg() {
+	local i=${#bg_names[@]}
+	bg_names+=("$1")
+	(
+		s=$SECONDS
+		rc=0
+		"$2" >"$work/bg-$i.out" 2>&1 || rc=$?
+		echo $((SECONDS - s)) >"$work/bg-$i.time"
+		exit "$rc"
+	) &
+	bg_pids+=($!)
+}
+step "side by side: vet and staticcheck; licences; go test -race; the deploy and build modules; the corpus week; the release build and .deb install check"
+bg "go vet, staticcheck of the product, build and deploy modules" lint
+bg "licences of every module the programs and tools link (build/licenses)" licences
+bg "go test -race" race_tests
+bg "go test -race of the deploy and build modules" module_tests
+bg "the corpus week (TestCorpus*, without -race)" corpus_week
+bg "release build (linux/amd64 and linux/arm64 tarballs, packages, images) and .deb install check" release
+failed=()
+for i in "${!bg_pids[@]}"; do wait "${bg_pids[$i]}" || failed+=("${bg_names[$i]}"); done
+step_end # the jobs' own times follow the step's, marked ·
+for i in "${!bg_names[@]}"; do
+	took="$(cat "$work/bg-$i.time" 2>/dev/null || echo '?')"
+	printf '\n==> %s  (%s s)\n' "${bg_names[$i]}" "$took"
+	cat "$work/bg-$i.out"
+	timings+=("$(printf '%6s s  · %s' "$took" "${bg_names[$i]}")")
 done
-rc=0
-for i in "${!pids[@]}"; do wait "${pids[$i]}" || rc=1; done
-cat "$work/deploy.out" "$work/build.out"
-((rc == 0))
+if ((${#failed[@]})); then
+	printf '\nfailed: %s\n' "${failed[@]}"
+	exit 1
+fi
 
 # The scale targets (10,000 GPUs per cycle, a week of 1,000 GPUs, the
 # planner's fleet, a week-long job's view) hold for the production build:
 # under -race above they run small or skip their bound, so here they run
-# again, full size and timed, without it. The
-# week-long corpus replay (TestCorpus*) skips under -race, where it would take
-# most of an hour on two cores, and runs here.
-step "scale targets and the corpus week"
-gotest "scale: engine" -v -count=1 -timeout 45m -run '^(TestBench|TestCorpus)' ./analyzer/engine
+# again, full size and timed, one at a time with nothing beside them: their
+# bounds are CPU time, or multiples of a calibration measured in the same
+# test, but a neighbour's memory traffic still moves CPU time.
+step "scale targets, timed, alone"
+gotest "scale: engine" -v -count=1 -timeout 30m -run '^TestBench' ./analyzer/engine
 gotest "scale: planner" -v -count=1 -timeout 30m -run '^(TestScaleEmbedded|TestPrometheusFleetIndependent|TestPrometheusScale|TestPrometheusScaleRecorded)$' ./analyzer/plan
 gotest "scale: job view" -v -count=1 -timeout 10m -run '^TestWeekJobUnderASecond$' ./analyzer/jobview
 gotest "scale: demo" -v -count=1 -timeout 10m -run '^TestAccountingIdentity$' ./analyzer/demo
-
-step "release build (linux/amd64 and linux/arm64 tarballs, packages, images) and .deb install check"
-# GPUWATCH_TRIMPATH=0: reuse the build cache of the tests above for amd64.
-GPUWATCH_TRIMPATH=0 bash scripts/release.sh v0.0.0-ci amd64 arm64
-bash scripts/package-check.sh
 
 step "benchmark: scrape cost against a prepared buffer"
 bash scripts/bench-scrape.sh
