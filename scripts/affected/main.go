@@ -37,8 +37,9 @@ type pkg struct {
 
 // module is one Go module of the repository and its packages.
 type module struct {
-	dir  string // relative to the repository root, "." for the product
-	pkgs []pkg
+	dir   string // relative to the repository root, "." for the product
+	pkgs  []pkg
+	byDir map[string]string // a package's folder, from the repository root -> its import path
 }
 
 // repoWide is the package of the checks over the repository as a whole,
@@ -108,6 +109,10 @@ func changedFiles(base string) ([]string, error) {
 
 // modules lists the repository's Go modules and their packages.
 func modules() ([]module, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
 	mods, err := git("ls-files", "go.mod", "*/go.mod")
 	if err != nil {
 		return nil, err
@@ -123,7 +128,7 @@ func modules() ([]module, error) {
 		if err != nil {
 			return nil, fmt.Errorf("go list in %s: %w: %s", dir, err, stderr.Bytes())
 		}
-		m := module{dir: dir}
+		m := module{dir: dir, byDir: map[string]string{}}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		for {
 			var p pkg
@@ -133,6 +138,9 @@ func modules() ([]module, error) {
 				return nil, fmt.Errorf("go list in %s: %w", dir, err)
 			}
 			m.pkgs = append(m.pkgs, p)
+			if rel, err := filepath.Rel(wd, p.Dir); err == nil {
+				m.byDir[filepath.ToSlash(rel)] = p.ImportPath
+			}
 		}
 		out = append(out, m)
 	}
@@ -162,7 +170,6 @@ func moduleOf(mods []module, file string) string {
 // outside every package, and m's packages that import any package changed
 // in any module.
 func selectPackages(m module, files []string, mods []module) []string {
-	wd, _ := os.Getwd()
 	sel := map[string]bool{}
 	changed := map[string]bool{} // import paths changed, in every module
 	for _, f := range files {
@@ -178,7 +185,7 @@ func selectPackages(m module, files []string, mods []module) []string {
 			if moduleOf(mods, f) != om.dir {
 				continue
 			}
-			if ip := owner(om, f, wd); ip != "" {
+			if ip := owner(om, f); ip != "" {
 				changed[ip] = true
 			}
 		}
@@ -217,15 +224,9 @@ func selectPackages(m module, files []string, mods []module) []string {
 
 // owner is the import path of the package whose folder, or a folder
 // under it (testdata, embedded files), holds f; "" when none does.
-func owner(m module, f, wd string) string {
-	byDir := map[string]string{}
-	for _, p := range m.pkgs {
-		if rel, err := filepath.Rel(wd, p.Dir); err == nil {
-			byDir[filepath.ToSlash(rel)] = p.ImportPath
-		}
-	}
+func owner(m module, f string) string {
 	for d := path.Dir(f); ; d = path.Dir(d) {
-		if ip, ok := byDir[d]; ok && d != "." {
+		if ip, ok := m.byDir[d]; ok && d != "." {
 			return ip
 		}
 		if d == "." || d == m.dir {

@@ -180,8 +180,7 @@ func report(r io.Reader, w io.Writer, verbose bool, slowest int) (c counts, fail
 // isResultLine says whether a package-level output line is the one go test
 // prints without -v: "ok  pkg 1.2s", "FAIL pkg", "?   pkg [no test files]".
 func isResultLine(s string) bool {
-	return strings.HasPrefix(s, "ok  \t") || strings.HasPrefix(s, "FAIL\t") || strings.HasPrefix(s, "?   \t") ||
-		strings.HasPrefix(s, "ok  ") && strings.Contains(s, "\t")
+	return strings.HasPrefix(s, "ok  \t") || strings.HasPrefix(s, "FAIL\t") || strings.HasPrefix(s, "?   \t")
 }
 
 // printHeld prints what a failed package left unprinted: its own lines
