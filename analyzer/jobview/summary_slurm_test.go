@@ -237,11 +237,9 @@ func TestEpilogSummaryInAccounting(t *testing.T) {
 	down := "--prometheus.url=http://" + closedAddr(t)
 	for _, when := range []string{"finished job in slurmctld", "job gone from slurmctld"} {
 		if when == "job gone from slurmctld" {
-			for deadline := time.Now().Add(90 * time.Second); exec.Command("scontrol", "show", "job", id).Run() == nil; time.Sleep(200 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("job %s still in slurmctld after 90s", id)
-				}
-			}
+			testtool.Eventually(t, 90*time.Second, "job "+id+" gone from slurmctld", func() (bool, error) {
+				return exec.Command("scontrol", "show", "job", id).Run() != nil, nil
+			})
 		}
 		var stdout, stderr bytes.Buffer
 		cmd := exec.Command(bin, "job", down, "--query.timeout=2s", "--format=json", id)
