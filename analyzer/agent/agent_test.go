@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/cli"
 	"github.com/gpuwatch/gpuwatch/exporter/collector"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -121,24 +123,29 @@ func TestRunStartsAndStops(t *testing.T) {
 	go func() {
 		done <- Run(ctx, Options{Exporter: exp, Dir: dir, StoreInterval: 100 * time.Millisecond, Version: "test"})
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "gpuwatch.db")); err == nil {
-			if _, err := os.Stat(filepath.Join(dir, "tsdb", "wal")); err == nil {
-				break
-			}
-		}
+	// Wait until a collection is committed (the TSDB writes each commit to
+	// its write-ahead log), not for a fixed time: a loaded machine under
+	// -race may take seconds for the first collection.
+	testtool.Eventually(t, 60*time.Second, "a collection in the write-ahead log", func() (bool, error) {
 		select {
 		case err := <-done:
-			t.Fatalf("agent stopped early: %v", err)
+			return false, fmt.Errorf("agent stopped early: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("agent did not create its storage")
+		if _, err := os.Stat(filepath.Join(dir, "gpuwatch.db")); err != nil {
+			return false, nil
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond) // a few collections reach the store
+		segments, err := filepath.Glob(filepath.Join(dir, "tsdb", "wal", "[0-9]*"))
+		if err != nil {
+			return false, err
+		}
+		for _, s := range segments {
+			if fi, err := os.Stat(s); err == nil && fi.Size() > 0 {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 	cancel()
 	select {
 	case err := <-done:
