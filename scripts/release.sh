@@ -3,7 +3,8 @@
 # the lean analyzer (gpuwatch-analyzer: daemon, analyze, report, audit,
 # check-config) and the full binary (gpuwatch: also agent, demo, plan, job), as
 #   dist/gpuwatch_<version>_linux_<arch>.tar.gz     (binaries, units, examples, docs)
-#   dist/gpuwatch-{exporter,analyzer}_<version>_<arch>.deb and .rpm
+#   dist/gpuwatch-{exporter,analyzer}_<version>_<arch>.deb and .rpm, and
+#   dist/gpuwatch_<version>_<arch>.deb and .rpm     (the full command line: job, plan, demo, ...)
 #   dist/oci/gpuwatch-{exporter,analyzer}-<arch>/  (OCI image layouts; this machine's arch only)
 #   dist/<binary>_<arch>.modules.txt                (`go version -m`: module versions, for SBOMs)
 #   dist/SHA256SUMS
@@ -68,6 +69,9 @@ for arch in "${arches[@]}"; do
 	[[ "$arch" == "$host" ]] && formats=deb,rpm,oci
 	"$out/.artifacts" --kind=exporter --binary="$dir/gpuwatch-exporter" --version="$version" --revision="$revision" --arch="$arch" --formats="$formats" --out="$out"
 	"$out/.artifacts" --kind=analyzer --binary="$dir/gpuwatch-analyzer" --version="$version" --revision="$revision" --arch="$arch" --formats="$formats" --out="$out"
+	# gpuwatch has no image: its package holds the job command the Slurm
+	# end-of-job summary runs on GPU nodes, and the operators' tools.
+	"$out/.artifacts" --kind=cli --binary="$dir/gpuwatch" --version="$version" --revision="$revision" --arch="$arch" --formats=deb,rpm --out="$out"
 	rm -rf "$dir"
 done
 rm -f "$out/.artifacts"

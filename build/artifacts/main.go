@@ -23,8 +23,8 @@ import (
 )
 
 func main() {
-	kind := flag.String("kind", "", "exporter or analyzer")
-	binary := flag.String("binary", "", "the built binary (gpuwatch-exporter for the exporter, gpuwatch for the analyzer)")
+	kind := flag.String("kind", "", "exporter (gpuwatch-exporter), analyzer (gpuwatch-analyzer) or cli (gpuwatch: packages only, no image)")
+	binary := flag.String("binary", "", "the built binary: gpuwatch-exporter for --kind=exporter, gpuwatch-analyzer for analyzer, gpuwatch for cli")
 	version := flag.String("version", "", "release version, e.g. v0.1.0")
 	revision := flag.String("revision", "unknown", "source revision (git commit)")
 	arch := flag.String("arch", runtime.GOARCH, "GOARCH of the binary")
@@ -40,8 +40,9 @@ func main() {
 }
 
 func run(kind, binary, version, revision, arch, formats, out, repo string, epoch int64) error {
-	if kind != "exporter" && kind != "analyzer" {
-		return fmt.Errorf("--kind %q: want exporter or analyzer", kind)
+	pkg, ok := packageOf[kind]
+	if !ok {
+		return fmt.Errorf("--kind %q: want exporter, analyzer or cli", kind)
 	}
 	if binary == "" || version == "" {
 		return errors.New("--binary and --version are required")
@@ -63,16 +64,13 @@ func run(kind, binary, version, revision, arch, formats, out, repo string, epoch
 		switch f {
 		case "deb", "rpm":
 			b := packages.Build{Repo: repo, Binary: binary, Version: version, Arch: arch, MTime: mtime, Format: f}
-			var in *nfpm.Info
-			if kind == "exporter" {
-				in = packages.Exporter(b)
-			} else {
-				in = packages.Analyzer(b)
-			}
-			if err := writePackage(b, in, out); err != nil {
+			if err := writePackage(b, pkg(b), out); err != nil {
 				return err
 			}
 		case "oci":
+			if kind == "cli" {
+				return errors.New("--formats oci: the cli kind (gpuwatch) has no image; the images are the exporter's and the analyzer's")
+			}
 			if arch != runtime.GOARCH {
 				return fmt.Errorf("--formats oci for %s on a %s machine: the image takes its glibc from this machine; build it on %s", arch, runtime.GOARCH, arch)
 			}
@@ -95,6 +93,13 @@ func run(kind, binary, version, revision, arch, formats, out, repo string, epoch
 		}
 	}
 	return nil
+}
+
+// packageOf maps --kind to the package it builds.
+var packageOf = map[string]func(packages.Build) *nfpm.Info{
+	"exporter": packages.Exporter,
+	"analyzer": packages.Analyzer,
+	"cli":      packages.CLI,
 }
 
 func writePackage(b packages.Build, in *nfpm.Info, out string) error {

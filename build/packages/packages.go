@@ -2,7 +2,9 @@
 // and Slurm nodes with nFPM: the binary, its systemd unit, its environment
 // file and configuration in /etc (kept on upgrade), and what makes the unit
 // start out of the box (the job-mapping folder, a teams file, the analyzer's
-// system user).
+// system user). Three packages, one binary each: gpuwatch-exporter (every GPU
+// node), gpuwatch-analyzer (one service node) and gpuwatch (the full command
+// line, whose `job` command the Slurm end-of-job summary runs).
 package packages
 
 import (
@@ -47,13 +49,25 @@ func conf(src, dst string, mode uint32) *files.Content {
 	return c
 }
 
-// Exporter is the gpuwatch-exporter package.
+// CLIPackage is the name of the package that installs the full gpuwatch
+// command (CLI); JobSummaryBinary is the program deploy/slurm/job-summary runs
+// by default, which that package installs in /usr/bin.
+const (
+	CLIPackage       = "gpuwatch"
+	JobSummaryBinary = "gpuwatch"
+)
+
+// Exporter is the gpuwatch-exporter package. Its Slurm epilog's end-of-job
+// summary runs `gpuwatch job`, which the lean exporter does not have: the
+// package recommends the gpuwatch package (apt and dnf install recommended
+// packages by default) and says so when it is missing.
 func Exporter(b Build) *nfpm.Info {
-	return info(b, "gpuwatch-exporter",
+	in := info(b, "gpuwatch-exporter",
 		"GPU telemetry exporter (dcgm-exporter metric names) with job attribution",
 		"Per-GPU telemetry for Prometheus under dcgm-exporter's metric names, through NVML\n"+
 			"(libnvidia-ml.so.1 from the NVIDIA driver), with the Slurm job or Kubernetes pod\n"+
-			"holding each GPU. Includes the systemd unit and the Slurm prolog and epilog.",
+			"holding each GPU. Includes the systemd unit and the Slurm prolog and epilog;\n"+
+			"the epilog's end-of-job summary needs the "+CLIPackage+" package (its job command).",
 		files.Contents{
 			file(b.Binary, "/usr/bin/gpuwatch-exporter", 0o755),
 			file(b.src("deploy/systemd/gpuwatch-exporter.service"), "/usr/lib/systemd/system/gpuwatch-exporter.service", 0o644),
@@ -66,6 +80,24 @@ func Exporter(b Build) *nfpm.Info {
 			file(b.src("deploy/slurm/README.md"), "/usr/share/doc/gpuwatch-exporter/slurm.md", 0o644),
 		},
 		nfpm.Scripts{PostInstall: b.src("deploy/packaging/exporter-postinstall.sh"), PreRemove: b.src("deploy/packaging/exporter-preremove.sh")})
+	in.Recommends = []string{CLIPackage}
+	return in
+}
+
+// CLI is the gpuwatch package: the full command line (job, plan, analyze,
+// report, audit, agent, demo, dashboards), for operators' machines and for the
+// GPU nodes whose Slurm epilog writes the end-of-job summary. No unit: the
+// daemons are the other two packages'.
+func CLI(b Build) *nfpm.Info {
+	return info(b, CLIPackage,
+		"GPU waste command line: job view, planner, one-shot analysis, demo",
+		"Every gpuwatch subcommand in one binary: gpuwatch job (one job's GPU use, and the\n"+
+			"Slurm end-of-job summary that gpuwatch-exporter's epilog writes), plan, analyze,\n"+
+			"report, audit, the single-node agent and the demo.",
+		files.Contents{
+			file(b.Binary, "/usr/bin/"+JobSummaryBinary, 0o755),
+		},
+		nfpm.Scripts{})
 }
 
 // Analyzer is the gpuwatch-analyzer package: dry-run policy, no SMTP needed
