@@ -4,22 +4,24 @@
 # of the installed units, the exporter started from its installed path with
 # the installed /etc/default/gpuwatch-exporter (only --source switched to sim:
 # CI has no GPU) answering /metrics, the analyzer's binary answering --version,
-# then dpkg --purge. Run as root on Debian (scripts/test.sh does).
+# the end-of-job summary reaching the gpuwatch package's job command, then
+# dpkg --purge. Run as root on Debian (scripts/test.sh does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch="$(dpkg --print-architecture)"
 exporter_deb="$(ls dist/gpuwatch-exporter_*_"$arch".deb)"
 analyzer_deb="$(ls dist/gpuwatch-analyzer_*_"$arch".deb)"
+cli_deb="$(ls dist/gpuwatch_*_"$arch".deb)"
 
 cleanup() {
 	[[ -n "${pid:-}" ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	dpkg --purge gpuwatch-exporter gpuwatch-analyzer >/dev/null 2>&1 || true
+	dpkg --purge gpuwatch-exporter gpuwatch-analyzer gpuwatch >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
-echo "==> dpkg -i $exporter_deb $analyzer_deb"
-dpkg -i "$exporter_deb" "$analyzer_deb"
-dpkg -s gpuwatch-exporter gpuwatch-analyzer | grep -E '^(Package|Status|Version):'
+echo "==> dpkg -i $exporter_deb $analyzer_deb $cli_deb"
+dpkg -i "$exporter_deb" "$analyzer_deb" "$cli_deb"
+dpkg -s gpuwatch-exporter gpuwatch-analyzer gpuwatch | grep -E '^(Package|Status|Version):'
 test -d /run/gpuwatch/job-mapping                  # tmpfiles.d, created by the postinst
 getent passwd gpuwatch >/dev/null                  # sysusers.d, created by the postinst
 test "$(stat -c %a /etc/gpuwatch/teams.yml)" = 644
@@ -58,4 +60,10 @@ pid=
 echo "==> /usr/bin/gpuwatch-analyzer --version"
 /usr/bin/gpuwatch-analyzer --version
 /usr/bin/gpuwatch-analyzer check-config --policy.file /etc/gpuwatch/policy.yml --analyzer.config /etc/gpuwatch/analyzer.yml
+echo "==> /usr/libexec/gpuwatch/job-summary runs /usr/bin/gpuwatch job"
+/usr/bin/gpuwatch job --help >/dev/null
+# No Prometheus and no such job here: the summary fails, but in gpuwatch's
+# own words, not with "not found".
+summary="$(env -u SLURM_CONF GPUWATCH_PROMETHEUS_URL=http://127.0.0.1:1 GPUWATCH_SUMMARY_TIMEOUT=8 SLURM_JOB_ID=4242 /usr/libexec/gpuwatch/job-summary 2>&1)" && { echo "job-summary succeeded without Slurm: $summary"; exit 1; }
+grep -q 'no summary: gpuwatch job:' <<<"$summary" || { echo "job-summary: $summary"; exit 1; }
 echo "==> packages install, verify and start"
