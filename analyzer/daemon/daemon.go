@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -171,14 +172,22 @@ func (d *Daemon) cycle(ctx context.Context, now time.Time) (CycleResult, error) 
 	if err := d.Escalator.Reconcile(ctx, now); err != nil {
 		return CycleResult{}, fmt.Errorf("reconcile: %w", err)
 	}
+	var res CycleResult
 	fs, err := d.Source.Findings(ctx, now)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNoNewStep):
+		// Nothing new to judge: the open episodes and the published
+		// findings stay as the last step left them.
+		res.Waiting = true
+		err = nil
+	case err != nil:
 		return CycleResult{}, fmt.Errorf("findings: %w", err)
+	default:
+		if m := d.Escalator.Metrics; m != nil {
+			m.ObserveFindings(now, fs)
+		}
+		res, err = d.Escalator.Cycle(ctx, now, fs)
 	}
-	if m := d.Escalator.Metrics; m != nil {
-		m.ObserveFindings(now, fs)
-	}
-	res, err := d.Escalator.Cycle(ctx, now, fs)
 	if err != nil || d.Drainer == nil {
 		return res, err
 	}
@@ -201,6 +210,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		res, err := d.RunOnce(ctx)
 		if err != nil {
 			d.logger().Error("escalation cycle failed", "err", err)
+			return
+		}
+		if res.Waiting {
+			d.logger().Debug("escalation cycle: no new analysis step yet")
 			return
 		}
 		d.logger().Info("escalation cycle", "findings", res.Findings, "unknown", res.Unknown, "exempt", res.Exempt,

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"path/filepath"
 	"strings"
@@ -74,17 +75,23 @@ func TestEngineFindingsEscalate(t *testing.T) {
 		name                    string
 		gapFrom, gapTo          time.Duration
 		checkpointAt, reclaimAt time.Duration // 0: never
+		every                   time.Duration // the schedule; 0: one cycle a step (5m)
 	}{
 		// cpu_only is found after 2h of evidence: warn at 2h, checkpoint 1h
 		// later, reclaim 3h later.
-		{"steady telemetry", 0, 0, 3 * time.Hour, 5 * time.Hour},
-		{"telemetry gap before the reclaim", 3*time.Hour + 20*time.Minute, 3*time.Hour + 40*time.Minute, 3 * time.Hour, 0},
+		{"steady telemetry", 0, 0, 3 * time.Hour, 5 * time.Hour, 0},
+		{"telemetry gap before the reclaim", 3*time.Hour + 20*time.Minute, 3*time.Hour + 40*time.Minute, 3 * time.Hour, 0, 0},
+		// Scheduled three times a step: the cycles between steps judge
+		// nothing and end no episode, so the ladder climbs as above
+		// instead of restarting at its warning.
+		{"cycles between steps", 0, 0, 3 * time.Hour, 5 * time.Hour, 100 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r, d := engineRig(t, origin, tc.gapFrom, tc.gapTo)
 			var checkpointAt, reclaimAt time.Duration
-			for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5*time.Hour + 30*time.Minute)); now = now.Add(5 * time.Minute) {
+			every := cmp.Or(tc.every, 5*time.Minute)
+			for now := origin.Add(5 * time.Minute); !now.After(origin.Add(5*time.Hour + 30*time.Minute)); now = now.Add(every) {
 				d.Now = func() time.Time { return now }
 				if _, err := d.RunOnce(context.Background()); err != nil {
 					t.Fatalf("cycle at %s: %v", now.Sub(origin), err)
@@ -111,8 +118,12 @@ func TestEngineFindingsEscalate(t *testing.T) {
 				t.Fatal(err)
 			}
 			seen := map[string]bool{}
+			warned := 0
 			for _, e := range evs {
 				seen[e.Job+" "+e.Step+" "+string(e.State)] = true
+				if e.Job == "8001" && e.Step == "warn" && e.State == audit.Done {
+					warned++
+				}
 				if e.Job == "8002" {
 					t.Errorf("the training job was escalated: %+v", e)
 				}
@@ -121,6 +132,9 @@ func TestEngineFindingsEscalate(t *testing.T) {
 				if !seen[want] {
 					t.Errorf("audit lacks %q", want)
 				}
+			}
+			if warned != 1 {
+				t.Errorf("job 8001 warned %d times, want once (one episode)", warned)
 			}
 		})
 	}

@@ -75,6 +75,9 @@ type CycleResult struct {
 	Unproven int
 	// Standby: another analyzer leads; this one did nothing.
 	Standby bool
+	// Waiting: no analysis step completed since the last cycle, so no
+	// finding was judged and every open episode was left as it was.
+	Waiting bool
 }
 
 func (e *Escalator) logger() *slog.Logger {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -43,6 +44,13 @@ func (f FileSource) Findings(ctx context.Context, now time.Time) ([]finding.Find
 	return fs, nil
 }
 
+// ErrNoNewStep is what a Source returns when no analysis step has completed
+// since its last cycle (the daemon is scheduled more often than the step).
+// It is no news, not an empty fleet: the daemon leaves every open finding's
+// episode as it is, where an empty list would end them all and restart each
+// ladder at its first step on the next cycle.
+var ErrNoNewStep = errors.New("no analysis step completed since the last cycle")
+
 // EngineSource runs an engine cycle and drops findings on allocations whose
 // data was unknown in the newest step.
 type EngineSource struct {
@@ -58,7 +66,10 @@ func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Fi
 	if err != nil {
 		return nil, err
 	}
-	if s.Metrics != nil && !res.To.IsZero() {
+	if res.To.IsZero() {
+		return nil, ErrNoNewStep
+	}
+	if s.Metrics != nil {
 		s.Metrics.ObserveCoverage(res.Coverage)
 		s.Metrics.ObserveAccounting(res)
 	}

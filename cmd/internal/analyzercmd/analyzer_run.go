@@ -211,6 +211,10 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 			logger.Warn("another analyzer leads on this store: nothing done", "holder", holder, "until", until)
 			return nil
 		}
+		if res.Waiting {
+			logger.Info("no analysis step completed since the last cycle: nothing judged")
+			return nil
+		}
 		logger.Info("escalation cycle", "findings", res.Findings, "unknown", res.Unknown, "exempt", res.Exempt,
 			"steps", res.Steps, "rate_limited", res.RateLimited)
 		return nil
