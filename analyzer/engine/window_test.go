@@ -17,6 +17,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -171,8 +173,11 @@ func checkMove(t *testing.T, offA, offB time.Duration, a, b Analysis, gpus int) 
 // TestAnalyzeMatchesDaemonOnAWindow runs the daemon's cycles over the
 // demo's data, one per step as the daemon and the demo do, and reads a
 // window off the grid from what they stored, as the reports and the
-// planner do (accounting.Books); `analyze` over the same window shows the
-// same findings and the same GPU-hours.
+// planner do (accounting.Books), and builds the report of the whole span
+// (report.Builder); `analyze` over the same window shows the same findings
+// and the same GPU-hours. The reports once read the findings of the cycles
+// in [from, to), one cycle early: the one at from judged the step before
+// the window and the one at to, which judged its last step, was left out.
 func TestAnalyzeMatchesDaemonOnAWindow(t *testing.T) {
 	t.Parallel()
 	db, _ := demoDB(t)
@@ -231,5 +236,34 @@ func TestAnalyzeMatchesDaemonOnAWindow(t *testing.T) {
 			t.Errorf("%s: nothing accounted: %+v", name, x)
 		}
 		t.Logf("%s: %d findings, %s", name, len(a.Findings), x.Line())
+	}
+	checkReport(t, e, st)
+}
+
+// checkReport builds the fleet report of the replayed span from what the
+// daemon stored, as the report command does, and compares its totals with
+// `analyze` over the same span: the report counts the findings its last
+// cycle recorded (the one at the span's end), as analyze sees them.
+func checkReport(t *testing.T, e *Engine, st *store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := &report.Config{}
+	cfg.Defaults()
+	p := report.Period{Kind: report.Day, Label: "replayed", Start: windowOrigin, End: windowOrigin.Add(windowSpan)}
+	r, err := (&report.Builder{Data: st, Config: cfg}).Build(ctx, p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.AnalyzeWindow(ctx, p.Start, p.End)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := a.Book.Totals, r.Totals
+	for i, m := range []string{"allocated", "used", "wasted", "over the limit", "degraded", "orphaned"} {
+		av := []float64{x.Allocated, x.Used, x.Wasted, x.OverLimit, x.Degraded, x.Orphan}[i]
+		rv := []float64{y.AllocatedGPUHours, y.ActiveGPUHours, y.WastedGPUHours, y.OverLimitGPUHours, y.DegradedGPUHours, y.OrphanGPUHours}[i]
+		if math.Abs(av-rv) > 1e-6 {
+			t.Errorf("the report of %s to %s shows %.4f GPU-hours %s, analyze %.4f", p.Start, p.End, rv, m, av)
+		}
 	}
 }
