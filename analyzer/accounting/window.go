@@ -18,15 +18,23 @@ type Records interface {
 // Books builds the book of a window from the records, as the reports do,
 // for surfaces that show a window's GPU-hours without building a report
 // (the planner's team view).
-type Books struct{ Records Records }
+type Books struct {
+	Records Records
+	// Step is the analyzer's step: a window is put on its grid (OnGrid)
+	// before it is read. Zero takes windows as on the grid already.
+	Step time.Duration
+}
 
-// Book is the book of [from, to).
+// Book is the book of [from, to), on the step grid.
 func (b Books) Book(ctx context.Context, from, to time.Time) (*Book, error) {
+	if b.Step > 0 {
+		from, to = OnGrid(from, to, b.Step)
+	}
 	usage, err := b.Records.UsageBetween(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
-	fs, err := b.Records.FindingsBetween(ctx, from, to)
+	fs, err := Findings(ctx, b.Records, from, to)
 	if err != nil {
 		return nil, err
 	}

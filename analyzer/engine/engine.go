@@ -119,13 +119,26 @@ type Analysis struct {
 	Book     *accounting.Book  `json:"-"`
 }
 
-// AnalyzeWindow is Analyze with the coverage of the data it read.
+// AnalyzeWindow is Analyze with the coverage of the data it read. The
+// window is put on the step grid first (accounting.OnGrid: the steps that
+// start in [from, to)), the grid the daemon's cycles judge, so that the
+// same data gives the same findings and GPU-hours here as in the daemon,
+// the reports and the job view, whatever the window's alignment; Coverage
+// says which steps that was. The caller keeps to at or before the end of
+// the last complete step (accounting.Complete).
 func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysis, error) {
 	step := e.Step()
-	n := int(to.Sub(from) / step)
+	start, end := accounting.OnGrid(from, to, step)
+	n := int(end.Sub(start) / step)
 	if n < 1 {
-		return Analysis{}, fmt.Errorf("analyze %s to %s: window shorter than one step (%s)", from.Format(time.RFC3339), to.Format(time.RFC3339), step)
+		return Analysis{}, fmt.Errorf("analyze %s to %s: window shorter than one step (%s): no analysis step starts in it", from.Format(time.RFC3339), to.Format(time.RFC3339), step)
 	}
+	return e.analyzeGrid(ctx, start, n)
+}
+
+// analyzeGrid analyzes the n steps from the grid point from.
+func (e *Engine) analyzeGrid(ctx context.Context, from time.Time, n int) (Analysis, error) {
+	step := e.Step()
 	cov := newCoverageCounter(e.o.Config)
 	end := from.Add(time.Duration(n) * step)
 	ledger := accounting.NewLedger(from, end)
@@ -134,16 +147,17 @@ func (e *Engine) AnalyzeWindow(ctx context.Context, from, to time.Time) (Analysi
 	// judge it: after the daemon's warm-up (WarmUp back from its first
 	// cycle, one step in), so an allocation that began just before the
 	// window has a known start in both. Those lead steps feed the detectors
-	// only; coverage and accounting are the window's.
+	// only: coverage and accounting are the window's steps', and a finding
+	// made in them counts only by its part in the window.
 	lead := max(0, int((e.o.WarmUp-step)/step))
-	start := from.Add(-time.Duration(lead) * step)
+	first := from.Add(-time.Duration(lead) * step)
 	// Orphans are tracked per process, not per allocation: keep the newest
 	// finding of each key, which spans its whole episode.
 	orphans := map[string]finding.Finding{}
 	// What one chunk learns (exporters' pods, each device's cadence) the
 	// next starts from, as a daemon's next cycle does.
 	mem := features.NewMemory()
-	chunks, fetched := e.fetchChunks(ctx, start, lead+n, mem)
+	chunks, fetched := e.fetchChunks(ctx, first, lead+n, mem)
 	for steps := range chunks {
 		e.timeLimits(ctx, st, steps)
 		for _, s := range steps {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
@@ -129,8 +130,9 @@ func findings(ctx context.Context, o Options, ref Ref, start, end time.Time, dev
 	// and one more after the last sample lets the detectors see the end.
 	from := start.Add(-time.Millisecond).Truncate(step)
 	to := end.Add(-time.Millisecond).Truncate(step).Add(2 * step)
-	if now := o.Now.Truncate(step); to.After(now) && now.After(from) {
-		to = now
+	// The step in progress is judged by no one yet (docs/accounting.md).
+	if done := accounting.Complete(to, o.Now, step); done.After(from) {
+		to = done
 	}
 	if n := int(to.Sub(from) / step); n > maxSteps {
 		from = to.Add(-maxSteps * step)

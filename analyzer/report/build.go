@@ -62,7 +62,7 @@ func (b *Builder) BuildAll(ctx context.Context, p Period, teams []string, admin 
 	if err != nil {
 		return nil, nil, fmt.Errorf("report %s: %w", p.Label, err)
 	}
-	findings, err := b.Data.FindingsBetween(ctx, p.Start, p.End)
+	findings, err := accounting.Findings(ctx, b.Data, p.Start, p.End)
 	if err != nil {
 		return nil, nil, fmt.Errorf("report %s: %w", p.Label, err)
 	}
@@ -247,7 +247,7 @@ func (b *Builder) trend(ctx context.Context, p Period, teams []string, admin boo
 				return nil, fmt.Errorf("report trend %s: %w", q.Label, err)
 			}
 		}
-		findings, err := b.Data.FindingsBetween(ctx, q.Start, q.End)
+		findings, err := accounting.Findings(ctx, b.Data, q.Start, q.End)
 		if err != nil {
 			return nil, fmt.Errorf("report trend %s: %w", q.Label, err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
@@ -31,7 +32,8 @@ func analyze(app *kingpin.Application, open OpenStore) (string, func(ctx context
 	command.OldSpelling(cmd, "config", "analyzer.config").StringVar(&cfgPath)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		logger := command.LoggerFrom(ctx)
-		f, t, err := tf.Window(time.Now())
+		now := time.Now()
+		f, t, err := tf.Window(now)
 		if err != nil {
 			return err
 		}
@@ -41,6 +43,9 @@ func analyze(app *kingpin.Application, open OpenStore) (string, func(ctx context
 				return &clikit.UsageError{Err: err}
 			}
 		}
+		// The step in progress is judged by no one yet: the window ends
+		// where the daemon's latest cycle would.
+		t = accounting.Complete(t, now, cfg.Step.D())
 		q, closeQ, err := tf.Open(logger)
 		if err != nil {
 			return err
