@@ -265,7 +265,7 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
 	bar.done()
-	if res.Plan, err = plan.Build(ctx, db, res.Origin, res.End, plan.Options{Books: accounting.Books{Records: d.st}}); err != nil {
+	if res.Plan, err = plan.Build(ctx, db, res.Origin, res.End, plan.Options{Books: accounting.Books{Records: d.st, Step: o.Config.Step.D()}}); err != nil {
 		return nil, fmt.Errorf("capacity plan: %w", err)
 	}
 	d.result = res // the reports read the plan through it

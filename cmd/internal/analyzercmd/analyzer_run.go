@@ -229,7 +229,11 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		if err != nil {
 			return &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
 		}
-		po := plan.Options{Books: accounting.Books{Records: st}}
+		books := accounting.Books{Records: st}
+		if es, ok := src.(daemon.EngineSource); ok {
+			books.Step = es.Engine.Step() // the planner's team hours on the daemon's step grid
+		}
+		po := plan.Options{Books: books}
 		if o.Pools != nil {
 			if err := o.Pools.Apply(&po, kc, &slurm.Client{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Sinfo: o.Sinfo}); err != nil {
 				return err
