@@ -52,6 +52,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"hub url", []string{"analyzer", "--policy.file", examplePolicy, "--kubernetes.in-cluster", "--jupyterhub.url=hub:8081", "--jupyterhub.token-file=" + examplePolicy}, 2, []string{"--jupyterhub.url", "http(s)"}},
 		{"negative retention", []string{"agent", "--tsdb.retention=-1h"}, 2, []string{"--tsdb.retention"}},
 		{"zero store interval", []string{"agent", "--tsdb.interval=0s"}, 2, []string{"--tsdb.interval must be at least 1s"}},
+		{"zero store interval, old spelling", []string{"agent", "--storage.interval=0s"}, 2, []string{"--tsdb.interval must be at least 1s"}},
 		{"year zero", []string{"report", "--week=0000-W01"}, 2, []string{"--week", "before 1970"}},
 		{"negative limit", []string{"audit", "--limit=-1"}, 2, []string{"--limit"}},
 		{"a century of demo", []string{"demo", "--length=876000h"}, 2, []string{"--length", "at most"}},
@@ -115,6 +116,8 @@ func TestOldSpellingsHidden(t *testing.T) {
 		{"report", "config", "report.config"},
 		{"demo", "seed", "sim.seed"},
 		{"demo", "scenario", "sim.scenario"},
+		{"agent", "storage.interval", "tsdb.interval"},
+		{"agent", "storage.retention", "tsdb.retention"},
 	}
 	for _, tc := range tests {
 		cmd := app.GetCommand(tc.command)
