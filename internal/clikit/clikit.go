@@ -74,7 +74,7 @@ func unknownKeys(file string, err error) string {
 }
 
 // htpasswdHint is how to make the bcrypt hash basic_auth_users wants.
-const htpasswdHint = `htpasswd -nBC 10 "" | tr -d ':\n'`
+const htpasswdHint = `htpasswd -nBC 10 "" | cut -d: -f2` // no backslash: termsafe would double it
 
 // checkPasswordHashes refuses a basic_auth_users value that is not a bcrypt
 // hash, with its file:line and how to make one: exporter-toolkit's own

@@ -44,7 +44,7 @@ func TestValidateWebConfig(t *testing.T) {
 		// A password written where its hash belongs: file:line, the user,
 		// and how to make a hash, not bcrypt's "hashedSecret too short".
 		{"password in clear", write("clear.yml", "http_server_config:\n  http2: false\nbasic_auth_users:\n  admin: "+clearPassword+"\n"),
-			"clear.yml:4: basic_auth_users.admin: not a bcrypt hash: the value must be the hash of the password, never the password itself; make one with htpasswd -nBC 10"},
+			"clear.yml:4: basic_auth_users.admin: not a bcrypt hash: the value must be the hash of the password, never the password itself; make one with htpasswd -nBC 10 \"\" | cut -d: -f2"},
 		{"tab in the indentation", write("tab.yml", "basic_auth_users:\n  admin: x\n\tops: y\n"), "tab.yml:3: found a tab character"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
