@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"time"
@@ -330,7 +331,7 @@ func (o *analyzerOptions) source(st *store.Store, logger *slog.Logger) (daemon.S
 		if err != nil {
 			return nil, err
 		}
-		return daemon.EngineSource{Engine: e, Ready: prometheusReady(q), Series: q, Where: o.PrometheusURL}, nil
+		return daemon.EngineSource{Engine: e, Ready: prometheusReady(q), Series: q, Where: redactedURL(o.PrometheusURL)}, nil
 	}
 	return nil, &clikit.UsageError{Err: errors.New("findings need --prometheus.url (or --findings.file to replay findings)")}
 }
@@ -346,6 +347,15 @@ func prometheusReady(c *promapi.Client) func(context.Context) error {
 		}
 		return nil
 	}
+}
+
+// redactedURL is u with any password replaced, for text the web page shows.
+func redactedURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "--prometheus.url"
+	}
+	return p.Redacted()
 }
 
 // drainer takes nodes out of service through the drain and cordon
