@@ -34,7 +34,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"bad source", []string{"exporter", "--source=gpu"}, 2, []string{"source"}},
 		{"bad duration", []string{"exporter", "--collect-interval=soon"}, 2, []string{"collect-interval"}},
 		{"tiny interval", []string{"exporter", "--source=sim", "--collect-interval=1ms"}, 2, []string{"--collect-interval must be at least"}},
-		{"bad web config", []string{"exporter", "--source=sim", "--web.config.file=" + badWeb}, 2, []string{"web.config.file", badWeb, "line 4", "bogus_key"}},
+		{"bad web config", []string{"exporter", "--source=sim", "--web.config.file=" + badWeb}, 2, []string{"--web.config.file", badWeb + ":4: bogus_key: unknown key"}},
 		{"missing web config", []string{"exporter", "--source=sim", "--web.config.file=" + filepath.Join(dir, "absent.yml")}, 2, []string{"absent.yml"}},
 		{"no driver", []string{"exporter", "--source=auto", "--web.listen-address=127.0.0.1:0"}, 2, []string{"libnvidia-ml.so.1", "--source=sim"}},
 		{"bad scenario", []string{"exporter", "--source=sim", "--sim.scenario=" + badScenario, "--web.listen-address=127.0.0.1:0"}, 2, []string{"scenario.yaml", "3", "not_a_key"}},
