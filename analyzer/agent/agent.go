@@ -28,8 +28,9 @@ import (
 // Options of the agent.
 type Options struct {
 	Exporter *cli.Config
-	// Dir holds the embedded TSDB (Dir/tsdb) and the state (Dir/gpuwatch.db).
-	Dir string
+	// TSDBDir is the embedded telemetry store's folder; StatePath the state
+	// database (SQLite). Both are created when missing.
+	TSDBDir, StatePath string
 	// StoreInterval is the resolution kept in the TSDB (default 30s): the
 	// exporter may collect every second for its scrapes, the analyzer needs
 	// far less.
@@ -85,15 +86,17 @@ func Run(ctx context.Context, o Options) error {
 	if err := o.Exporter.Validate(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
-		return fmt.Errorf("agent storage %s: %w", o.Dir, err)
+	for _, dir := range []string{o.TSDBDir, filepath.Dir(o.StatePath)} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("agent storage %s: %w", dir, err)
+		}
 	}
-	db, err := embedded.Open(filepath.Join(o.Dir, "tsdb"), embedded.Options{Retention: o.Retention, Logger: o.Logger})
+	db, err := embedded.Open(o.TSDBDir, embedded.Options{Retention: o.Retention, Logger: o.Logger})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	st, err := store.Open(filepath.Join(o.Dir, "gpuwatch.db"))
+	st, err := store.Open(o.StatePath)
 	if err != nil {
 		return err
 	}
@@ -103,7 +106,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	metrics := engine.NewMetrics()
-	o.Logger.Info("gpuwatch agent starting", "storage", o.Dir, "step", o.Config.Step)
+	o.Logger.Info("gpuwatch agent starting", "tsdb", o.TSDBDir, "state", o.StatePath, "step", o.Config.Step)
 	// The exporter is the one of `gpuwatch exporter`; the agent only adds
 	// the store it feeds and the analyzer cycles that read it.
 	return cli.Run(ctx, o.Exporter, o.Logger, o.Version, cli.Hooks{

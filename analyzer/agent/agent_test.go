@@ -121,7 +121,7 @@ func TestRunStartsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Exporter: exp, Dir: dir, StoreInterval: 100 * time.Millisecond, Version: "test"})
+		done <- Run(ctx, Options{Exporter: exp, TSDBDir: filepath.Join(dir, "tsdb"), StatePath: filepath.Join(dir, "gpuwatch.db"), StoreInterval: 100 * time.Millisecond, Version: "test"})
 	}()
 	// Wait until a collection is committed (the TSDB writes each commit to
 	// its write-ahead log), not for a fixed time: a loaded machine under

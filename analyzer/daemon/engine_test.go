@@ -205,5 +205,5 @@ func engineRigShaped(t *testing.T, scenario string, origin time.Time, gapFrom, g
 	}
 	r := newRig(t, enginePolicy, st)
 	r.esc.Facts = &facts.Resolver{Sources: simload.FactSources(sc, origin)}
-	return r, &Daemon{Source: EngineSource{Engine: eng}, Escalator: r.esc}
+	return r, &Daemon{Source: EngineSource{Engine: eng, Series: db}, Escalator: r.esc}
 }

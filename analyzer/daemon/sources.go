@@ -8,9 +8,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // DefaultLeaseDuration is how long an analyzer's claim on its store lasts
@@ -58,10 +62,26 @@ type EngineSource struct {
 	// Metrics, when set, publishes what each cycle saw (GPUs, allocations,
 	// coverage) and what it accounted.
 	Metrics *engine.Metrics
+	// Ready, when set, is asked before each cycle (a ping of Prometheus):
+	// its one-line error is the cycle's, instead of the first query's raw
+	// transport error.
+	Ready func(context.Context) error
+	// Series, when set, is the engine's querier listing series: a cycle
+	// that saw no GPU asks it whether GPU series begin after its window (the
+	// first cycle on a fresh Prometheus) before calling it "no data".
+	Series query.SeriesLister
+	// Where names what the engine queries (the Prometheus URL) in a
+	// "no data" reason.
+	Where string
 }
 
 // Findings implements Source.
 func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Finding, error) {
+	if s.Ready != nil {
+		if err := s.Ready(ctx); err != nil {
+			return nil, err
+		}
+	}
 	res, err := s.Engine.Cycle(ctx, now)
 	if err != nil {
 		return nil, err
@@ -70,6 +90,9 @@ func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Fi
 		return nil, ErrNoNewStep
 	}
 	if s.Metrics != nil {
+		if res.Coverage.GPUs == 0 {
+			res.Coverage.Reason = s.noGPUReason(ctx, res.Coverage, now)
+		}
 		s.Metrics.ObserveCoverage(res.Coverage)
 		s.Metrics.ObserveAccounting(res)
 	}
@@ -84,4 +107,31 @@ func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Fi
 		}
 	}
 	return out, nil
+}
+
+// gpuSeries is the series by which the engine counts a GPU: the one every
+// exporter publishes (see engine's coverage).
+const gpuSeries = "DCGM_FI_DEV_FB_USED"
+
+// noGPUReason says why a cycle saw no GPU, naming what it asked. A cycle
+// reads the steps that ended by its start's step boundary; on a Prometheus
+// that began scraping after that boundary, the GPUs are there, only after
+// the window: that is no fault, and the next cycle reads them.
+func (s EngineSource) noGPUReason(ctx context.Context, c engine.Coverage, now time.Time) string {
+	window := fmt.Sprintf("%s to %s UTC", c.From.UTC().Format("15:04"), c.To.UTC().Format("15:04"))
+	where := ""
+	if s.Where != "" {
+		where = " at " + s.Where
+	}
+	if s.Series != nil && now.After(c.To) {
+		ls, err := s.Series.Series(ctx, gpuSeries, c.To, now)
+		gpus := map[model.LabelValue]bool{}
+		for _, l := range ls {
+			gpus[l[schema.LabelUUID]] = true
+		}
+		if err == nil && len(ls) > 0 {
+			return fmt.Sprintf("no data yet: %d GPUs%s have series only after this cycle's window (%s), which ended before the first scrape; the next cycle reads them", len(gpus), where, window)
+		}
+	}
+	return fmt.Sprintf("no data: no GPU series (%s with a UUID label)%s from %s; check the address, and that dcgm-exporter or gpuwatch is scraped", gpuSeries, where, window)
 }

@@ -8,10 +8,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/internal/serve"
 )
 
@@ -49,6 +52,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	fmt.Fprintf(o.Stdout, "\nWrote %d files to %s: reports/ (%d teams and the fleet), dashboards/, findings.json, audit.json, gpuwatch.db, tsdb/\n",
 		len(res.Files), d.o.Out, len(res.Teams))
+	writeExplore(o.Stdout, d.o.Out, res)
 	if o.Verbose {
 		fmt.Fprintf(o.Stdout, "%d collections, %d analyzer cycles, %d findings, %d audit events in %s; peak RSS %s\n",
 			res.Collections, res.Cycles, len(res.Findings), len(res.Audit), res.Elapsed, PeakRSS())
@@ -72,6 +76,28 @@ func Run(ctx context.Context, o RunOptions) error {
 			strings.Join(*o.Web.WebListenAddresses, ", "))
 	}
 	return serve.Serve(ctx, h, o.Web, d.o.Logger)
+}
+
+// writeExplore prints the commands that read what the demo wrote, to be
+// copied as they are: the embedded telemetry store is --tsdb.path (the
+// output folder, which holds it as tsdb/), the state database
+// --storage.path; the window and week are the simulated span's.
+func writeExplore(w io.Writer, out string, res *Result) {
+	dir := shellWord(out)
+	db := shellWord(filepath.Join(out, "gpuwatch.db"))
+	fmt.Fprintf(w, "Read them with the other commands:\n")
+	fmt.Fprintf(w, "  gpuwatch analyze --tsdb.path=%s --from=%s --to=%s\n", dir, res.Origin.UTC().Format(time.RFC3339), res.End.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "  gpuwatch report --storage.path=%s --week=%s --format=text\n", db, report.WeekOf(res.Origin, time.UTC).Label)
+	fmt.Fprintf(w, "  gpuwatch audit --storage.path=%s\n", db)
+}
+
+// shellWord is s as one word of a POSIX shell command line: as it is when
+// it holds nothing a shell would act on, else single-quoted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=+,@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // PeakRSS reads the process's peak resident memory (VmHWM) from

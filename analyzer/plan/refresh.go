@@ -22,6 +22,10 @@ type Refresher struct {
 	Logger  *slog.Logger
 	// Metrics, when set, publishes each new plan.
 	Metrics *Metrics
+	// Ready, when set, is asked before each refresh (the daemon pings its
+	// Prometheus): its error, one line, is the refresh's, instead of one
+	// error per query that could not be sent.
+	Ready func(context.Context) error
 
 	mu   sync.Mutex
 	last *Plan
@@ -55,7 +59,11 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		w = 7 * 24 * time.Hour
 	}
 	to := now().Truncate(time.Hour)
-	p, err := Build(ctx, r.Querier, to.Add(-w), to, r.Options)
+	var p *Plan
+	err := r.ready(ctx)
+	if err == nil {
+		p, err = Build(ctx, r.Querier, to.Add(-w), to, r.Options)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -67,6 +75,13 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		r.Metrics.Observe(p)
 	}
 	return nil
+}
+
+func (r *Refresher) ready(ctx context.Context) error {
+	if r.Ready == nil {
+		return nil
+	}
+	return r.Ready(ctx)
 }
 
 // Run refreshes until ctx ends.

@@ -36,7 +36,8 @@ func TestCommands(t *testing.T) {
 		msgs []string
 	}{
 		{"help lists the subcommands", []string{"--help"}, 0, []string{"analyzer", "analyze", "report", "audit", "check-config"}},
-		{"no embedded store", []string{"analyze", "--storage.path=/tmp"}, 2, []string{"storage.path"}},
+		{"no embedded store", []string{"analyze", "--tsdb.path=/tmp"}, 2, []string{"--tsdb.path", "no embedded telemetry store", "--prometheus.url"}},
+		{"--storage.path is the state database", []string{"analyze", "--storage.path=/tmp"}, 2, []string{"--storage.path names the state database", "--prometheus.url"}},
 		{"analyze needs prometheus", []string{"analyze"}, 2, []string{"--prometheus.url is required"}},
 		{"no demo", []string{"demo"}, 2, []string{"demo"}},
 		{"check-config", []string{"check-config", "--policy=../../deploy/examples/policy.yaml"}, 0, nil},

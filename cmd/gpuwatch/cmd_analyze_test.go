@@ -73,7 +73,7 @@ func TestAnalyzeCommand(t *testing.T) {
 	window := []string{"--from=" + from.Format(time.RFC3339), "--to=" + from.Add(3*time.Hour).Format(time.RFC3339)}
 	var stderr bytes.Buffer
 	out := captureStdout(t, func() {
-		if code := run(append([]string{"analyze", "--storage.path=" + dir, "--format=json"}, window...), &stderr); code != 0 {
+		if code := run(append([]string{"analyze", "--tsdb.path=" + dir, "--format=json"}, window...), &stderr); code != 0 {
 			t.Errorf("exit %d: %s", code, stderr.String())
 		}
 	})
@@ -92,7 +92,7 @@ func TestAnalyzeCommand(t *testing.T) {
 		t.Fatalf("findings %+v, want cpu_only on 4242@node-7 (~2.8 GPU-hours)", res.Findings)
 	}
 	out = captureStdout(t, func() {
-		if code := run(append([]string{"analyze", "--storage.path=" + dir}, window...), &stderr); code != 0 {
+		if code := run(append([]string{"analyze", "--tsdb.path=" + dir}, window...), &stderr); code != 0 {
 			t.Errorf("exit %d: %s", code, stderr.String())
 		}
 	})
@@ -112,14 +112,14 @@ func TestAnalyzeCommandUsage(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{"no source", []string{"analyze"}, "exactly one of --prometheus.url and --storage.path"},
-		{"two sources", []string{"analyze", "--prometheus.url=http://x", "--storage.path=" + dir}, "exactly one"},
-		{"bad time", []string{"analyze", "--storage.path=" + dir, "--from=yesterday"}, "--from"},
-		{"empty window", []string{"analyze", "--storage.path=" + dir, "--from=-1h", "--to=-2h"}, "must be after"},
-		{"bad config", []string{"analyze", "--storage.path=" + dir, "--analyzer.config=" + bad}, "bad.yaml:3: patterns.cpu_only.min_duraton: unknown key"},
-		{"bad config, old spelling", []string{"analyze", "--storage.path=" + dir, "--config=" + bad}, "bad.yaml:3: patterns.cpu_only.min_duraton"},
+		{"no source", []string{"analyze"}, "exactly one of --prometheus.url and --tsdb.path"},
+		{"two sources", []string{"analyze", "--prometheus.url=http://x", "--tsdb.path=" + dir}, "exactly one"},
+		{"bad time", []string{"analyze", "--tsdb.path=" + dir, "--from=yesterday"}, "--from"},
+		{"empty window", []string{"analyze", "--tsdb.path=" + dir, "--from=-1h", "--to=-2h"}, "must be after"},
+		{"bad config", []string{"analyze", "--tsdb.path=" + dir, "--analyzer.config=" + bad}, "bad.yaml:3: patterns.cpu_only.min_duraton: unknown key"},
+		{"bad config, old spelling", []string{"analyze", "--tsdb.path=" + dir, "--config=" + bad}, "bad.yaml:3: patterns.cpu_only.min_duraton"},
 		{"bad url", []string{"analyze", "--prometheus.url=prometheus:9090"}, "http://"},
-		{"bad format", []string{"analyze", "--storage.path=" + dir, "--format=xml"}, "format"},
+		{"bad format", []string{"analyze", "--tsdb.path=" + dir, "--format=xml"}, "format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -150,7 +150,7 @@ func TestAnalyzeCoverage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
 			out := captureStdout(t, func() {
-				args := []string{"analyze", "--storage.path=" + dir, "--from=" + tc.from.Format(time.RFC3339), "--to=" + tc.to.Format(time.RFC3339)}
+				args := []string{"analyze", "--tsdb.path=" + dir, "--from=" + tc.from.Format(time.RFC3339), "--to=" + tc.to.Format(time.RFC3339)}
 				if code := run(args, &stderr); code != 0 {
 					t.Errorf("exit %d: %s", code, stderr.String())
 				}
@@ -164,7 +164,7 @@ func TestAnalyzeCoverage(t *testing.T) {
 	}
 	out := captureStdout(t, func() {
 		var stderr bytes.Buffer
-		run([]string{"analyze", "--storage.path=" + dir, "--format=json", "--from=" + from.Add(-48*time.Hour).Format(time.RFC3339),
+		run([]string{"analyze", "--tsdb.path=" + dir, "--format=json", "--from=" + from.Add(-48*time.Hour).Format(time.RFC3339),
 			"--to=" + from.Add(-24*time.Hour).Format(time.RFC3339)}, &stderr)
 	})
 	var res struct {
@@ -213,7 +213,7 @@ func TestAnalyzeNamesExporters(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"analyze", "--storage.path=" + dir, "--from=" + from.Format(time.RFC3339), "--to=" + from.Add(3*time.Hour).Format(time.RFC3339)}
+	args := []string{"analyze", "--tsdb.path=" + dir, "--from=" + from.Format(time.RFC3339), "--to=" + from.Add(3*time.Hour).Format(time.RFC3339)}
 	var stderr bytes.Buffer
 	out := captureStdout(t, func() {
 		if code := run(append(args, "--format=json"), &stderr); code != 0 {

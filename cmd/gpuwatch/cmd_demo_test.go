@@ -99,3 +99,72 @@ func TestDemoWritesNothingInWorkingDirectory(t *testing.T) {
 		t.Errorf("no findings in the state directory: %v", err)
 	}
 }
+
+// TestDemoPrintsCommandsThatWork: the commands the demo prints for reading
+// what it wrote run as printed (the embedded store through --tsdb.path, the
+// state database through --storage.path), each with an answer on stdout.
+func TestDemoPrintsCommandsThatWork(t *testing.T) {
+	small := filepath.Join("..", "..", "analyzer", "demo", "testdata", "demo-small.yaml")
+	out := filepath.Join(t.TempDir(), "demo out") // a space: the printed paths are quoted
+	var stderr bytes.Buffer
+	summary := captureStdout(t, func() {
+		if code := run([]string{"demo", "--exit", "--out=" + out, "--sim.scenario=" + small, "--length=6h", "--start=2026-11-16T00:00:00Z"}, &stderr); code != 0 {
+			t.Fatalf("demo: exit %d: %s", code, stderr.String())
+		}
+	})
+	var cmds [][]string
+	for _, l := range strings.Split(summary, "\n") {
+		if rest, ok := strings.CutPrefix(l, "  gpuwatch "); ok {
+			cmds = append(cmds, shellFields(t, rest))
+		}
+	}
+	if len(cmds) != 3 {
+		t.Fatalf("want 3 commands (analyze, report, audit), got %d:\n%s", len(cmds), summary)
+	}
+	for _, args := range cmds {
+		stderr.Reset()
+		got := captureStdout(t, func() {
+			if code := run(args, &stderr); code != 0 {
+				t.Errorf("%v: exit %d: %s", args, code, stderr.String())
+			}
+		})
+		if strings.TrimSpace(got) == "" {
+			t.Errorf("%v: nothing on stdout", args)
+		}
+	}
+}
+
+// shellFields splits a command line as a POSIX shell does words made of
+// plain characters and single-quoted parts (all the demo prints).
+func shellFields(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for _, r := range line {
+		switch {
+		case quoted && r == '\'':
+			quoted = false
+		case quoted:
+			cur.WriteRune(r)
+		case r == '\'':
+			quoted, inWord = true, true
+		case r == ' ':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unterminated quote in %q", line)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}

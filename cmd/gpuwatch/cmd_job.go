@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"os"
 	"os/exec"
 	"time"
@@ -17,20 +16,20 @@ import (
 	"github.com/gpuwatch/gpuwatch/cmd/internal/analyzercmd"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 )
 
 func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) error) {
 	cmd := app.Command("job", "Show one job's GPU use: per-GPU utilization, SM activity, memory, power and energy with sparklines, CPU efficiency, the waste found and advice. "+
 		"With --summary (from the Slurm epilog), write a compact summary into the job's AdminComment instead; `gpuwatch job` shows that summary once Prometheus no longer holds the job.")
 	var (
-		id, promURL, storage, format, cfgPath, scontrol, lookback string
-		squeue, sacct                                             string
-		timeout, summaryTimeout                                   time.Duration
-		summary                                                   bool
+		id, format, cfgPath, scontrol, lookback string
+		squeue, sacct                           string
+		timeout, summaryTimeout                 time.Duration
+		summary                                 bool
 	)
 	cmd.Arg("job", "Slurm job id (1234, 1234_5) or Kubernetes namespace/pod.").Required().StringVar(&id)
-	cmd.Flag("prometheus.url", "Prometheus-compatible API to read telemetry from (Prometheus, Thanos, Mimir, VictoriaMetrics).").StringVar(&promURL)
-	cmd.Flag("storage.path", "Embedded telemetry store to read instead (the --storage.path of `gpuwatch agent`, or its tsdb folder).").StringVar(&storage)
+	src := analyzercmd.RegisterSourceFlags(cmd, openEmbedded)
 	cmd.Flag("format", "Output: table (for a terminal, with sparklines), json (documented in docs/job.md) or html (a standalone page).").Default("table").EnumVar(&format, "table", "json", "html")
 	cmd.Flag("lookback", "How far back to look for the job's series.").Default("30d").StringVar(&lookback)
 	cmd.Flag("analyzer.config", "Detection thresholds (YAML) for the findings; built-in defaults when empty.").StringVar(&cfgPath)
@@ -60,7 +59,7 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 		if summary && (ref.Slurm == "" || squeue == "") {
 			return &clikit.UsageError{Err: errors.New("--summary needs a Slurm job id and --slurm.squeue")}
 		}
-		q, closeQ, err := analyzercmd.OpenTelemetryUnchecked(logger, promURL, storage, timeout, openEmbedded)
+		q, closeQ, err := src.OpenUnchecked(logger, timeout)
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,7 @@ func TestJobCommand(t *testing.T) {
 	dir := analyzeStore(t, from)
 	var stderr bytes.Buffer
 	out := captureStdout(t, func() {
-		if code := run([]string{"job", "4242", "--storage.path=" + dir, "--format=json", "--slurm.squeue="}, &stderr); code != 0 {
+		if code := run([]string{"job", "4242", "--tsdb.path=" + dir, "--format=json", "--slurm.squeue="}, &stderr); code != 0 {
 			t.Errorf("exit %d: %s", code, stderr.String())
 		}
 	})
@@ -39,10 +39,10 @@ func TestJobCommand(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"job", "x;y", "--storage.path=" + dir}, "Slurm job id"},
+		{[]string{"job", "x;y", "--tsdb.path=" + dir}, "Slurm job id"},
 		{[]string{"job", "4242"}, "exactly one of"},
-		{[]string{"job", "4242", "--storage.path=" + dir, "--lookback=soon"}, "--lookback"},
-		{[]string{"job", "ns/pod", "--storage.path=" + dir, "--summary"}, "--summary needs a Slurm job id"},
+		{[]string{"job", "4242", "--tsdb.path=" + dir, "--lookback=soon"}, "--lookback"},
+		{[]string{"job", "ns/pod", "--tsdb.path=" + dir, "--summary"}, "--summary needs a Slurm job id"},
 	} {
 		stderr.Reset()
 		if code := run(tc.args, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.msg) {

@@ -14,7 +14,7 @@ func TestPlanCommand(t *testing.T) {
 	window := []string{"--from=" + from.Format(time.RFC3339), "--to=" + from.Add(3*time.Hour).Format(time.RFC3339)}
 	var stderr bytes.Buffer
 	out := captureStdout(t, func() {
-		if code := run(append([]string{"plan", "--storage.path=" + dir, "--format=json"}, window...), &stderr); code != 0 {
+		if code := run(append([]string{"plan", "--tsdb.path=" + dir, "--format=json"}, window...), &stderr); code != 0 {
 			t.Errorf("exit %d: %s", code, stderr.String())
 		}
 	})
@@ -36,7 +36,7 @@ func TestPlanCommand(t *testing.T) {
 		t.Fatalf("plan %+v, want 3 h, 1 GPU held, 4242@node-7 idle", res)
 	}
 	out = captureStdout(t, func() {
-		if code := run(append([]string{"plan", "--storage.path=" + dir, "--time-zone=Europe/Berlin"}, window...), &stderr); code != 0 {
+		if code := run(append([]string{"plan", "--tsdb.path=" + dir, "--time-zone=Europe/Berlin"}, window...), &stderr); code != 0 {
 			t.Errorf("exit %d: %s", code, stderr.String())
 		}
 	})
@@ -52,12 +52,12 @@ func TestPlanCommandUsage(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{"no source", []string{"plan"}, "exactly one of --prometheus.url and --storage.path"},
-		{"short window", []string{"plan", "--storage.path=" + dir, "--from=-1h", "--to=-2h"}, "must be after"},
-		{"bad load", []string{"plan", "--storage.path=" + dir, "--plan.target-load=1.5"}, "--plan.target-load"},
-		{"bad headroom", []string{"plan", "--storage.path=" + dir, "--plan.compute-headroom=0.5"}, "headroom"},
-		{"bad zone", []string{"plan", "--storage.path=" + dir, "--time-zone=Mars/Olympus"}, "--time-zone"},
-		{"bad format", []string{"plan", "--storage.path=" + dir, "--format=xml"}, "format"},
+		{"no source", []string{"plan"}, "exactly one of --prometheus.url and --tsdb.path"},
+		{"short window", []string{"plan", "--tsdb.path=" + dir, "--from=-1h", "--to=-2h"}, "must be after"},
+		{"bad load", []string{"plan", "--tsdb.path=" + dir, "--plan.target-load=1.5"}, "--plan.target-load"},
+		{"bad headroom", []string{"plan", "--tsdb.path=" + dir, "--plan.compute-headroom=0.5"}, "headroom"},
+		{"bad zone", []string{"plan", "--tsdb.path=" + dir, "--time-zone=Mars/Olympus"}, "--time-zone"},
+		{"bad format", []string{"plan", "--tsdb.path=" + dir, "--format=xml"}, "format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer

@@ -147,11 +147,11 @@ func TestHostileInput(t *testing.T) {
 		{"command timeout -1s", []string{"analyzer", "--policy.file", policy, "--command.timeout=-1s"}, []string{"--command.timeout"}},
 		{"command timeout 0s", []string{"analyzer", "--policy.file", policy, "--command.timeout=0s"}, []string{"--command.timeout"}},
 		{"analyzer without policy", []string{"analyzer"}, []string{"policy.file"}},
-		{"retention -1h", []string{"agent", "--storage.retention=-1h"}, []string{"--storage.retention"}},
-		{"retention 0s", []string{"agent", "--storage.retention=0s"}, []string{"--storage.retention"}},
-		{"store interval 0s", []string{"agent", "--storage.interval=0s"}, []string{"--storage.interval"}},
-		{"store interval -5s", []string{"agent", "--storage.interval=-5s"}, []string{"--storage.interval"}},
-		{"store interval 10ms", []string{"agent", "--storage.interval=10ms"}, []string{"--storage.interval"}},
+		{"retention -1h", []string{"agent", "--tsdb.retention=-1h"}, []string{"--tsdb.retention"}},
+		{"retention 0s", []string{"agent", "--tsdb.retention=0s"}, []string{"--tsdb.retention"}},
+		{"store interval 0s", []string{"agent", "--tsdb.interval=0s"}, []string{"--tsdb.interval"}},
+		{"store interval -5s", []string{"agent", "--tsdb.interval=-5s"}, []string{"--tsdb.interval"}},
+		{"store interval 10ms", []string{"agent", "--tsdb.interval=10ms"}, []string{"--tsdb.interval"}},
 		{"audit limit -1", []string{"audit", "--limit=-1"}, []string{"--limit"}},
 		{"audit limit huge negative", []string{"audit", "--limit=-9223372036854775808"}, []string{"--limit"}},
 		{"audit limit not a number", []string{"audit", "--limit=ten"}, []string{"limit"}},
@@ -177,7 +177,7 @@ func TestHostileInput(t *testing.T) {
 	}
 	for _, d := range []string{"-1s", "0s", "soon", "1x", "9999999999999h"} {
 		flags = append(flags,
-			hostileCase{"agent retention " + d, []string{"agent", "--storage.retention=" + d}, []string{"storage.retention"}},
+			hostileCase{"agent retention " + d, []string{"agent", "--tsdb.retention=" + d}, []string{"tsdb.retention"}},
 			hostileCase{"analyzer timeout " + d, []string{"analyzer", "--policy.file", policy, "--command.timeout=" + d}, []string{"command.timeout"}})
 	}
 	// Nested keys of the policy and the scenario: NaN, infinities, bad

@@ -57,7 +57,7 @@ func TestHostileTrustBoundary(t *testing.T) {
 		if strings.HasPrefix(id, "-") {
 			want = "flag" // taken for an option, and refused as one
 		}
-		cases = append(cases, trustCase{name: fmt.Sprintf("job id %q", id), args: []string{"job", id, "--storage.path=" + empty}, exit: 2,
+		cases = append(cases, trustCase{name: fmt.Sprintf("job id %q", id), args: []string{"job", id, "--tsdb.path=" + empty}, exit: 2,
 			want: []string{want}})
 	}
 
@@ -128,7 +128,7 @@ func TestHostileTrustBoundary(t *testing.T) {
 		}
 		for _, format := range []string{"table", "json", "html"} {
 			cases = append(cases, trustCase{name: "squeue " + sq.name + " " + format,
-				args: []string{"job", "77", "--storage.path=" + empty, "--format=" + format, "--slurm.squeue=" + prog, "--slurm.sacct=" + noAcct},
+				args: []string{"job", "77", "--tsdb.path=" + empty, "--format=" + format, "--slurm.squeue=" + prog, "--slurm.sacct=" + noAcct},
 				exit: 1, want: want, never: sq.never})
 		}
 	}
@@ -149,7 +149,7 @@ func TestHostileTrustBoundary(t *testing.T) {
 		}
 		for _, format := range []string{"table", "json"} {
 			cases = append(cases, trustCase{name: "sacct " + sa.name + " " + format,
-				args: []string{"job", "77", "--storage.path=" + empty, "--format=" + format, "--slurm.squeue=" + noJobs, "--slurm.sacct=" + prog},
+				args: []string{"job", "77", "--tsdb.path=" + empty, "--format=" + format, "--slurm.squeue=" + noJobs, "--slurm.sacct=" + prog},
 				exit: 1, want: []string{sa.want}, never: never})
 		}
 	}

@@ -48,7 +48,7 @@ func run(args []string, stderr io.Writer) int {
 	return newApp(stderr).Run(args)
 }
 
-// openEmbedded gives `analyze --storage.path` the embedded store.
+// openEmbedded gives `--tsdb.path` (analyze, job, plan) the embedded store.
 func openEmbedded(dir string, timeout time.Duration, logger *slog.Logger) (query.Querier, io.Closer, error) {
 	db, err := embedded.Open(dir, embedded.Options{Timeout: timeout, Logger: logger})
 	if err != nil {

@@ -34,7 +34,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"bad source", []string{"exporter", "--source=gpu"}, 2, []string{"source"}},
 		{"bad duration", []string{"exporter", "--collect-interval=soon"}, 2, []string{"collect-interval"}},
 		{"tiny interval", []string{"exporter", "--source=sim", "--collect-interval=1ms"}, 2, []string{"--collect-interval must be at least"}},
-		{"bad web config", []string{"exporter", "--source=sim", "--web.config.file=" + badWeb}, 2, []string{"web.config.file", badWeb, "line 4", "bogus_key"}},
+		{"bad web config", []string{"exporter", "--source=sim", "--web.config.file=" + badWeb}, 2, []string{"--web.config.file", badWeb + ":4: bogus_key: unknown key"}},
 		{"missing web config", []string{"exporter", "--source=sim", "--web.config.file=" + filepath.Join(dir, "absent.yml")}, 2, []string{"absent.yml"}},
 		{"no driver", []string{"exporter", "--source=auto", "--web.listen-address=127.0.0.1:0"}, 2, []string{"libnvidia-ml.so.1", "--source=sim"}},
 		{"bad scenario", []string{"exporter", "--source=sim", "--sim.scenario=" + badScenario, "--web.listen-address=127.0.0.1:0"}, 2, []string{"scenario.yaml", "3", "not_a_key"}},
@@ -50,8 +50,9 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"hub without token", []string{"analyzer", "--policy.file", examplePolicy, "--jupyterhub.url=http://hub:8081"}, 2, []string{"--jupyterhub.token-file"}},
 		{"hub without kubernetes", []string{"analyzer", "--policy.file", examplePolicy, "--jupyterhub.url=http://hub:8081", "--jupyterhub.token-file=" + examplePolicy}, 2, []string{"needs Kubernetes"}},
 		{"hub url", []string{"analyzer", "--policy.file", examplePolicy, "--kubernetes.in-cluster", "--jupyterhub.url=hub:8081", "--jupyterhub.token-file=" + examplePolicy}, 2, []string{"--jupyterhub.url", "http(s)"}},
-		{"negative retention", []string{"agent", "--storage.retention=-1h"}, 2, []string{"--storage.retention"}},
-		{"zero store interval", []string{"agent", "--storage.interval=0s"}, 2, []string{"--storage.interval must be at least 1s"}},
+		{"negative retention", []string{"agent", "--tsdb.retention=-1h"}, 2, []string{"--tsdb.retention"}},
+		{"zero store interval", []string{"agent", "--tsdb.interval=0s"}, 2, []string{"--tsdb.interval must be at least 1s"}},
+		{"zero store interval, old spelling", []string{"agent", "--storage.interval=0s"}, 2, []string{"--tsdb.interval must be at least 1s"}},
 		{"year zero", []string{"report", "--week=0000-W01"}, 2, []string{"--week", "before 1970"}},
 		{"negative limit", []string{"audit", "--limit=-1"}, 2, []string{"--limit"}},
 		{"a century of demo", []string{"demo", "--length=876000h"}, 2, []string{"--length", "at most"}},
@@ -115,6 +116,8 @@ func TestOldSpellingsHidden(t *testing.T) {
 		{"report", "config", "report.config"},
 		{"demo", "seed", "sim.seed"},
 		{"demo", "scenario", "sim.scenario"},
+		{"agent", "storage.interval", "tsdb.interval"},
+		{"agent", "storage.retention", "tsdb.retention"},
 	}
 	for _, tc := range tests {
 		cmd := app.GetCommand(tc.command)

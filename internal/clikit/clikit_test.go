@@ -19,6 +19,9 @@ func webFlags(file string) *web.FlagConfig {
 	return &web.FlagConfig{WebConfigFile: &file}
 }
 
+// clearPassword is a password where a web config wants its bcrypt hash.
+const clearPassword = "correct-horse-battery-staple"
+
 func TestValidateWebConfig(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
@@ -35,9 +38,14 @@ func TestValidateWebConfig(t *testing.T) {
 	}{
 		{"no file", "", ""},
 		{"good", write("good.yml", "http_server_config:\n  http2: false\n"), ""},
-		{"unknown key", write("typo.yml", "http_server_config:\n  http2: false\nbasic_auth_user:\n  a: b\n"), "basic_auth_user"},
+		{"unknown key", write("typo.yml", "http_server_config:\n  http2: false\nbasic_auth_user:\n  a: b\n"), "typo.yml:3: basic_auth_user: unknown key"},
 		{"second document", write("two.yml", "http_server_config:\n  http2: false\n---\nbasic_auth_users:\n  a: b\n"), "document"},
 		{"missing", filepath.Join(dir, "absent.yml"), "absent.yml"},
+		// A password written where its hash belongs: file:line, the user,
+		// and how to make a hash, not bcrypt's "hashedSecret too short".
+		{"password in clear", write("clear.yml", "http_server_config:\n  http2: false\nbasic_auth_users:\n  admin: "+clearPassword+"\n"),
+			"clear.yml:4: basic_auth_users.admin: not a bcrypt hash: the value must be the hash of the password, never the password itself; make one with htpasswd -nBC 10 \"\" | cut -d: -f2"},
+		{"tab in the indentation", write("tab.yml", "basic_auth_users:\n  admin: x\n\tops: y\n"), "tab.yml:3: found a tab character"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidateWebConfig(webFlags(tc.file))
@@ -53,6 +61,9 @@ func TestValidateWebConfig(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), "--web.config.file") || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q should name the flag and %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), clearPassword) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q repeats the password or is not one line", err)
 			}
 		})
 	}

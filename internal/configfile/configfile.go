@@ -210,7 +210,7 @@ func DecodeWith(file string, data []byte, out any, o Options) (*Doc, error) {
 		if errors.Is(err, io.EOF) {
 			return doc, nil // empty: every default
 		}
-		return doc, Errors{{File: file, Line: lineOf(err.Error()), Msg: stripLine(err.Error())}}
+		return doc, Errors{syntaxError(file, data, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -286,6 +286,33 @@ func screenAliases(top *yaml.Node) error {
 		return fmt.Errorf("line %d: YAML aliases expand this document to more than %d nodes: refused (an alias bomb?)", top.Line, MaxExpandedNodes)
 	}
 	return nil
+}
+
+// syntaxError is the Error of a document the YAML scanner refused. For a
+// tab in the indentation, the scanner names the line where the scalar it
+// was reading began, often the line above; the tab's own line is the first
+// one from there whose indentation holds a tab.
+func syntaxError(file string, data []byte, err error) *Error {
+	line, msg := lineOf(err.Error()), stripLine(err.Error())
+	if strings.Contains(msg, "tab character") {
+		line = tabIndentedLine(data, line)
+		msg += " (YAML indents with spaces only)"
+	}
+	return &Error{File: file, Line: line, Msg: msg}
+}
+
+// tabIndentedLine is the first line, from line from (1-based) on, whose
+// leading blanks hold a tab; from when there is none.
+func tabIndentedLine(data []byte, from int) int {
+	for i, l := range strings.Split(string(data), "\n") {
+		if i+1 < from {
+			continue
+		}
+		if indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]; strings.Contains(indent, "\t") {
+			return i + 1
+		}
+	}
+	return from
 }
 
 var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)

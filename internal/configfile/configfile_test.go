@@ -46,6 +46,11 @@ func TestDecode(t *testing.T) {
 		{"negative duration", "inner:\n  wait: -1h\n", []string{"f:2: inner.wait:"}},
 		{"map as a value", "name: {weird: 1h}\n", []string{"f:1: name: cannot unmarshal !!map"}},
 		{"syntax error", "name: [a\n", []string{"f:"}},
+		// The scanner names the line where the value above began (2); the
+		// tab is on line 3.
+		{"tab in the indentation", "inner:\n  ratio: 1\n\twait: 1h\n", []string{"f:3: found a tab character that violates indentation (YAML indents with spaces only)"}},
+		{"tab after spaces, further down", "name: a\ninner:\n  ratio: 1\n  \t wait: 1h\n", []string{"f:4: found a tab character"}},
+		{"tab starting a line", "inner:\n\tratio: 1\n", []string{"f:2: "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out target

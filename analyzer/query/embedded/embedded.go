@@ -34,7 +34,9 @@ type Options struct {
 	// LookbackDelta is how old a sample may be and still count as current
 	// (default 5 minutes, as in Prometheus).
 	LookbackDelta time.Duration
-	Logger        *slog.Logger
+	// Logger receives the TSDB's and the engine's records, their INFO
+	// lowered to DEBUG (see libraryLogger).
+	Logger *slog.Logger
 }
 
 // DB is an embedded TSDB with a PromQL engine. It implements query.Querier.
@@ -65,17 +67,18 @@ func Open(dir string, o Options) (*DB, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	logger := libraryLogger(o.Logger)
 	opts := tsdb.DefaultOptions()
 	opts.RetentionDuration = o.Retention.Milliseconds()
 	// Corpora and the demo append history older than "now"; allow the head to
 	// take samples up to the retention back so a replayed week is accepted.
 	opts.OutOfOrderTimeWindow = o.Retention.Milliseconds()
-	db, err := tsdb.Open(dir, o.Logger, nil, opts, nil)
+	db, err := tsdb.Open(dir, logger, nil, opts, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open embedded tsdb %s: %w", dir, err)
 	}
 	eng := promql.NewEngine(promql.EngineOpts{
-		Logger:               o.Logger,
+		Logger:               logger,
 		MaxSamples:           o.MaxSamples,
 		Timeout:              o.Timeout,
 		LookbackDelta:        o.LookbackDelta,

@@ -16,7 +16,7 @@ import (
 )
 
 // Analyze is `analyze`. With open nil it reads only from Prometheus and has
-// no --storage.path.
+// no --tsdb.path.
 func Analyze(open OpenStore) command.Command {
 	return func(app *kingpin.Application) (string, func(ctx context.Context) error) {
 		return analyze(app, open)

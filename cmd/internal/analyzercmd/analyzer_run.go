@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"time"
@@ -239,7 +240,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 				return err
 			}
 		}
-		planner = &plan.Refresher{Querier: pq, Options: po, Metrics: plan.NewMetrics(), Logger: logger}
+		planner = &plan.Refresher{Querier: pq, Options: po, Metrics: plan.NewMetrics(), Logger: logger, Ready: prometheusReady(pq)}
 		reg.MustRegister(planner.Metrics)
 		planSrc = &plan.Source{Querier: pq, Options: po}
 	}
@@ -338,9 +339,31 @@ func (o *analyzerOptions) source(st *store.Store, logger *slog.Logger) (daemon.S
 		if err != nil {
 			return nil, err
 		}
-		return daemon.EngineSource{Engine: e}, nil
+		return daemon.EngineSource{Engine: e, Ready: prometheusReady(q), Series: q, Where: redactedURL(o.PrometheusURL)}, nil
 	}
 	return nil, &clikit.UsageError{Err: errors.New("findings need --prometheus.url (or --findings.file to replay findings)")}
+}
+
+// prometheusReady is the daemon's check before each cycle and plan: the
+// ping `analyze` makes at start, so that a Prometheus that is away is one
+// line naming the flag, the URL and the cause, as in `analyze`, not a raw
+// transport error per query.
+func prometheusReady(c *promapi.Client) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := c.Ping(ctx); err != nil {
+			return fmt.Errorf("--prometheus.url: %w", err)
+		}
+		return nil
+	}
+}
+
+// redactedURL is u with any password replaced, for text the web page shows.
+func redactedURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "--prometheus.url"
+	}
+	return p.Redacted()
 }
 
 // drainer takes nodes out of service through the drain and cordon

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 
 	"github.com/alecthomas/kingpin/v2"
 
@@ -54,10 +55,12 @@ func (s *storageFlags) target(logger *slog.Logger, mustExist bool) (string, erro
 		s.URL = v
 	}
 	if s.URL == "" {
-		if mustExist {
-			if _, err := os.Stat(s.Path); err != nil {
-				return "", &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
-			}
+		fi, err := os.Stat(s.Path)
+		switch {
+		case err != nil && mustExist:
+			return "", &clikit.UsageError{Err: fmt.Errorf("--storage.path: %w", err)}
+		case err == nil && fi.IsDir():
+			return "", &clikit.UsageError{Err: folderGivenAsStateDB(s.Path)}
 		}
 		return s.Path, nil
 	}
@@ -70,6 +73,31 @@ func (s *storageFlags) target(logger *slog.Logger, mustExist bool) (string, erro
 	}
 	return s.URL, nil
 }
+
+// folderGivenAsStateDB is the error for a folder where the state database
+// (a SQLite file) belongs: most often the agent's or the demo's data
+// folder, which holds the database (named when it is there) and the
+// embedded telemetry store.
+func folderGivenAsStateDB(dir string) error {
+	hint := ""
+	if db := filepath.Join(dir, stateDBName); isSQLite(db) {
+		hint = fmt.Sprintf(" (here: --storage.path=%s)", db)
+	}
+	return fmt.Errorf("--storage.path %s is a folder; it names the state database, a SQLite file%s; the embedded telemetry store goes in --tsdb.path", dir, hint)
+}
+
+// CheckStatePath refuses a folder as --storage.path, for a command that
+// opens the state database itself (the agent).
+func CheckStatePath(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return &clikit.UsageError{Err: folderGivenAsStateDB(path)}
+	}
+	return nil
+}
+
+// stateDBName is the state database's file name in the agent's and the
+// demo's data folders.
+const stateDBName = "gpuwatch.db"
 
 // registerPassword teaches the redaction the password of u (and u itself,
 // for a URL too malformed to parse) and reports whether it had one.
