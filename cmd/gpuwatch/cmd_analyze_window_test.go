@@ -13,7 +13,7 @@ func analyzeJSON(t *testing.T, dir, from, to string) ([]string, time.Time, time.
 	t.Helper()
 	var stderr bytes.Buffer
 	out := captureStdout(t, func() {
-		if code := run([]string{"analyze", "--storage.path=" + dir, "--format=json", "--from=" + from, "--to=" + to}, &stderr); code != 0 {
+		if code := run([]string{"analyze", "--tsdb.path=" + dir, "--format=json", "--from=" + from, "--to=" + to}, &stderr); code != 0 {
 			t.Errorf("exit %d: %s", code, stderr.String())
 		}
 	})

@@ -29,8 +29,8 @@ type TelemetryFlags struct {
 // --tsdb.path only when open is not nil.
 func RegisterTelemetryFlags(cmd *kingpin.CmdClause, open OpenStore) *TelemetryFlags {
 	f := &TelemetryFlags{SourceFlags: RegisterSourceFlags(cmd, open)}
-	cmd.Flag("from", "Start of the window: RFC 3339, now, or relative such as -7d.").Default("-7d").StringVar(&f.from)
-	cmd.Flag("to", "End of the window: RFC 3339, now, or relative such as -1h.").Default("now").StringVar(&f.to)
+	cmd.Flag("from", "Start of the window: RFC 3339, now, or relative such as -7d. The window is judged on the analyzer's step grid, as the daemon and the reports judge it: it holds the steps that start in it (docs/accounting.md).").Default("-7d").StringVar(&f.from)
+	cmd.Flag("to", "End of the window: RFC 3339, now, or relative such as -1h; now ends at the last complete step.").Default("now").StringVar(&f.to)
 	cmd.Flag("query.timeout", "Timeout of one query.").Default("2m").DurationVar(&f.timeout)
 	f.limits = RegisterQueryLimitFlags(cmd)
 	return f
