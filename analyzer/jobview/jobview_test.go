@@ -30,13 +30,16 @@ var origin = time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 // a job whose GPU falls off the bus for half its life.
 const fleet = `
 name: jobview
-fleet: [{hostname: node-a, model: H100-SXM5-80GB, gpus: 8}]
+fleet: [{hostname: node-a, model: H100-SXM5-80GB, gpus: 8}, {hostname: node-b, model: H100-SXM5-80GB, gpus: 8}]
 workloads:
   - {id: "501", user: alice, team: vision, job_name: ddp, node: node-a, gpus: [0, 1, 2, 3], start: 30m, duration: 9h, behaviour: partial_gpus, params: {idle_gpus: 2}}
   - {id: "502", user: bob, team: nlp, node: node-a, gpus: [4], start: 0s, duration: 10h, behaviour: cpu_only}
   - {id: "503", user: carol, team: nlp, node: node-a, gpus: [5], start: 0s, duration: 10h, behaviour: low_util, params: {util: 12, memory_gib: 4}}
   - {id: "504", user: dave, team: nlp, node: node-a, gpus: [6], start: 1h, duration: 8h, behaviour: training}
   - {id: nb-erin, scheduler: kubernetes, namespace: ml, user: erin, team: ml, node: node-a, gpus: [7], start: 0s, duration: 10h, behaviour: idle_notebook}
+  - {id: ddp-pod, scheduler: kubernetes, namespace: ml, user: erin, team: ml, node: node-b, gpus: [0, 1, 2, 3], start: 30m, duration: 9h, behaviour: partial_gpus, params: {idle_gpus: 2}}
+  - {id: cpu-pod, scheduler: kubernetes, namespace: ml, user: erin, team: ml, node: node-b, gpus: [4], start: 0s, duration: 10h, behaviour: cpu_only}
+  - {id: light-pod, scheduler: kubernetes, namespace: ml, user: erin, team: ml, node: node-b, gpus: [5], start: 0s, duration: 10h, behaviour: low_util, params: {util: 12, memory_gib: 4}}
 faults:
   - {kind: gpu_lost, node: node-a, gpus: [6], at: 3h, duration: 5h}
 `
@@ -109,8 +112,12 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 		advice  string
 	}{
 		{"501", schema.OverRequested, "--gres=gpu:2"},
-		{"502", schema.CPUOnly, "CPU partition"},
-		{"503", schema.LowUtilization, "MIG 1g.10gb"},
+		{"502", schema.CPUOnly, "CPU partition without --gres=gpu"},
+		{"503", schema.LowUtilization, "MIG 1g.10gb slice (10 GiB, 1/7 of the GPU) would fit it and free the rest for others: request --gres=gpu:1g.10gb:1"},
+		// A pod's owner gets the same advice in resource requests.
+		{"ml/ddp-pod", schema.OverRequested, "request nvidia.com/gpu: 2 in the pod's resources.limits"},
+		{"ml/cpu-pod", schema.CPUOnly, "drop nvidia.com/gpu from the pod's resources.limits"},
+		{"ml/light-pod", schema.LowUtilization, "request nvidia.com/mig-1g.10gb: 1 in the pod's resources.limits"},
 		{"ml/nb-erin", schema.IdleSession, "idle"},
 	} {
 		r := build(t, tc.job)
@@ -132,6 +139,9 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 		}
 		if r.Findings[0].Pattern != tc.pattern || !strings.Contains(r.Findings[0].Advice, tc.advice) {
 			t.Errorf("job %s: %s advice %q, want %s with %q", tc.job, r.Findings[0].Pattern, r.Findings[0].Advice, tc.pattern, tc.advice)
+		}
+		if r.Scheduler == "kubernetes" && strings.Contains(r.Findings[0].Advice, "--gres") {
+			t.Errorf("pod %s gets Slurm advice: %q", tc.job, r.Findings[0].Advice)
 		}
 		if r.NotEnoughData != "" || r.Coverage < 0.9 {
 			t.Errorf("job %s: coverage %.2f, %s", tc.job, r.Coverage, r.NotEnoughData)
