@@ -137,7 +137,7 @@ func WriteSummary(w io.Writer, res *Result) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write summary: %w", err)
 	}
-	writePlanSummary(w, res.Plan)
+	writePlanSummary(w, res.Plan, res.PlanErr)
 	return nil
 }
 

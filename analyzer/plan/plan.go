@@ -68,6 +68,11 @@ type Options struct {
 	// Rules: whether to read the planner's recording rules (see
 	// demand.Rules; default auto).
 	Rules demand.Rules
+	// MinHistory is the least history (whole clock hours from the first
+	// that holds a sample to the window's end) that Build plans on (24 h: the packing bets that hourly
+	// peaks do not coincide, which a day's cycle must have shown). Below
+	// it Build returns a *ShortHistoryError instead of a plan.
+	MinHistory time.Duration
 }
 
 func (o *Options) defaults() {
@@ -92,7 +97,13 @@ func (o *Options) defaults() {
 	if o.Location == nil {
 		o.Location = time.UTC
 	}
+	if o.MinHistory == 0 {
+		o.MinHistory = DefaultMinHistory
+	}
 }
+
+// DefaultMinHistory is Options.MinHistory's default.
+const DefaultMinHistory = 24 * time.Hour
 
 // Recommendation kinds for one allocation.
 const (
@@ -200,6 +211,9 @@ type Plan struct {
 	To       time.Time `json:"to"`
 	Hours    int       `json:"hours"`
 	Coverage float64   `json:"coverage"`
+	// HistoryHours is how far back in the window the data reaches: the
+	// hours from the first that holds a sample to the end.
+	HistoryHours int `json:"history_hours"`
 	// Totals over the pools.
 	Seen     int `json:"gpus_seen"`
 	Held     int `json:"gpus_held"`
@@ -235,6 +249,9 @@ func Build(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 	res, err := demand.Fetch(ctx, q, from, to, demand.Options{Pools: pools.Options{Label: o.PoolLabel, Map: o.HostMap, Hosts: o.Hosts}, Rules: o.Rules})
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if err := o.enoughHistory(res); err != nil {
+		return nil, err
 	}
 	p := FromDemand(res, o)
 	if o.Books != nil {
@@ -276,7 +293,7 @@ func (o *Options) known(it *demand.Item) bool {
 // FromDemand plans what Fetch read.
 func FromDemand(res *demand.Result, o Options) *Plan {
 	o.defaults()
-	p := &Plan{From: res.From, To: res.To, Hours: res.Hours, Coverage: res.Coverage(),
+	p := &Plan{From: res.From, To: res.To, Hours: res.Hours, Coverage: res.Coverage(), HistoryHours: res.HistoryHours,
 		Read: string(res.Read), ReadReason: res.Reason, Queries: res.Queries, PoolsBy: res.PoolsBy}
 	byPool := map[string][]*demand.Item{}
 	for i := range res.Items {
@@ -509,10 +526,29 @@ func (o *Options) weighMIG(pl *Pool, g *mig.Model, known []*demand.Item, ds []pa
 		pl.Tradeoff += "; MIG for interactive sessions, whose memory no history predicts"
 	case useMIG:
 		pl.Tradeoff += fmt.Sprintf("; MIG: at most %d GPUs more than time-slicing", o.IsolationMargin)
+	case len(mb) == 0:
+		pl.Tradeoff += "; time-slicing: no allocation fits a MIG slice"
 	default:
-		pl.Tradeoff += fmt.Sprintf("; time-slicing: MIG would cost more than %d GPUs more", o.IsolationMargin)
+		pl.Tradeoff += "; time-slicing: " + migCostsMore(pl.MIGGPUs-pl.TimeSliceGPUs, o.IsolationMargin)
 	}
 	return layout
+}
+
+// migCostsMore says why MIG lost: it needs more GPUs than time-slicing,
+// by more than the isolation margin allows.
+func migCostsMore(more, margin int) string {
+	s := fmt.Sprintf("MIG would need %s more", plural(more, "GPU"))
+	if margin > 0 {
+		s += fmt.Sprintf(", over the isolation margin of %s", plural(margin, "GPU"))
+	}
+	return s
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func (o *Options) timeSliceGPUs(bins []pack.Bin, ds []pack.Demand, _ []int) []GPU {
