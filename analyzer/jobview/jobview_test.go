@@ -151,6 +151,14 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 		t.Errorf("pod ml/nb-erin: %s %s %s %s, %d GPUs", r.Scheduler, r.User, r.Team, r.Kind, len(r.GPUs))
 	}
 	r := build(t, "501")
+	// Rows in GPU number order, as people count them (not by UUID).
+	var order []string
+	for _, g := range r.GPUs {
+		order = append(order, g.Index)
+	}
+	if got := strings.Join(order, ","); got != "0,1,2,3" {
+		t.Errorf("job 501's GPUs in the order %s, want 0,1,2,3", got)
+	}
 	if r.User != "alice" || r.Team != "vision" || r.JobName != "ddp" || len(r.GPUs) != 4 || r.State != "ended" {
 		t.Errorf("job 501: %s %s %s, %d GPUs, %s", r.User, r.Team, r.JobName, len(r.GPUs), r.State)
 	}
