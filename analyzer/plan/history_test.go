@@ -3,7 +3,9 @@ package plan
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -108,6 +110,10 @@ func TestPlanOnPartHistory(t *testing.T) {
 		if pl.Forecast != nil {
 			t.Errorf("pool %s: a forecast from 30 h of history", pl.Name)
 		}
+		if pl.Heat == nil {
+			t.Fatalf("pool %s: no heat map", pl.Name)
+		}
+		checkHeatLegend(t, HeatMapSVG(pl.Heat), pl.Heat.GPUs)
 	}
 	var out bytes.Buffer
 	if err := Table(&out, p); err != nil {
@@ -148,6 +154,38 @@ func TestMIGCostsMore(t *testing.T) {
 	} {
 		if got := migCostsMore(c.more, c.margin); got != c.want {
 			t.Errorf("migCostsMore(%d, %d) = %q, want %q", c.more, c.margin, got, c.want)
+		}
+	}
+}
+
+// checkHeatLegend: the heat map is well-formed SVG whose legend says what
+// its shades mean: the share of the pool's GPUs idle or unallocated, from
+// 0 to 100 %, and the grey of an hour without data, all inside the image.
+func checkHeatLegend(t *testing.T, svg string, gpus int) {
+	t.Helper()
+	var doc struct {
+		Height int `xml:"height,attr"`
+		G      struct {
+			Texts []struct {
+				Y    int    `xml:"y,attr"`
+				Text string `xml:",chardata"`
+			} `xml:"text"`
+		} `xml:"g"`
+	}
+	if err := xml.Unmarshal([]byte(svg), &doc); err != nil {
+		t.Fatalf("heat map SVG: %v", err)
+	}
+	var words []string
+	for _, tx := range doc.G.Texts {
+		words = append(words, tx.Text)
+	}
+	got := strings.Join(words, " ")
+	if want := fmt.Sprintf("Share 0%% 25%% 50%% 75%% 100%% of %d GPUs idle or unallocated no data", gpus); got != want {
+		t.Errorf("heat map legend %q, want %q", got, want)
+	}
+	for _, tx := range doc.G.Texts {
+		if tx.Y > doc.Height {
+			t.Errorf("legend text %q at y %d, below the image's %d px", tx.Text, tx.Y, doc.Height)
 		}
 	}
 }
