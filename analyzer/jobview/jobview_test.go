@@ -2,6 +2,9 @@ package jobview_test
 
 import (
 	"github.com/gpuwatch/gpuwatch/schema"
+	"math"
+	"regexp"
+	"strconv"
 
 	"bytes"
 	"context"
@@ -271,6 +274,40 @@ func TestFormats(t *testing.T) {
 	}
 	if !strings.ContainsAny(txt.String(), "▁▂▃▄▅▆▇█") || !strings.Contains(html.String(), "<svg") {
 		t.Error("no sparklines")
+	}
+	checkJobPage(t, html.String())
+}
+
+var sparkRE = regexp.MustCompile(`<polyline[^>]* points="([^"]*)"/></svg> <small class="muted">([^<]*)</small>`)
+
+// checkJobPage: the job's HTML page wears the analyzer page's styles, and
+// each sparkline spans its own range (a job at 10-14 % drew a flat line on
+// a 0..100 scale), labelled with it, or says it is flat.
+func checkJobPage(t *testing.T, page string) {
+	t.Helper()
+	if !strings.Contains(page, "--accent:#2563eb") || !strings.Contains(page, `<header><div class="brand">`) {
+		t.Error("the job page lacks the analyzer page's styles")
+	}
+	sparks := sparkRE.FindAllStringSubmatch(page, -1)
+	if len(sparks) == 0 {
+		t.Fatal("no sparklines on the job page")
+	}
+	for _, m := range sparks {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, p := range strings.Fields(m[1]) {
+			_, ys, _ := strings.Cut(p, ",")
+			y, err := strconv.ParseFloat(ys, 64)
+			if err != nil {
+				t.Fatalf("point %q", p)
+			}
+			lo, hi = math.Min(lo, y), math.Max(hi, y)
+		}
+		switch flat := strings.HasPrefix(m[2], "flat at "); {
+		case flat && hi-lo > 1e-9:
+			t.Errorf("sparkline %q varies by %.1f px", m[2], hi-lo)
+		case !flat && (hi-lo < 19 || !regexp.MustCompile(`^[\d.]+–[\d.]+ (%|GiB)$`).MatchString(m[2])):
+			t.Errorf("sparkline %q spans %.1f of 24 px; want its own range, labelled", m[2], hi-lo)
+		}
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/detect"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/pagestyle"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 )
@@ -128,15 +129,16 @@ type CoverageSource interface {
 var templateFS embed.FS
 
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"gpuh":     func(v float64) string { return fmt.Sprintf("%.1f", v) },
-	"pct":      func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
-	"ts":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") },
-	"dur":      humanDuration,
-	"sub":      func(a, b time.Time) time.Duration { return a.Sub(b) },
-	"label":    patternLabel,
-	"evidence": evidence,
-	"pctOf":    func(a, b float64) float64 { return safeDiv(a, b) },
-	"slug":     ReportSlug,
+	"pagestyle": pagestyle.CSS,
+	"gpuh":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"pct":       func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+	"ts":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") },
+	"dur":       humanDuration,
+	"sub":       func(a, b time.Time) time.Duration { return a.Sub(b) },
+	"label":     patternLabel,
+	"evidence":  evidence,
+	"pctOf":     func(a, b float64) float64 { return safeDiv(a, b) },
+	"slug":      ReportSlug,
 	"width": func(a, b float64) string {
 		return fmt.Sprintf("%.1f%%", 100*math.Min(1, safeDiv(a, b)))
 	},
