@@ -177,7 +177,7 @@ func TestAccountingIdentity(t *testing.T) {
 		want float64
 	}{
 		{`<b id="wasted">([\d.,]+)</b>`, web.wasted},
-		{`<b id="orphaned">([\d.,]+)</b> more held by orphaned processes`, web.orphan},
+		{`<span class="more" id="orphaned">([\d.,]+)</span> more held by orphaned processes`, web.orphan},
 		{`([\d.,]+) h over the limit · \d+`, web.overLimit},
 	} {
 		if got := num(t, "web cards", match(t, "web cards", c.re, home)[1]); math.Abs(got-c.want) > 0.05+1e-9 {

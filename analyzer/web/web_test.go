@@ -344,8 +344,8 @@ func TestCardsInTheAccountingsTerms(t *testing.T) {
 	fs = append(fs, again, fault)
 	_, _, body := get(t, Handler(Options{Findings: fakeFindings{fs: fs}}), "/")
 	for _, want := range []string{
-		`<b id="wasted">165.5</b>`, `<b id="orphaned">1.5</b> more held by orphaned processes`,
-		"12.0 h over the limit · 1", "1.5 h orphaned · 1", "3.5 h degraded · 1", "52.4 h wasted · 1", "1 found",
+		`<b id="wasted">165.5</b>`, `<span class="more" id="orphaned">1.5</span> more held by orphaned processes`,
+		"12.0 h over the limit · 1", "1.5 h orphaned · 1", "3.5 h degraded · 1", "52.4 h · 1", "1 found",
 		// 4+8+8+1+1+2+4+1+2 GPUs in nine findings, 8 of them again.
 		`<span id="gpus">31</span> distinct GPUs`,
 	} {
