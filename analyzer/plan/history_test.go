@@ -140,6 +140,34 @@ func checkWholeSentences(t *testing.T, text string) {
 	}
 }
 
+// TestSlicingChoice: every answer of the slicing rule names how many GPUs
+// it costs; none says "0 GPUs more" (every plan said "MIG would cost more
+// than 0 GPUs more", and a MIG answer "at most 0 GPUs more").
+func TestSlicingChoice(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		useMIG, interactive, anySlice bool
+		mig, ts, margin               int
+		want                          string
+	}{
+		{false, false, true, 5, 4, 0, "time-slicing: MIG would need 1 GPU more"},
+		{false, false, true, 9, 4, 2, "time-slicing: MIG would need 5 GPUs more, over the isolation margin of 2 GPUs"},
+		{false, false, false, 4, 4, 0, "time-slicing: no allocation fits a MIG slice"},
+		{true, false, true, 4, 4, 0, "MIG: no more GPUs than time-slicing"},
+		{true, false, true, 3, 4, 0, "MIG: no more GPUs than time-slicing"},
+		{true, false, true, 5, 4, 1, "MIG: 1 GPU more than time-slicing, within the isolation margin of 1 GPU"},
+		{true, true, true, 6, 4, 0, "MIG for interactive sessions, whose memory no history predicts"},
+	} {
+		got := slicingChoice(c.useMIG, c.interactive, c.anySlice, c.mig, c.ts, c.margin)
+		if got != c.want {
+			t.Errorf("slicingChoice(%+v) = %q, want %q", c, got, c.want)
+		}
+		if strings.Contains(got, " 0 GPU") {
+			t.Errorf("%q", got)
+		}
+	}
+}
+
 // TestMIGCostsMore: the trade-off names how many GPUs MIG would cost,
 // never "more than 0 GPUs more".
 func TestMIGCostsMore(t *testing.T) {

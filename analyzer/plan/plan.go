@@ -521,17 +521,27 @@ func (o *Options) weighMIG(pl *Pool, g *mig.Model, known []*demand.Item, ds []pa
 	}
 	pl.Tradeoff = fmt.Sprintf("time-slicing: %d GPUs, tenants share memory and faults (one out-of-memory or Xid error reaches all); "+
 		"MIG: %d GPUs, memory and faults isolated, %d compute slices stranded", pl.TimeSliceGPUs, pl.MIGGPUs, pl.StrandedSlices)
-	switch {
-	case useMIG && interactive && pl.MIGGPUs > pl.TimeSliceGPUs+o.IsolationMargin:
-		pl.Tradeoff += "; MIG for interactive sessions, whose memory no history predicts"
-	case useMIG:
-		pl.Tradeoff += fmt.Sprintf("; MIG: at most %d GPUs more than time-slicing", o.IsolationMargin)
-	case len(mb) == 0:
-		pl.Tradeoff += "; time-slicing: no allocation fits a MIG slice"
-	default:
-		pl.Tradeoff += "; time-slicing: " + migCostsMore(pl.MIGGPUs-pl.TimeSliceGPUs, o.IsolationMargin)
-	}
+	pl.Tradeoff += "; " + slicingChoice(useMIG, interactive, len(mb) > 0, pl.MIGGPUs, pl.TimeSliceGPUs, o.IsolationMargin)
 	return layout
+}
+
+// slicingChoice says which answer the pool takes and why: MIG for
+// interactive sessions, MIG at no or few GPUs more than time-slicing, or
+// time-slicing because no allocation fits a slice or MIG needs more GPUs
+// than the isolation margin allows.
+func slicingChoice(useMIG, interactive, anySlice bool, migGPUs, tsGPUs, margin int) string {
+	switch {
+	case useMIG && interactive && migGPUs > tsGPUs+margin:
+		return "MIG for interactive sessions, whose memory no history predicts"
+	case useMIG && migGPUs <= tsGPUs:
+		return "MIG: no more GPUs than time-slicing"
+	case useMIG:
+		return fmt.Sprintf("MIG: %s more than time-slicing, within the isolation margin of %s",
+			plural(migGPUs-tsGPUs, "GPU"), plural(margin, "GPU"))
+	case !anySlice:
+		return "time-slicing: no allocation fits a MIG slice"
+	}
+	return "time-slicing: " + migCostsMore(migGPUs-tsGPUs, margin)
 }
 
 // migCostsMore says why MIG lost: it needs more GPUs than time-slicing,
