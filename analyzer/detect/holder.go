@@ -1,12 +1,11 @@
 package detect
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"fmt"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // holder is the scheduler that owns a finding's allocation. Advice names
