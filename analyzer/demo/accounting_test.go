@@ -168,6 +168,29 @@ func TestAccountingIdentity(t *testing.T) {
 		*[]*float64{&web.allocated, &web.used, &web.wasted, &web.overLimit, &web.orphan, &web.degraded}[i] = v
 	}
 	surfaces["web page"] = web
+	// The cards above that sentence say the same: waste apart from the
+	// orphaned processes' hours (the card said 423.5, the sentence 405.5),
+	// the overlong bar in hours over the limit (it said "0.0 h · 2"), and
+	// distinct GPUs (it said 99 on a 32-GPU fleet).
+	for _, c := range []struct {
+		re   string
+		want float64
+	}{
+		{`<b id="wasted">([\d.,]+)</b>`, web.wasted},
+		{`<span class="more" id="orphaned">([\d.,]+)</span> more held by orphaned processes`, web.orphan},
+		{`([\d.,]+) h over the limit · \d+`, web.overLimit},
+	} {
+		if got := num(t, "web cards", match(t, "web cards", c.re, home)[1]); math.Abs(got-c.want) > 0.05+1e-9 {
+			t.Errorf("web cards: %s is %.1f, the accounting sentence below %.1f", c.re, got, c.want)
+		}
+	}
+	fleetGPUs := 0
+	for _, n := range sc.Nodes {
+		fleetGPUs += n.GPUs
+	}
+	if gpus := num(t, "web cards", match(t, "web cards", `<span id="gpus">(\d+)</span> distinct GPUs`, home)[1]); gpus < 1 || gpus > float64(fleetGPUs) {
+		t.Errorf("web cards: %.0f GPUs on a fleet of %d", gpus, fleetGPUs)
+	}
 	row := match(t, "web reports", `(?s)Fleet \(administrators\)</a></td>.*?</tr>`, get("/reports"))[0]
 	cells := regexp.MustCompile(`<td class="num">(?:<b>)?([\d.,]+)`).FindAllStringSubmatch(row, -1)
 	if len(cells) != 7 {

@@ -93,8 +93,10 @@ type Result struct {
 	Teams   []string
 	Files   []string
 	Elapsed time.Duration
-	// Plan is the capacity plan of the simulated span.
-	Plan *plan.Plan
+	// Plan is the capacity plan of the simulated span; nil, with PlanErr
+	// saying why, when the span is shorter than the plan's minimum history.
+	Plan    *plan.Plan
+	PlanErr error
 }
 
 // Demo holds a run's state: the state store stays open after Simulate so
@@ -265,8 +267,11 @@ func (d *Demo) Simulate(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
 	bar.done()
-	if res.Plan, err = plan.Build(ctx, db, res.Origin, res.End, plan.Options{Books: accounting.Books{Records: d.st, Step: o.Config.Step.D()}}); err != nil {
-		return nil, fmt.Errorf("capacity plan: %w", err)
+	res.Plan, res.PlanErr = plan.Build(ctx, db, res.Origin, res.End, plan.Options{Books: accounting.Books{Records: d.st, Step: o.Config.Step.D()}})
+	// A short span has no plan, and every output says why; any other
+	// failure ends the demo.
+	if short := (*plan.ShortHistoryError)(nil); res.PlanErr != nil && !errors.As(res.PlanErr, &short) {
+		return nil, fmt.Errorf("capacity plan: %w", res.PlanErr)
 	}
 	d.result = res // the reports read the plan through it
 	if err := d.writeOutputs(ctx, res); err != nil {

@@ -211,12 +211,13 @@ func TestRunServes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	noFile, noSystemd := "", false
+	var summary bytes.Buffer // read once Run has returned
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Run(ctx, RunOptions{
 			Options:  Options{Scenario: smallScenario(t), Seed: 1, Length: 3 * time.Hour, Origin: origin, Out: t.TempDir()},
 			Web:      &web.FlagConfig{WebListenAddresses: &[]string{}, WebSystemdSocket: &noSystemd, WebConfigFile: &noFile},
-			Listener: l, Stdout: io.Discard,
+			Listener: l, Stdout: &summary,
 		})
 	}()
 	base := "http://" + l.Addr().String()
@@ -252,6 +253,11 @@ func TestRunServes(t *testing.T) {
 		}
 	}
 	get("/audit")
+	// Three simulated hours are less history than the capacity plan needs:
+	// the planner page says so (and when to ask again), the demo goes on.
+	if pl := get("/planner"); !strings.Contains(pl, "not enough history to plan: 3 h of hourly data") || !strings.Contains(pl, "plan again after") {
+		t.Error("the planner page does not say why a 3 h span has no plan")
+	}
 	cancel()
 	select {
 	case err := <-errc:
@@ -260,6 +266,9 @@ func TestRunServes(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not stop after cancel")
+	}
+	if !strings.Contains(summary.String(), "\nCAPACITY PLAN none: not enough history to plan: 3 h of hourly data") {
+		t.Errorf("the summary does not say why there is no plan:\n%s", summary.String())
 	}
 }
 

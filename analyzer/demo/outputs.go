@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
-	"github.com/gpuwatch/gpuwatch/analyzer/plan"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/dashboards"
@@ -45,7 +44,7 @@ func (d *Demo) writeOutputs(ctx context.Context, res *Result) error {
 		return err
 	}
 	buf.Reset()
-	if err := plan.JSON(&buf, res.Plan); err != nil {
+	if err := planJSON(&buf, res); err != nil {
 		return err
 	}
 	if err := d.write(res, "plan.json", buf.Bytes()); err != nil {
@@ -105,7 +104,7 @@ func (d *Demo) period(res *Result) report.Period {
 func (d *Demo) builder(cfg *report.Config, end time.Time) *report.Builder {
 	var planned plannedSpan
 	if d.result != nil {
-		planned.p = d.result.Plan
+		planned.p, planned.err = d.result.Plan, d.result.PlanErr
 	}
 	b := report.NewBuilder(d.st, cfg)
 	b.Planner, b.Now = planned, func() time.Time { return end }

@@ -77,7 +77,7 @@ func (d *Demo) Handler(ctx context.Context, version string) (http.Handler, error
 		Audit:      analyzerweb.AuditLog{Log: d.log},
 		Reports:    analyzerweb.BuiltReports{Builder: d.builder(cfg, end), Renderer: rd, Now: reportClock},
 		Accounting: analyzerweb.BuiltReports{Builder: d.builder(cfg, end), Renderer: rd, Now: reportClock},
-		Planner:    plannedSpan{d.result.Plan},
+		Planner:    plannedSpan{d.result.Plan, d.result.PlanErr},
 		Now:        clock,
 		Logger:     d.o.Logger,
 		Title:      "gpuwatch demo " + version,

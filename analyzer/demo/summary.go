@@ -59,6 +59,24 @@ func (res *Result) Reclaims() []Reclaim {
 	return out
 }
 
+// maxReclaimsShown bounds the summary's list of reclaimed jobs.
+const maxReclaimsShown = 5
+
+// onePerJob keeps each job's first reclaim in rs (the one freeing the
+// most, rs being in that order): a job reclaimed for a second pattern is
+// not a second job, nor are its GPU-hours freed twice.
+func onePerJob(rs []Reclaim) []Reclaim {
+	seen := map[string]bool{}
+	out := rs[:0:0]
+	for _, r := range rs {
+		if k := r.Hostname + "|" + r.Job; !seen[k] {
+			seen[k] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // WriteSummary prints what a person reads in ten seconds: the fleet's
 // GPU-hours, the waste by pattern and by team, the five worst jobs and what
 // the policy would have reclaimed. Every figure is the fleet report's, so
@@ -113,7 +131,7 @@ func WriteSummary(w io.Writer, res *Result) error {
 		p("  %s\t%s\t%s\t%s\t%s\t%s\t\n", name, gh(j.WastedGPUHours), dash(j.Team), dash(j.User), j.Hostname, strings.Join(pats, ","))
 	}
 
-	rs := res.Reclaims()
+	rs := onePerJob(res.Reclaims())
 	var freed float64
 	var gpus int
 	for _, r := range rs {
@@ -129,15 +147,22 @@ func WriteSummary(w io.Writer, res *Result) error {
 	p("\nDRY-RUN: %d warnings and notices recorded; would have sent %d checkpoint signal(s) and reclaimed %d job(s) (%d GPUs), freeing %s GPU-hours\n",
 		res.Notifications, checkpoints, len(rs), gpus, gh(freed))
 	if len(rs) > 0 {
-		p("WOULD RECLAIM\tAT\tGPUS\tFREED GPU-H\tPATTERN\t\n")
-		for _, r := range rs[:min(5, len(rs))] {
+		shown := rs[:min(maxReclaimsShown, len(rs))]
+		head := "WOULD RECLAIM"
+		if len(shown) < len(rs) {
+			// The count above and the list below are the same jobs: say
+			// which part of them is listed.
+			head = fmt.Sprintf("WOULD RECLAIM (%d shown of %d, most GPU-hours freed first)", len(shown), len(rs))
+		}
+		p("%s\tAT\tGPUS\tFREED GPU-H\tPATTERN\t\n", head)
+		for _, r := range shown {
 			p("  %s on %s\t%s\t%d\t%s\t%s\t\n", r.Job, r.Hostname, r.At.UTC().Format("Mon 15:04"), r.GPUs, gh(r.FreedGPUHours), r.Pattern)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write summary: %w", err)
 	}
-	writePlanSummary(w, res.Plan)
+	writePlanSummary(w, res.Plan, res.PlanErr)
 	return nil
 }
 

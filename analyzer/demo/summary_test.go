@@ -194,3 +194,40 @@ func TestActuatorsOnlyRecord(t *testing.T) {
 		t.Errorf("recorded %d notifications, want 2", rec.count())
 	}
 }
+
+// TestSummaryReclaimsCountWhatItLists: the dry-run line counts the jobs the
+// list below shows, and the list says when it shows only the largest (the
+// demo said "reclaimed 7 job(s)" over five rows); a job reclaimed for two
+// patterns is one job, its GPU-hours freed once.
+func TestSummaryReclaimsCountWhatItLists(t *testing.T) {
+	res := &Result{Scenario: "s", Nodes: 1, GPUs: 8, Origin: origin, End: origin.Add(24 * time.Hour), Step: 30 * time.Second,
+		Fleet: &report.Report{}}
+	for i := 1; i <= 7; i++ {
+		job := fmt.Sprint(i)
+		res.Findings = append(res.Findings, fnd(job, "h", "t", schema.Stuck, 1, 1, time.Duration(10+i)*time.Hour))
+		res.Audit = append(res.Audit, ev(job, "h", "stuck", "reclaim", audit.DryRun, time.Hour))
+	}
+	// Job 7 again, for another pattern.
+	res.Findings = append(res.Findings, fnd("7", "h", "t", schema.CPUOnly, 1, 1, 17*time.Hour))
+	res.Audit = append(res.Audit, ev("7", "h", "cpu_only", "reclaim", audit.DryRun, 2*time.Hour))
+	var b bytes.Buffer
+	if err := WriteSummary(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	// Jobs 1..7 freed 10+i GPU-hours each: 10+...+16 = 91.
+	for _, want := range []string{"reclaimed 7 job(s) (7 GPUs), freeing 91.0 GPU-hours", "WOULD RECLAIM (5 shown of 7, most GPU-hours freed first)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	rows := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "  ") && strings.Contains(l, " on h") {
+			rows++
+		}
+	}
+	if rows != 5 {
+		t.Errorf("%d reclaim rows, want 5:\n%s", rows, out)
+	}
+}

@@ -24,7 +24,7 @@ func init() {
 			if f.Kind == schema.KindService {
 				return fmt.Sprintf("Holds %s that the service never used: drop the nvidia.com/gpu request from its deployment, or check that its image and code select CUDA (a CPU fallback is the usual cause).", plural(len(f.GPUs), "GPU"))
 			}
-			return fmt.Sprintf("Held %s without ever using the GPU: run it in a CPU partition (no --gres=gpu / no nvidia.com/gpu request), or check that the code actually selects CUDA.", plural(len(f.GPUs), "GPU"))
+			return fmt.Sprintf("Held %s without ever using the GPU: %s, or check that the code actually selects CUDA.", plural(len(f.GPUs), "GPU"), holderOf(f).noGPUs())
 		}})
 }
 

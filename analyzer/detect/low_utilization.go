@@ -50,8 +50,8 @@ func adviseLowUtilization(f *finding.Finding) string {
 	}
 	peak := peakMiB / 1024
 	if p, fits := gpumodel.FitMIG(f.ModelName, peak); fits {
-		return fmt.Sprintf("%s and peaked at %.1f GiB of GPU memory: a MIG %s slice (%.0f GiB, %d/7 of the GPU) would fit it and free the rest for others.",
-			capital(use), peak, p.Name, p.MemGiB, p.Slices)
+		return fmt.Sprintf("%s and peaked at %.1f GiB of GPU memory: a MIG %s slice (%.0f GiB, %d/7 of the GPU) would fit it and free the rest for others: request %s.",
+			capital(use), peak, p.Name, p.MemGiB, p.Slices, holderOf(f).migSlice(p.Name))
 	}
 	if g, fits := gpumodel.SmallerGPU(f.ModelName, peak); fits {
 		return fmt.Sprintf("%s and peaked at %.1f GiB of GPU memory: a smaller GPU such as the %s would do; or share the GPU (MPS) with similar jobs.",

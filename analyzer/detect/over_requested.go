@@ -16,7 +16,7 @@ func init() {
 			n := len(f.GPUs)
 			if idle, ok := f.Evidence["idle_gpus"]; ok && n > 0 {
 				used := n - int(idle)
-				return fmt.Sprintf("Only %d of %d GPUs did work: request --gres=gpu:%d (or fix the data-parallel launch so every rank gets a GPU).", used, n, used)
+				return fmt.Sprintf("Only %d of %d GPUs did work: request %s (or fix the data-parallel launch so every rank gets a GPU).", used, n, holderOf(f).gpus(used))
 			}
 			return "Some of its GPUs stayed idle: request only the GPUs the job uses, or check the launcher starts one rank per GPU."
 		}})

@@ -16,8 +16,8 @@ import (
 // as waste once.
 func init() {
 	register(schema.Overlong, Spec{judge: judgeOverlong,
-		Advise: func(*finding.Finding) string {
-			return "Ran past its time limit: checkpoint regularly (e.g. hourly), handle SIGUSR1 to save state, and resubmit from the checkpoint instead of running open-ended."
+		Advise: func(f *finding.Finding) string {
+			return fmt.Sprintf("Ran past its time limit: checkpoint regularly (e.g. hourly), save state on %s, and resubmit from the checkpoint instead of running open-ended.", holderOf(f).stopSignal())
 		}})
 }
 

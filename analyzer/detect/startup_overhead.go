@@ -18,7 +18,7 @@ func init() {
 			if m, ok := f.Evidence["delay_minutes"]; ok {
 				lead = fmt.Sprintf("Waited %.0f minutes", m)
 			}
-			return lead + " before first GPU use: stage data to local scratch and pre-pull container images in a CPU step (or a job dependency) before requesting GPUs."
+			return lead + " before first GPU use: " + holderOf(f).stageFirst() + "."
 		}})
 }
 

@@ -2,6 +2,9 @@ package jobview_test
 
 import (
 	"github.com/gpuwatch/gpuwatch/schema"
+	"math"
+	"regexp"
+	"strconv"
 
 	"bytes"
 	"context"
@@ -30,13 +33,16 @@ var origin = time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 // a job whose GPU falls off the bus for half its life.
 const fleet = `
 name: jobview
-fleet: [{hostname: node-a, model: H100-SXM5-80GB, gpus: 8}]
+fleet: [{hostname: node-a, model: H100-SXM5-80GB, gpus: 8}, {hostname: node-b, model: H100-SXM5-80GB, gpus: 8}]
 workloads:
   - {id: "501", user: alice, team: vision, job_name: ddp, node: node-a, gpus: [0, 1, 2, 3], start: 30m, duration: 9h, behaviour: partial_gpus, params: {idle_gpus: 2}}
   - {id: "502", user: bob, team: nlp, node: node-a, gpus: [4], start: 0s, duration: 10h, behaviour: cpu_only}
   - {id: "503", user: carol, team: nlp, node: node-a, gpus: [5], start: 0s, duration: 10h, behaviour: low_util, params: {util: 12, memory_gib: 4}}
   - {id: "504", user: dave, team: nlp, node: node-a, gpus: [6], start: 1h, duration: 8h, behaviour: training}
   - {id: nb-erin, scheduler: kubernetes, namespace: ml, user: erin, team: ml, node: node-a, gpus: [7], start: 0s, duration: 10h, behaviour: idle_notebook}
+  - {id: ddp-pod, scheduler: kubernetes, namespace: ml, user: erin, team: ml, node: node-b, gpus: [0, 1, 2, 3], start: 30m, duration: 9h, behaviour: partial_gpus, params: {idle_gpus: 2}}
+  - {id: cpu-pod, scheduler: kubernetes, namespace: ml, user: erin, team: ml, node: node-b, gpus: [4], start: 0s, duration: 10h, behaviour: cpu_only}
+  - {id: light-pod, scheduler: kubernetes, namespace: ml, user: erin, team: ml, node: node-b, gpus: [5], start: 0s, duration: 10h, behaviour: low_util, params: {util: 12, memory_gib: 4}}
 faults:
   - {kind: gpu_lost, node: node-a, gpus: [6], at: 3h, duration: 5h}
 `
@@ -109,8 +115,12 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 		advice  string
 	}{
 		{"501", schema.OverRequested, "--gres=gpu:2"},
-		{"502", schema.CPUOnly, "CPU partition"},
-		{"503", schema.LowUtilization, "MIG 1g.10gb"},
+		{"502", schema.CPUOnly, "CPU partition without --gres=gpu"},
+		{"503", schema.LowUtilization, "MIG 1g.10gb slice (10 GiB, 1/7 of the GPU) would fit it and free the rest for others: request --gres=gpu:1g.10gb:1"},
+		// A pod's owner gets the same advice in resource requests.
+		{"ml/ddp-pod", schema.OverRequested, "request nvidia.com/gpu: 2 in the pod's resources.limits"},
+		{"ml/cpu-pod", schema.CPUOnly, "drop nvidia.com/gpu from the pod's resources.limits"},
+		{"ml/light-pod", schema.LowUtilization, "request nvidia.com/mig-1g.10gb: 1 in the pod's resources.limits"},
 		{"ml/nb-erin", schema.IdleSession, "idle"},
 	} {
 		r := build(t, tc.job)
@@ -133,6 +143,9 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 		if r.Findings[0].Pattern != tc.pattern || !strings.Contains(r.Findings[0].Advice, tc.advice) {
 			t.Errorf("job %s: %s advice %q, want %s with %q", tc.job, r.Findings[0].Pattern, r.Findings[0].Advice, tc.pattern, tc.advice)
 		}
+		if r.Scheduler == "kubernetes" && strings.Contains(r.Findings[0].Advice, "--gres") {
+			t.Errorf("pod %s gets Slurm advice: %q", tc.job, r.Findings[0].Advice)
+		}
 		if r.NotEnoughData != "" || r.Coverage < 0.9 {
 			t.Errorf("job %s: coverage %.2f, %s", tc.job, r.Coverage, r.NotEnoughData)
 		}
@@ -141,6 +154,14 @@ func TestFindingsAreTheFleetAnalysis(t *testing.T) {
 		t.Errorf("pod ml/nb-erin: %s %s %s %s, %d GPUs", r.Scheduler, r.User, r.Team, r.Kind, len(r.GPUs))
 	}
 	r := build(t, "501")
+	// Rows in GPU number order, as people count them (not by UUID).
+	var order []string
+	for _, g := range r.GPUs {
+		order = append(order, g.Index)
+	}
+	if got := strings.Join(order, ","); got != "0,1,2,3" {
+		t.Errorf("job 501's GPUs in the order %s, want 0,1,2,3", got)
+	}
 	if r.User != "alice" || r.Team != "vision" || r.JobName != "ddp" || len(r.GPUs) != 4 || r.State != "ended" {
 		t.Errorf("job 501: %s %s %s, %d GPUs, %s", r.User, r.Team, r.JobName, len(r.GPUs), r.State)
 	}
@@ -253,6 +274,40 @@ func TestFormats(t *testing.T) {
 	}
 	if !strings.ContainsAny(txt.String(), "▁▂▃▄▅▆▇█") || !strings.Contains(html.String(), "<svg") {
 		t.Error("no sparklines")
+	}
+	checkJobPage(t, html.String())
+}
+
+var sparkRE = regexp.MustCompile(`<polyline[^>]* points="([^"]*)"/></svg> <small class="muted">([^<]*)</small>`)
+
+// checkJobPage: the job's HTML page wears the analyzer page's styles, and
+// each sparkline spans its own range (a job at 10-14 % drew a flat line on
+// a 0..100 scale), labelled with it, or says it is flat.
+func checkJobPage(t *testing.T, page string) {
+	t.Helper()
+	if !strings.Contains(page, "--accent:#2563eb") || !strings.Contains(page, `<header><div class="brand">`) {
+		t.Error("the job page lacks the analyzer page's styles")
+	}
+	sparks := sparkRE.FindAllStringSubmatch(page, -1)
+	if len(sparks) == 0 {
+		t.Fatal("no sparklines on the job page")
+	}
+	for _, m := range sparks {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, p := range strings.Fields(m[1]) {
+			_, ys, _ := strings.Cut(p, ",")
+			y, err := strconv.ParseFloat(ys, 64)
+			if err != nil {
+				t.Fatalf("point %q", p)
+			}
+			lo, hi = math.Min(lo, y), math.Max(hi, y)
+		}
+		switch flat := strings.HasPrefix(m[2], "flat at "); {
+		case flat && hi-lo > 1e-9:
+			t.Errorf("sparkline %q varies by %.1f px", m[2], hi-lo)
+		case !flat && (hi-lo < 19 || !regexp.MustCompile(`^[\d.]+–[\d.]+ (%|GiB)$`).MatchString(m[2])):
+			t.Errorf("sparkline %q spans %.1f of 24 px; want its own range, labelled", m[2], hi-lo)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/pagestyle"
 	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 )
 
@@ -123,29 +124,56 @@ func Text(w io.Writer, r *Report) error {
 var templates embed.FS
 
 var page = template.Must(template.New("job.html").Funcs(template.FuncMap{
-	"opt": opt, "mib": mib, "deref": func(v *float64) float64 { return *v }, "pct": pct, "ts": ts, "hm": hm, "svg": svgSpark,
+	"opt": opt, "mib": mib, "pct": pct, "ts": ts, "hm": hm, "svg": svgSpark, "pagestyle": pagestyle.CSS,
 }).ParseFS(templates, "templates/job.html"))
 
 // HTML writes the report as a standalone page.
 func HTML(w io.Writer, r *Report) error { return page.Execute(w, r) }
 
-// svgSpark draws a sparkline as an inline SVG polyline.
-func svgSpark(vals []*float64, top float64) template.HTML {
-	const wpx, hpx = 160.0, 24.0
-	if len(vals) == 0 || top <= 0 {
+// svgSpark draws a sparkline as an inline SVG polyline scaled to the
+// series' own range, with that range written beside it: utilisation that
+// moves between 10 and 14 % shows its variation (on a 0..100 scale it was a
+// flat line). A series that does not vary is drawn flat at mid height and
+// says so. Values are divided by div for the label (1024: MiB as GiB).
+func svgSpark(vals []*float64, unit string, div float64) template.HTML {
+	const wpx, hpx, pad = 160.0, 24.0, 2.0
+	lo, hi, n := math.Inf(1), math.Inf(-1), 0
+	for _, v := range vals {
+		if v != nil {
+			lo, hi, n = math.Min(lo, *v), math.Max(hi, *v), n+1
+		}
+	}
+	if n == 0 || div <= 0 {
 		return ""
 	}
+	flat := hi-lo <= 1e-9*math.Max(1, math.Abs(hi))
 	var pts []string
 	for i, v := range vals {
 		if v == nil {
 			continue
 		}
 		x := wpx * float64(i) / math.Max(1, float64(len(vals)-1))
-		y := hpx - hpx*math.Min(*v/top, 1)
+		y := hpx / 2
+		if !flat {
+			y = pad + (hpx-2*pad)*(hi-*v)/(hi-lo)
+		}
 		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
 	}
-	return template.HTML(fmt.Sprintf(`<svg width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f"><polyline fill="none" stroke="#2b6cb0" stroke-width="1.5" points="%s"/></svg>`,
-		wpx, hpx, wpx, hpx, strings.Join(pts, " "))) //nolint:gosec // numbers only
+	label := fmt.Sprintf("%s–%s %s", sparkNum(lo/div), sparkNum(hi/div), unit)
+	if flat {
+		label = fmt.Sprintf("flat at %s %s", sparkNum(lo/div), unit)
+	}
+	return template.HTML(fmt.Sprintf(`<span class="spark"><svg width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f"><polyline fill="none" stroke="#2563eb" stroke-width="1.5" points="%s"/></svg> <small class="muted">%s</small></span>`,
+		wpx, hpx, wpx, hpx, strings.Join(pts, " "), template.HTMLEscapeString(label))) //nolint:gosec // numbers and a fixed unit only
+}
+
+// sparkNum writes a sparkline's bound: whole numbers from 10 up, one
+// decimal below.
+func sparkNum(v float64) string {
+	if math.Abs(v) >= 10 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
 }
 
 func mib(v *float64) *float64 {

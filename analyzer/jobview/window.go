@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -74,7 +75,7 @@ func locate(ctx context.Context, o Options, sel string) (time.Time, time.Time, [
 	if first.IsZero() || len(devs) == 0 {
 		return time.Time{}, time.Time{}, nil, fmt.Errorf("%w in the last %s (is it older than the retention, or not a GPU job?)", ErrNoData, model.Duration(o.Lookback))
 	}
-	sort.Slice(devs, func(i, j int) bool { return devs[i].key < devs[j].key })
+	sort.Slice(devs, func(i, j int) bool { return devs[i].before(devs[j]) })
 	fb0, b0, err := narrow(ctx, o.Querier, fb, first, bucket, false)
 	if err != nil {
 		return time.Time{}, time.Time{}, nil, err
@@ -157,3 +158,26 @@ func extreme(ctx context.Context, q query.Querier, expr string, from, to time.Ti
 }
 
 func rangeOf(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
+
+// before orders a job's GPUs as people number them: by host, then by the
+// GPU index as a number (0, 1, 2, ... 10, not by UUID or as text), then
+// MIG instance; the key settles the rest.
+func (d device) before(e device) bool {
+	if d.host != e.host {
+		return d.host < e.host
+	}
+	di, derr := strconv.Atoi(d.index)
+	ei, eerr := strconv.Atoi(e.index)
+	switch {
+	case derr == nil && eerr == nil && di != ei:
+		return di < ei
+	case (derr == nil) != (eerr == nil):
+		return derr == nil // a GPU with an index before one without
+	}
+	dg, _ := strconv.Atoi(d.gi)
+	eg, _ := strconv.Atoi(e.gi)
+	if dg != eg {
+		return dg < eg
+	}
+	return d.key < e.key
+}

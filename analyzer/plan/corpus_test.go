@@ -264,7 +264,8 @@ func testNotebooksIsolation(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p, err := Build(context.Background(), q, from, from.Add(span), Options{})
+				// Six hours of sessions: less than the default minimum history.
+				p, err := Build(context.Background(), q, from, from.Add(span), Options{MinHistory: span})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -68,6 +68,11 @@ type Options struct {
 	// Rules: whether to read the planner's recording rules (see
 	// demand.Rules; default auto).
 	Rules demand.Rules
+	// MinHistory is the least history (whole clock hours from the first
+	// that holds a sample to the window's end) that Build plans on (24 h: the packing bets that hourly
+	// peaks do not coincide, which a day's cycle must have shown). Below
+	// it Build returns a *ShortHistoryError instead of a plan.
+	MinHistory time.Duration
 }
 
 func (o *Options) defaults() {
@@ -92,7 +97,13 @@ func (o *Options) defaults() {
 	if o.Location == nil {
 		o.Location = time.UTC
 	}
+	if o.MinHistory == 0 {
+		o.MinHistory = DefaultMinHistory
+	}
 }
+
+// DefaultMinHistory is Options.MinHistory's default.
+const DefaultMinHistory = 24 * time.Hour
 
 // Recommendation kinds for one allocation.
 const (
@@ -200,6 +211,9 @@ type Plan struct {
 	To       time.Time `json:"to"`
 	Hours    int       `json:"hours"`
 	Coverage float64   `json:"coverage"`
+	// HistoryHours is how far back in the window the data reaches: the
+	// hours from the first that holds a sample to the end.
+	HistoryHours int `json:"history_hours"`
 	// Totals over the pools.
 	Seen     int `json:"gpus_seen"`
 	Held     int `json:"gpus_held"`
@@ -235,6 +249,9 @@ func Build(ctx context.Context, q query.Querier, from, to time.Time, o Options) 
 	res, err := demand.Fetch(ctx, q, from, to, demand.Options{Pools: pools.Options{Label: o.PoolLabel, Map: o.HostMap, Hosts: o.Hosts}, Rules: o.Rules})
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if err := o.enoughHistory(res); err != nil {
+		return nil, err
 	}
 	p := FromDemand(res, o)
 	if o.Books != nil {
@@ -276,7 +293,7 @@ func (o *Options) known(it *demand.Item) bool {
 // FromDemand plans what Fetch read.
 func FromDemand(res *demand.Result, o Options) *Plan {
 	o.defaults()
-	p := &Plan{From: res.From, To: res.To, Hours: res.Hours, Coverage: res.Coverage(),
+	p := &Plan{From: res.From, To: res.To, Hours: res.Hours, Coverage: res.Coverage(), HistoryHours: res.HistoryHours,
 		Read: string(res.Read), ReadReason: res.Reason, Queries: res.Queries, PoolsBy: res.PoolsBy}
 	byPool := map[string][]*demand.Item{}
 	for i := range res.Items {
@@ -504,15 +521,44 @@ func (o *Options) weighMIG(pl *Pool, g *mig.Model, known []*demand.Item, ds []pa
 	}
 	pl.Tradeoff = fmt.Sprintf("time-slicing: %d GPUs, tenants share memory and faults (one out-of-memory or Xid error reaches all); "+
 		"MIG: %d GPUs, memory and faults isolated, %d compute slices stranded", pl.TimeSliceGPUs, pl.MIGGPUs, pl.StrandedSlices)
-	switch {
-	case useMIG && interactive && pl.MIGGPUs > pl.TimeSliceGPUs+o.IsolationMargin:
-		pl.Tradeoff += "; MIG for interactive sessions, whose memory no history predicts"
-	case useMIG:
-		pl.Tradeoff += fmt.Sprintf("; MIG: at most %d GPUs more than time-slicing", o.IsolationMargin)
-	default:
-		pl.Tradeoff += fmt.Sprintf("; time-slicing: MIG would cost more than %d GPUs more", o.IsolationMargin)
-	}
+	pl.Tradeoff += "; " + slicingChoice(useMIG, interactive, len(mb) > 0, pl.MIGGPUs, pl.TimeSliceGPUs, o.IsolationMargin)
 	return layout
+}
+
+// slicingChoice says which answer the pool takes and why: MIG for
+// interactive sessions, MIG at no or few GPUs more than time-slicing, or
+// time-slicing because no allocation fits a slice or MIG needs more GPUs
+// than the isolation margin allows.
+func slicingChoice(useMIG, interactive, anySlice bool, migGPUs, tsGPUs, margin int) string {
+	switch {
+	case useMIG && interactive && migGPUs > tsGPUs+margin:
+		return "MIG for interactive sessions, whose memory no history predicts"
+	case useMIG && migGPUs <= tsGPUs:
+		return "MIG: no more GPUs than time-slicing"
+	case useMIG:
+		return fmt.Sprintf("MIG: %s more than time-slicing, within the isolation margin of %s",
+			plural(migGPUs-tsGPUs, "GPU"), plural(margin, "GPU"))
+	case !anySlice:
+		return "time-slicing: no allocation fits a MIG slice"
+	}
+	return "time-slicing: " + migCostsMore(migGPUs-tsGPUs, margin)
+}
+
+// migCostsMore says why MIG lost: it needs more GPUs than time-slicing,
+// by more than the isolation margin allows.
+func migCostsMore(more, margin int) string {
+	s := fmt.Sprintf("MIG would need %s more", plural(more, "GPU"))
+	if margin > 0 {
+		s += fmt.Sprintf(", over the isolation margin of %s", plural(margin, "GPU"))
+	}
+	return s
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func (o *Options) timeSliceGPUs(bins []pack.Bin, ds []pack.Demand, _ []int) []GPU {

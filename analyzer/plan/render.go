@@ -32,8 +32,16 @@ func (p *Plan) Headline() string {
 // batch windows and reservations, teams and allocations.
 func Table(w io.Writer, p *Plan) error {
 	fmt.Fprintf(w, "Capacity plan %s\n", p.Headline())
-	fmt.Fprintf(w, "Read from %s: %s\n", p.Read, p.ReadReason)
-	fmt.Fprintf(w, "Pools by %s\n\n", strings.Join(p.PoolsBy, "; "))
+	// Each line only when it has something to say: no sentence printed half.
+	if p.ReadReason != "" {
+		fmt.Fprintf(w, "Read from %s: %s\n", p.Read, p.ReadReason)
+	} else {
+		fmt.Fprintf(w, "Read from %s\n", p.Read)
+	}
+	if len(p.PoolsBy) > 0 {
+		fmt.Fprintf(w, "Pools by %s\n", strings.Join(p.PoolsBy, "; "))
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(cols ...string) { fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t") }
 	row("POOL", "SEEN", "HELD", "NEEDED", "FREEABLE", "UNKNOWN", "STRATEGY", "TIME_SLICE", "MIG", "P95_LOAD", "COVERAGE")
@@ -64,6 +72,9 @@ func Table(w io.Writer, p *Plan) error {
 			for _, win := range pl.Heat.Windows {
 				fmt.Fprintf(w, "Batch window: %s of %d %s\n", win, pl.Heat.GPUs, pl.Model)
 			}
+		}
+		if pl.Forecast == nil && p.HistoryHours < HoursOfWeek {
+			fmt.Fprintf(w, "Demand forecast: none, it needs a week of history and the data reaches back %d h\n", p.HistoryHours)
 		}
 		if f := pl.Forecast; f != nil {
 			fmt.Fprintf(w, "Demand forecast (%s, GPU-equivalents of %s, from %d week(s)): weekday level %.1f", f.Method, f.Measure, f.Weeks, f.WeekdayLevel)

@@ -13,9 +13,9 @@ var dayNames = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
 // allocated-but-idle or unallocated; hours the window did not cover are
 // hatched grey. It holds only numbers and fixed words, no input text.
 func HeatMapSVG(h *HeatMap) string {
-	const cell, left, top = 22, 40, 18
+	const cell, left, top, legend = 22, 40, 18, 30
 	var b strings.Builder
-	w, ht := left+24*cell+4, top+7*cell+4
+	w, ht := left+24*cell+4, top+7*cell+4+legend
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="Idle and unallocated GPUs by hour of week">`, w, ht, w, ht)
 	for hr := 0; hr < 24; hr += 3 {
 		fmt.Fprintf(&b, `<text x="%d" y="12" font-size="10" fill="#6b7280">%02d</text>`, left+hr*cell+2, hr)
@@ -31,11 +31,34 @@ func HeatMapSVG(h *HeatMap) string {
 			}
 			share := math.Min(1, (h.Idle[i]+h.Unallocated[i])/float64(h.GPUs))
 			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="#d9483b" fill-opacity="%.2f"><title>%s %02d:00 %.1f idle, %.1f unallocated of %d GPUs</title></rect>`,
-				x, y, cell-2, cell-2, 0.08+0.92*share, dayNames[d], hr, h.Idle[i], h.Unallocated[i], h.GPUs)
+				x, y, cell-2, cell-2, heatOpacity(share), dayNames[d], hr, h.Idle[i], h.Unallocated[i], h.GPUs)
 		}
 	}
+	heatLegend(&b, left, top+7*cell+10, h.GPUs)
 	b.WriteString(`</svg>`)
 	return b.String()
+}
+
+// heatOpacity is the cell's shade for a share of the pool's GPUs idle or
+// unallocated: faint at none, full at all.
+func heatOpacity(share float64) float64 { return 0.08 + 0.92*share }
+
+// heatLegend says what a cell's shade means: swatches at 0, 25, 50, 75 and
+// 100 % of the pool's GPUs idle or unallocated, and the grey of an hour
+// without data.
+func heatLegend(b *strings.Builder, x, y, gpus int) {
+	const sw = 14
+	fmt.Fprintf(b, `<g class="legend"><text x="0" y="%d" font-size="10" fill="#6b7280">Share</text>`, y+11)
+	for i, share := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		sx := x + i*44
+		fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="#d9483b" fill-opacity="%.2f"/><text x="%d" y="%d" font-size="10" fill="#374151">%.0f%%</text>`,
+			sx, y, sw, sw, heatOpacity(share), sx+sw+3, y+11, 100*share)
+	}
+	nx := x + 5*44
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#374151">of %d GPUs idle or unallocated</text>`, nx, y+11, gpus)
+	nx += 190
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="#f3f4f6" stroke="#d1d5db"/><text x="%d" y="%d" font-size="10" fill="#374151">no data</text></g>`,
+		nx, y, sw, sw, nx+sw+3, y+11)
 }
 
 // ForecastSVG draws the pool's allocated GPUs by hour of week over the

@@ -280,10 +280,11 @@ func spanName(from, to time.Time) string {
 }
 
 // forecast predicts the pool's hourly compute and memory demand for the
-// week after the window, when the window holds at least one week.
+// week after the window, when the window's data reaches back at least one
+// week (a week's window that holds a day of data has no season to repeat).
 func (o *Options) forecast(items []*demand.Item, res *demand.Result) *Forecast {
 	season := HoursOfWeek
-	if res.Hours < season {
+	if res.HistoryHours < season {
 		return nil
 	}
 	y, measure := DemandSeries(items, res.Hours)

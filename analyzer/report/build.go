@@ -161,6 +161,12 @@ func (b *Builder) aggregate(p Period, days []Period, usage []store.Usage, findin
 func teamRows(cfg *Config, p Period, aggs map[string]*agg, fleet *agg) []TeamRow {
 	var rows []TeamRow
 	for name, a := range aggs {
+		if name == noTeam && a.empty() {
+			// Only orphaned processes (no live job, so no team): their
+			// hours are the fleet's orphan total, and a team row of zeros
+			// says nothing.
+			continue
+		}
 		row := TeamRow{Team: name, AllocatedGPUHours: a.alloc, ActiveGPUHours: a.active, WastedGPUHours: a.wasted,
 			WastedShare: ratio(a.wasted, a.alloc), FleetShare: ratio(a.alloc, fleet.alloc), Cost: a.cost, WastedCost: a.wastedCost,
 			Link: cfg.link(cfg.Grafana.TeamDashboard, p, "team", name)}
@@ -293,6 +299,12 @@ type patAgg struct {
 type adviceItem struct {
 	f *finding.Finding
 	w float64
+}
+
+// empty reports whether the aggregate has nothing a team row shows: no
+// hours allocated, used or wasted, no cost and no pattern.
+func (a *agg) empty() bool {
+	return a.alloc == 0 && a.active == 0 && a.wasted == 0 && a.cost == 0 && len(a.patterns) == 0
 }
 
 func newAgg(days int) *agg {

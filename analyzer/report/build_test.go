@@ -257,3 +257,45 @@ func TestTrendPathsAgree(t *testing.T) {
 		t.Errorf("trend = %+v", got[1])
 	}
 }
+
+// TestNoEmptyNoTeamRow: an orphaned process (no live job, so no team) adds
+// to the fleet's orphan total, not a "(no team)" row of zeros in the team
+// table, as the demo's fleet report had; usage without a team still gets
+// its row.
+func TestNoEmptyNoTeamRow(t *testing.T) {
+	ctx := context.Background()
+	p := WeekOf(w47, time.UTC)
+	rowOf := func(r *Report) *TeamRow {
+		for i := range r.Teams {
+			if r.Teams[i].Team == noTeam {
+				return &r.Teams[i]
+			}
+		}
+		return nil
+	}
+	st := handStore(t)
+	orphan := finding.Finding{Pattern: schema.OrphanProcess, Job: "", Hostname: "h1", GPUs: []string{"g7"},
+		Start: w47.Add(time.Hour), End: w47.Add(3 * time.Hour), WastedGPUHours: 2}
+	if err := st.SaveFindings(ctx, w47.Add(3*time.Hour), []finding.Finding{orphan}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewBuilder(st, handConfig(t)).Build(ctx, p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(r.Totals.OrphanGPUHours, 2) {
+		t.Errorf("orphaned %.1f GPU-hours, want 2", r.Totals.OrphanGPUHours)
+	}
+	if row := rowOf(r); row != nil {
+		t.Errorf("a %q row of orphans alone: %+v", noTeam, *row)
+	}
+	if err := st.AddUsage(ctx, hourly(w47, 4, "h5", "77", "zoe", "", a100, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = NewBuilder(st, handConfig(t)).Build(ctx, p, ""); err != nil {
+		t.Fatal(err)
+	}
+	if row := rowOf(r); row == nil || !near(row.AllocatedGPUHours, 4) {
+		t.Errorf("usage without a team: row %+v, want 4 GPU-hours allocated", row)
+	}
+}

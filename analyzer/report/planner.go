@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan"
@@ -46,7 +47,11 @@ func plannerSection(pl *plan.Plan, err error, team string) *PlannerSection {
 	if pl == nil && err == nil {
 		return nil
 	}
-	if err != nil {
+	var short *plan.ShortHistoryError
+	switch {
+	case errors.As(err, &short):
+		return &PlannerSection{Note: "No capacity plan: " + err.Error()}
+	case err != nil:
 		return &PlannerSection{Note: "The capacity plan could not be computed: " + err.Error()}
 	}
 	s := &PlannerSection{From: pl.From, To: pl.To, Coverage: pl.Coverage, Headline: pl.Headline()}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 )
 
@@ -140,10 +141,26 @@ func TestAdvise(t *testing.T) {
 		{"overlong", finding.Finding{Pattern: schema.Overlong}, []string{"checkpoint", "SIGUSR1"}},
 		{"startup", finding.Finding{Pattern: schema.StartupOverhead, Evidence: map[string]float64{"delay_minutes": 30}}, []string{"30 minutes", "stage data"}},
 		{"cpu only", finding.Finding{Pattern: schema.CPUOnly, GPUs: []string{"a"}}, []string{"1 GPU", "CPU partition"}},
+		// A pod's owner edits resources.limits, not sbatch flags.
+		{"A100-80GB slice for a pod", finding.Finding{Pattern: schema.LowUtilization, ModelName: "NVIDIA A100-SXM4-80GB", Scheduler: schema.SchedulerKubernetes,
+			Evidence: map[string]float64{"fb_max_mib": 7000}}, []string{"MIG 1g.10gb", "nvidia.com/mig-1g.10gb: 1"}},
+		{"over-requested pod", finding.Finding{Pattern: schema.OverRequested, Scheduler: schema.SchedulerKubernetes, GPUs: []string{"a", "b", "c", "d"},
+			Evidence: map[string]float64{"idle_gpus": 3}}, []string{"1 of 4 GPUs", "nvidia.com/gpu: 1 in the pod's resources.limits"}},
+		{"over-requested pod of a stored finding without scheduler", finding.Finding{Pattern: schema.OverRequested, Pod: "p", Namespace: "ml", GPUs: []string{"a", "b"},
+			Evidence: map[string]float64{"idle_gpus": 1}}, []string{"nvidia.com/gpu: 1"}},
+		{"overlong pod", finding.Finding{Pattern: schema.Overlong, Scheduler: schema.SchedulerKubernetes}, []string{"checkpoint", "SIGTERM"}},
+		{"startup pod", finding.Finding{Pattern: schema.StartupOverhead, Scheduler: schema.SchedulerKubernetes}, []string{"init container"}},
+		{"cpu only pod", finding.Finding{Pattern: schema.CPUOnly, Scheduler: schema.SchedulerKubernetes, GPUs: []string{"a"}}, []string{"1 GPU", "drop nvidia.com/gpu"}},
 		{"unknown pattern keeps the analyzer's advice", finding.Finding{Pattern: "future", Advice: "do X"}, []string{"do X"}},
 	}
 	for _, tc := range cases {
 		got := Advise(&tc.f)
+		if facts.SchedulerOf(&tc.f) == schema.SchedulerKubernetes && (strings.Contains(got, "--gres") || strings.Contains(got, "partition") || strings.Contains(got, "SIGUSR1")) {
+			t.Errorf("%s: a pod gets Slurm advice %q", tc.name, got)
+		}
+		if facts.SchedulerOf(&tc.f) == schema.SchedulerSlurm && strings.Contains(got, "nvidia.com/") {
+			t.Errorf("%s: a Slurm job gets Kubernetes advice %q", tc.name, got)
+		}
 		for _, w := range tc.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: advice %q lacks %q", tc.name, got, w)

@@ -5,10 +5,14 @@ import (
 	"context"
 	"image"
 	"image/png"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +63,7 @@ func TestBrowserFindingsAndFilters(t *testing.T) {
 		rows int
 		want []string
 	}{
-		{"/", 9, []string{"481920", "ml-serving/embedder-7d9f", "Orphan process", "179.0"}},
+		{"/", 9, []string{"481920", "ml-serving/embedder-7d9f", "Orphan process", "177.5"}},
 		// What the filter form submits (method GET, these field names).
 		{"/?team=vision&pattern=&node=", 3, []string{"resnet-sweep", "diffusion-xl"}},
 		{"/?team=&pattern=stuck&node=gpu-h100-01", 1, []string{"llm-pretrain-7b", "26.0"}},
@@ -138,5 +142,71 @@ func checkScreenshot(t *testing.T, img image.Image) {
 	}
 	if len(colours) < 200 {
 		t.Errorf("screenshot has only %d colours: a blank or error page?", len(colours))
+	}
+}
+
+// probePage loads path into a frame of the given width and writes, into
+// the dumped DOM, the tables whose last column cannot be seen: past the
+// frame's right edge with no scrolling box around it to reach it.
+func probePage(path string, width int) string {
+	return `<!DOCTYPE html><html><body><iframe id="f" src="` + path + `" style="width:` + strconv.Itoa(width) + `px;height:900px;border:0"></iframe>
+<pre id="result">pending</pre>
+<script>
+document.getElementById("f").onload = function () {
+  var d = this.contentDocument, w = d.documentElement.clientWidth, cut = [];
+  d.querySelectorAll("table").forEach(function (t) {
+    var cells = t.querySelectorAll("tr:first-child > *"), last = cells[cells.length - 1];
+    if (!last || last.getBoundingClientRect().right <= w + 1) { return; }
+    for (var el = t.parentElement; el; el = el.parentElement) {
+      var o = d.defaultView.getComputedStyle(el).overflowX;
+      if ((o === "auto" || o === "scroll") && el.getBoundingClientRect().right <= w + 1) { return; }
+    }
+    cut.push((t.id || "table") + " ends at " + Math.round(last.getBoundingClientRect().right) + " px");
+  });
+  document.getElementById("result").textContent = "cut: " + (cut.join("; ") || "none");
+};
+</script></body></html>`
+}
+
+// TestBrowserTablesReachable: every table's last column can be read in a
+// 1,400 px wide window (and a 900 px one): it fits, or its box scrolls. The
+// reports table was cut at 1,400 px.
+func TestBrowserTablesReachable(t *testing.T) {
+	t.Parallel()
+	bin := chromiumPath(t)
+	mux := http.NewServeMux()
+	// The page forbids framing (frame-ancestors 'none'); the probe frames a
+	// copy served without that header, the page itself unchanged.
+	h := fixtureHandler()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	})
+	for _, width := range []int{1400, 900} {
+		for _, path := range []string{"/", "/reports", "/audit"} {
+			probe := "/probe-" + strconv.Itoa(width) + strings.ReplaceAll(path, "/", "_")
+			mux.HandleFunc(probe, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				io.WriteString(w, probePage(path, width))
+			})
+		}
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for _, width := range []int{1400, 900} {
+		for _, path := range []string{"/", "/reports", "/audit"} {
+			t.Run(strconv.Itoa(width)+path, func(t *testing.T) {
+				t.Parallel()
+				probe := "/probe-" + strconv.Itoa(width) + strings.ReplaceAll(path, "/", "_")
+				dom := string(runChromium(t, bin, "--virtual-time-budget=5000", "--window-size=1600,1000", "--dump-dom", srv.URL+probe))
+				m := regexp.MustCompile(`<pre id="result">([^<]*)</pre>`).FindStringSubmatch(dom)
+				if m == nil || m[1] != "cut: none" {
+					t.Errorf("%s at %d px: %v", path, width, m)
+				}
+			})
+		}
 	}
 }

@@ -35,8 +35,10 @@ func (s *site) planner(w http.ResponseWriter, r *http.Request) {
 	code := 0
 	if s.Planner != nil {
 		pl, err := s.Planner.Plan(r.Context())
+		var short *plan.ShortHistoryError
 		switch {
-		case errors.Is(err, plan.ErrNoPlan):
+		case errors.Is(err, plan.ErrNoPlan), errors.As(err, &short):
+			// Not a failure: the page says why there is no plan yet.
 			p.Error = err.Error()
 		case err != nil:
 			s.Logger.Error("web: capacity plan", "err", err)

@@ -23,9 +23,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/detect"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/pagestyle"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 )
@@ -127,15 +129,16 @@ type CoverageSource interface {
 var templateFS embed.FS
 
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"gpuh":     func(v float64) string { return fmt.Sprintf("%.1f", v) },
-	"pct":      func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
-	"ts":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") },
-	"dur":      humanDuration,
-	"sub":      func(a, b time.Time) time.Duration { return a.Sub(b) },
-	"label":    patternLabel,
-	"evidence": evidence,
-	"pctOf":    func(a, b float64) float64 { return safeDiv(a, b) },
-	"slug":     ReportSlug,
+	"pagestyle": pagestyle.CSS,
+	"gpuh":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"pct":       func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+	"ts":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") },
+	"dur":       humanDuration,
+	"sub":       func(a, b time.Time) time.Duration { return a.Sub(b) },
+	"label":     patternLabel,
+	"evidence":  evidence,
+	"pctOf":     func(a, b float64) float64 { return safeDiv(a, b) },
+	"slug":      ReportSlug,
 	"width": func(a, b float64) string {
 		return fmt.Sprintf("%.1f%%", 100*math.Min(1, safeDiv(a, b)))
 	},
@@ -243,10 +246,33 @@ func (flt Filter) Apply(fs []finding.Finding) []finding.Finding {
 	return out
 }
 
+// patternTotal is one pattern's bar: its findings and the GPU-hours they
+// stand for in the accounting's own terms. Waste, hours over the limit,
+// degraded hours and orphaned hours are different quantities, so each bar
+// says which it draws (Measure), and a pattern with none shows its count.
 type patternTotal struct {
 	Pattern  schema.Pattern
 	Count    int
 	GPUHours float64
+	Measure  string
+}
+
+// patternMeasure is what a finding's GPU-hours are in the accounting
+// (package accounting): an orphan's are orphaned, outside any allocation;
+// an overlong job's are over the limit; a straggler's or throttled job's
+// degraded; the rest wasted.
+func patternMeasure(f *finding.Finding) (string, float64) {
+	switch {
+	case f.Pattern == schema.OrphanProcess:
+		return "orphaned", f.WastedGPUHours
+	case f.WastedGPUHours > 0:
+		return "wasted", f.WastedGPUHours
+	case f.Evidence[accounting.EvidenceOverLimit] > 0:
+		return "over the limit", f.Evidence[accounting.EvidenceOverLimit]
+	case f.Evidence[schema.EvidenceDegraded] > 0:
+		return "degraded", f.Evidence[schema.EvidenceDegraded]
+	}
+	return "", 0
 }
 
 type findingsPage struct {
@@ -259,7 +285,10 @@ type findingsPage struct {
 	Findings []finding.Finding // the selection
 	Shown    []finding.Finding // its first MaxRows
 	Total    int               // before filtering
-	Wasted   float64
+	// Wasted is the selection's waste as the accounting counts it; Orphaned
+	// the hours orphaned processes held, outside any allocation and so
+	// apart from it.
+	Wasted, Orphaned float64
 	// From and To span the selection's findings: the window the cards'
 	// figures cover (zero when there is none).
 	From, To time.Time
@@ -327,12 +356,20 @@ func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Teams, p.Nodes = sortedKeys(teams), sortedKeys(nodes)
 	p.Shown = sel[:min(len(sel), s.MaxRows)]
-	byPat := map[schema.Pattern]*patternTotal{}
-	jobs := map[string]bool{}
+	p.ByPat, p.MaxPat = patternTotals(sel)
+	jobs, devices := map[string]bool{}, map[string]bool{}
 	for i := range sel {
 		f := &sel[i]
-		p.Wasted += f.WastedGPUHours
-		p.GPUs += len(f.GPUs)
+		if f.Pattern == schema.OrphanProcess {
+			p.Orphaned += f.WastedGPUHours
+		} else {
+			p.Wasted += f.WastedGPUHours
+		}
+		// A GPU with several findings (or several MIG instances) is one GPU.
+		for _, g := range f.GPUs {
+			uuid, _, _ := strings.Cut(g, "/")
+			devices[f.Hostname+"|"+uuid] = true
+		}
 		if p.From.IsZero() || f.Start.Before(p.From) {
 			p.From = f.Start
 		}
@@ -340,23 +377,37 @@ func (s *site) findings(w http.ResponseWriter, r *http.Request) {
 			p.To = f.End
 		}
 		jobs[f.Hostname+"|"+f.Job] = true
+	}
+	p.Jobs, p.GPUs = len(jobs), len(devices)
+	s.render(w, code, "findings.html", p)
+}
+
+// patternTotals sums the selection per pattern in each pattern's measure,
+// largest first, and the largest.
+func patternTotals(sel []finding.Finding) ([]patternTotal, float64) {
+	byPat := map[schema.Pattern]*patternTotal{}
+	for i := range sel {
+		f := &sel[i]
 		pt := byPat[f.Pattern]
 		if pt == nil {
 			pt = &patternTotal{Pattern: f.Pattern}
 			byPat[f.Pattern] = pt
 		}
 		pt.Count++
-		pt.GPUHours += f.WastedGPUHours
-	}
-	p.Jobs = len(jobs)
-	for _, pat := range schema.AllPatterns {
-		if pt := byPat[pat]; pt != nil {
-			p.ByPat = append(p.ByPat, *pt)
-			p.MaxPat = math.Max(p.MaxPat, pt.GPUHours)
+		if m, h := patternMeasure(f); m != "" {
+			pt.Measure, pt.GPUHours = m, pt.GPUHours+h
 		}
 	}
-	sort.SliceStable(p.ByPat, func(i, j int) bool { return p.ByPat[i].GPUHours > p.ByPat[j].GPUHours })
-	s.render(w, code, "findings.html", p)
+	var out []patternTotal
+	var most float64
+	for _, pat := range schema.AllPatterns {
+		if pt := byPat[pat]; pt != nil {
+			out = append(out, *pt)
+			most = math.Max(most, pt.GPUHours)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].GPUHours > out[j].GPUHours })
+	return out, most
 }
 
 // cycleLine says what the last analyzer cycle read, and when: a cycle reads

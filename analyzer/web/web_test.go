@@ -15,6 +15,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func fixtureHandler() http.Handler {
@@ -62,7 +63,7 @@ func TestFindingsFilters(t *testing.T) {
 			"cpu_only nlp gpu-h100-01 481955",
 			"startup_overhead speech gpu-a100-01 481901",
 			"orphan_process nlp gpu-a100-02 479990",
-		}, "179.0"},
+		}, "177.5"}, // the orphan's 1.5 GPU-hours apart, as the accounting counts them
 		{"/?team=vision", []string{
 			"cpu_only vision gpu-a100-01 481920", "over_requested vision gpu-a100-02 481650", "overlong vision gpu-h100-01 480012",
 		}, "86.0"},
@@ -130,7 +131,7 @@ func TestTableIsBounded(t *testing.T) {
 	if got := rows(body); len(got) != 3 || got[0] != "low_utilization platform gpu-h100-02 ml-serving/embedder-7d9f" {
 		t.Fatalf("rows %q, want the 3 largest", got)
 	}
-	if !strings.Contains(body, "Showing the 3 largest of 9 findings") || !strings.Contains(body, `<b id="wasted">179.0</b>`) {
+	if !strings.Contains(body, "Showing the 3 largest of 9 findings") || !strings.Contains(body, `<b id="wasted">177.5</b>`) {
 		t.Error("a bounded table must say so, and the totals still cover every finding")
 	}
 	if _, _, body := get(t, fixtureHandler(), "/"); strings.Contains(body, `id="truncated"`) {
@@ -323,4 +324,36 @@ func readAll(t *testing.T, r io.Reader) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestCardsInTheAccountingsTerms: the cards' waste leaves out orphaned
+// processes (outside any allocation, as the accounting counts them) and
+// says how much they held; each pattern's bar names what its hours are
+// (over the limit, orphaned, degraded) or shows only its count; the GPU
+// count is of distinct GPUs, however many findings one GPU has.
+func TestCardsInTheAccountingsTerms(t *testing.T) {
+	fs := fixtureFindings()
+	// A second finding on the stuck job's GPUs, and an overlong job whose
+	// hours are over the limit, not waste.
+	again := fs[1]
+	again.Pattern, again.WastedGPUHours = schema.Straggler, 0
+	again.Evidence = map[string]float64{schema.EvidenceDegraded: 3.5}
+	fs[6].WastedGPUHours, fs[6].Evidence = 0, map[string]float64{"over_limit_gpu_hours": 12}
+	fault := fs[2]
+	fault.Pattern, fault.WastedGPUHours, fault.Evidence = schema.GPUFault, 0, nil
+	fs = append(fs, again, fault)
+	_, _, body := get(t, Handler(Options{Findings: fakeFindings{fs: fs}}), "/")
+	for _, want := range []string{
+		`<b id="wasted">165.5</b>`, `<span class="more" id="orphaned">1.5</span> more held by orphaned processes`,
+		"12.0 h over the limit · 1", "1.5 h orphaned · 1", "3.5 h degraded · 1", "52.4 h · 1", "1 found",
+		// 4+8+8+1+1+2+4+1+2 GPUs in nine findings, 8 of them again.
+		`<span id="gpus">31</span> distinct GPUs`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("cards lack %q", want)
+		}
+	}
+	if strings.Contains(body, "0.0 h ·") {
+		t.Error("a bar of 0.0 h")
+	}
 }

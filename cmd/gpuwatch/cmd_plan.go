@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -43,6 +44,9 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		"auto (when they cover the window, else raw series, saying why), off (raw series) or only (fail when they do not cover the window).").
 		Default(string(demand.RulesAuto)).SetValue(&o.Rules)
 	cmd.Flag("plan.isolation-margin", "GPUs more than time-slicing a pool's MIG answer may cost and still be chosen, for its memory and fault isolation; pools of interactive sessions take MIG whenever each has a valid slice.").Default("0").IntVar(&o.IsolationMargin)
+	cmd.Flag("plan.min-history", "Least history the plan is made on: hours from the first whole clock hour with GPU samples to the window's end. "+
+		"Less is refused with one line saying when to ask again; the packing bets that hourly peaks do not coincide, which needs a day's cycle. "+
+		"The forecast needs a week and is left out below that.").Default(strings.TrimSuffix(plan.DefaultMinHistory.String(), "0m0s")).DurationVar(&o.MinHistory)
 	cmd.Flag("plan.min-samples", "Samples below which an allocation's demand is unknown (and its GPUs kept).").Default("10").Float64Var(&o.MinSamples)
 	return cmd.FullCommand(), func(ctx context.Context) error {
 		logger := loggerFrom(ctx)
@@ -58,6 +62,9 @@ func planCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		}
 		if o.IsolationMargin < 0 {
 			return &clikit.UsageError{Err: fmt.Errorf("--plan.isolation-margin %d: want at least 0", o.IsolationMargin)}
+		}
+		if o.MinHistory < time.Hour {
+			return &clikit.UsageError{Err: fmt.Errorf("--plan.min-history %s: want at least 1h (the plan reads whole clock hours)", o.MinHistory)}
 		}
 		if o.MinSamples < 1 {
 			return &clikit.UsageError{Err: fmt.Errorf("--plan.min-samples %g: want at least 1", o.MinSamples)}

@@ -13,6 +13,14 @@ func TestPlanCommand(t *testing.T) {
 	dir := analyzeStore(t, from)
 	window := []string{"--from=" + from.Format(time.RFC3339), "--to=" + from.Add(3*time.Hour).Format(time.RFC3339)}
 	var stderr bytes.Buffer
+	// Three hours of data are less than a plan needs by default: one line
+	// says so, how much there is and when to ask again.
+	if code := run(append([]string{"plan", "--tsdb.path=" + dir}, window...), &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "not enough history to plan: 3 h of hourly data") || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+		t.Errorf("plan on 3 h: exit %d, stderr %q; want 1 and one line", code, stderr.String())
+	}
+	stderr.Reset()
+	window = append(window, "--plan.min-history=3h")
 	out := captureStdout(t, func() {
 		if code := run(append([]string{"plan", "--tsdb.path=" + dir, "--format=json"}, window...), &stderr); code != 0 {
 			t.Errorf("exit %d: %s", code, stderr.String())
@@ -58,6 +66,7 @@ func TestPlanCommandUsage(t *testing.T) {
 		{"bad headroom", []string{"plan", "--tsdb.path=" + dir, "--plan.compute-headroom=0.5"}, "headroom"},
 		{"bad zone", []string{"plan", "--tsdb.path=" + dir, "--time-zone=Mars/Olympus"}, "--time-zone"},
 		{"bad format", []string{"plan", "--tsdb.path=" + dir, "--format=xml"}, "format"},
+		{"min history under an hour", []string{"plan", "--tsdb.path=" + dir, "--plan.min-history=30m"}, "--plan.min-history 30m0s: want at least 1h"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer

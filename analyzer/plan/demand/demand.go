@@ -91,9 +91,14 @@ type Result struct {
 	From, To time.Time
 	Hours    int
 	Items    []Item
-	// Expected is the sample count of the best-covered device over the
-	// window; a device's coverage is its samples over this.
+	// Expected is the sample count of a device present all through the
+	// window asked for, at the data's resolution; a device's coverage is
+	// its samples over this.
 	Expected float64
+	// HistoryHours counts the window's clock hours from the first that
+	// holds a sample to the end: the history the packing's hourly peaks
+	// and the forecast's seasons have to go on.
+	HistoryHours int
 	// DeviceSamples counts the samples per host|device over all holders.
 	DeviceSamples map[string]float64
 	// Read is where the figures came from, Reason why (or, from the
@@ -565,9 +570,27 @@ func (fd *fold) result(ctx context.Context, r *Result, po pools.Options) {
 		r.DeviceSamples[d] += it.Samples
 	}
 	r.PoolsBy = namer.Notes()
-	for _, n := range r.DeviceSamples {
-		r.Expected = max(r.Expected, n)
+	r.Expected, r.HistoryHours = expected(live, r.Hours)
+}
+
+// expected is the sample count a device present all through the window's
+// hours would have, and the hours from the first that holds a sample to
+// the window's end. The data's resolution is the most samples one holder
+// had in one hour (not a device's sum: a shared GPU's holders each have a
+// series); times the hours asked for, coverage is against the window asked
+// for, so ten minutes of data in a week's window is 0.1 % of it, not all
+// of it.
+func expected(items []*Item, hours int) (perWindow float64, history int) {
+	first := hours
+	var perHour float64
+	for _, it := range items {
+		for h, n := range it.HourSamples {
+			if n > 0 && h < hours {
+				perHour, first = max(perHour, float64(n)), min(first, h)
+			}
+		}
 	}
+	return perHour * float64(hours), hours - first
 }
 
 // coverage is what the probe found of the recording rules over a window.
