@@ -35,7 +35,7 @@ func judgeCPUOnly(j *judge) *verdict {
 		return nil
 	}
 	idle := j.since(a.IdleSince)
-	v := &verdict{from: a.IdleSince, wasted: j.n * idle.Hours(),
+	v := &verdict{from: a.IdleSince, wasted: j.heldSince(a.IdleSince, a.Held.Idle),
 		evidence: map[string]float64{"idle_minutes": idle.Minutes(), "gpus": j.n, "fb_max_mib": j.fbMax,
 			"threshold_minutes": c.MinDuration.D().Minutes()},
 		advice: fmt.Sprintf("No GPU activity on %d GPU(s) for %s since the job started: run it on CPU nodes or release the GPUs.", len(a.GPUs), dur(idle))}

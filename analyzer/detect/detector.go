@@ -154,6 +154,9 @@ func allocUnknown(a *Alloc, gs []features.GPU, known func(string) bool) bool {
 // stepActivity is what an allocation's GPUs did in one step.
 type stepActivity struct {
 	allIdle, anyActive, held, allSpin bool
+	// gpuHours is what the allocation held in the step by the
+	// accounting's share of each GPU (its usage's allocated GPU-hours).
+	gpuHours float64
 }
 
 // stepGPUs adds each of the allocation's GPUs' step to its usage u and its
@@ -167,6 +170,7 @@ func (d *Detector) stepGPUs(st *State, a *Alloc, s features.Step, gs []features.
 		active, spinning := d.active(st, g), d.spin(st, g)
 		u.GPUs++
 		u.AllocatedGPUHours += frac * stepH
+		act.gpuHours += frac * stepH
 		// A spin-waiting GPU reads busy and does nothing: wasted, not used.
 		if active && !spinning && !unknown {
 			u.ActiveGPUHours += frac * stepH
@@ -204,19 +208,22 @@ func (d *Detector) advanceRuns(a *Alloc, s features.Step, act stepActivity, res 
 	if a.KnownSteps == 1 {
 		runStart = a.Start
 	}
-	if act.anyActive && a.FirstActive.IsZero() {
+	firstActiveNow, firstAt := act.anyActive && a.FirstActive.IsZero(), 0.0
+	if firstActiveNow {
 		a.FirstActive = runStart
 		if a.KnownSteps > 1 {
 			// Work began somewhere in this step, after an idle one: its
 			// middle is the unbiased guess, where its start would
 			// shorten every staging delay by half a step.
 			a.FirstActive = runStart.Add(s.End.Sub(s.Start) / 2)
+			firstAt = 0.5
 		}
 	}
 	resumed := act.anyActive && !a.IdleHeldSince.IsZero() && runStart.Sub(a.IdleHeldSince) >= d.cfg.Patterns.Stuck.IdleDuration.D()
 	a.IdleSince = run(a.IdleSince, act.allIdle, runStart)
 	a.IdleHeldSince = run(a.IdleHeldSince, act.allIdle && act.held, runStart)
 	a.SpinSince = run(a.SpinSince, act.allSpin, runStart)
+	a.accrue(act.gpuHours, runStart, firstActiveNow, firstAt)
 	if resumed {
 		a.Resumes++
 	}
@@ -302,7 +309,7 @@ func (d *Detector) gpu(a *Alloc, g features.GPU, act bool) {
 func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU, known func(string) bool) *Alloc {
 	g := gs[0]
 	a := &Alloc{Host: g.Host, Job: g.Job, Cluster: g.Cluster, Namespace: g.NS, Pod: g.Pod, Model: g.Model,
-		GPUs: map[string]*GPUState{}, Open: map[schema.Pattern]*finding.Finding{}}
+		GPUs: map[string]*GPUState{}, Open: map[schema.Pattern]*finding.Finding{}, Held: HeldHours{Tracked: true}}
 	frac := 0.0
 	for _, x := range gs {
 		frac = math.Max(frac, s.Share(features.DeviceID(x.Host, x.Device), x.Samples))

@@ -22,7 +22,7 @@ func judgeIdleSession(j *judge) *verdict {
 		return nil
 	}
 	idle := j.since(a.IdleSince)
-	return &verdict{from: a.IdleSince, wasted: j.n * idle.Hours(),
+	return &verdict{from: a.IdleSince, wasted: j.heldSince(a.IdleSince, a.Held.Idle),
 		evidence: map[string]float64{"idle_minutes": idle.Minutes(), "gpus": j.n, "fb_max_mib": j.fbMax,
 			"threshold_minutes": c.MinDuration.D().Minutes()},
 		advice: fmt.Sprintf("Interactive session idle for %s: save your work and end it, or it will be reclaimed.", dur(idle))}

@@ -31,7 +31,7 @@ func judgeStartup(j *judge) *verdict {
 	if delay < c.MinDelay.D() {
 		return &verdict{quiet: true}
 	}
-	return &verdict{from: a.Start, to: a.FirstActive, wasted: j.n * delay.Hours(),
+	return &verdict{from: a.Start, to: a.FirstActive, wasted: j.heldToFirstActive(delay),
 		evidence: map[string]float64{"delay_minutes": delay.Minutes(), "gpus": j.n,
 			"threshold_minutes": c.MinDelay.D().Minutes()},
 		advice: fmt.Sprintf("GPUs held %s before first use: stage data and pull images before requesting GPUs.", dur(delay))}

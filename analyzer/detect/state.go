@@ -67,6 +67,9 @@ type Alloc struct {
 	TimeLimit time.Duration `json:",omitempty"`
 	// Cluster is the cluster label of the allocation's series.
 	Cluster string `json:",omitempty"`
+	// Held is the GPU-hours held by the accounting's share of each GPU,
+	// and where each run began in it (share.go).
+	Held HeldHours `json:",omitzero"`
 }
 
 // OrphanState tracks one orphaned process.

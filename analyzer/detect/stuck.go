@@ -24,7 +24,7 @@ func judgeStuck(j *judge) *verdict {
 	switch {
 	case !a.SpinSince.IsZero() && j.since(a.SpinSince) >= c.SpinDuration.D():
 		spin := j.since(a.SpinSince)
-		return &verdict{from: a.SpinSince, wasted: j.n * spin.Hours(),
+		return &verdict{from: a.SpinSince, wasted: j.heldSince(a.SpinSince, a.Held.Spin),
 			evidence: map[string]float64{"spin_minutes": spin.Minutes(), "gpus": j.n,
 				"threshold_minutes": c.SpinDuration.D().Minutes()},
 			advice: fmt.Sprintf("GPUs pinned near 100%% util with no memory traffic or power behind it for %s: a collective is spin-waiting (hung rank or NCCL timeout).", dur(spin))}
@@ -33,7 +33,7 @@ func judgeStuck(j *judge) *verdict {
 		// A service idles between requests and overnight; idleness there
 		// is capacity to scale down, not a hang.
 		idle := j.since(a.IdleHeldSince)
-		return &verdict{from: a.IdleHeldSince, wasted: j.n * idle.Hours(),
+		return &verdict{from: a.IdleHeldSince, wasted: j.heldSince(a.IdleHeldSince, a.Held.IdleHeld),
 			evidence: map[string]float64{"idle_minutes": idle.Minutes(), "gpus": j.n, "fb_max_mib": j.fbMax,
 				"threshold_minutes": c.IdleDuration.D().Minutes()},
 			advice: fmt.Sprintf("GPU activity stopped %s ago while memory is still held: the job looks hung.", dur(idle))}
