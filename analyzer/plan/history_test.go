@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -215,5 +216,27 @@ func checkHeatLegend(t *testing.T, svg string, gpus int) {
 		if tx.Y > doc.Height {
 			t.Errorf("legend text %q at y %d, below the image's %d px", tx.Text, tx.Y, doc.Height)
 		}
+	}
+}
+
+// A daemon on a fleet younger than a plan needs says so at INFO, once an
+// hour, not as a failure; other failures stay warnings.
+func TestRefreshLogsShortHistoryAsInfo(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	db, origin := replaySpan(t, "planner-daynight", 50*time.Minute, time.Hour)
+	r := &Refresher{Querier: db, Now: func() time.Time { return origin.Add(time.Hour) }}
+	err := r.Refresh(context.Background())
+	var short *ShortHistoryError
+	if !errors.As(err, &short) {
+		t.Fatalf("refresh on 10 minutes: %v; want a refusal", err)
+	}
+	logRefresh(logger, err)
+	logRefresh(logger, errors.New("query: connection refused"))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "level=INFO") || !strings.Contains(lines[0], "no capacity plan yet") ||
+		!strings.Contains(lines[1], "level=WARN") {
+		t.Errorf("logged:\n%s\nwant the refusal at INFO and the failure at WARN", buf.String())
 	}
 }

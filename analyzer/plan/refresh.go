@@ -96,7 +96,7 @@ func (r *Refresher) Run(ctx context.Context) {
 	}
 	for {
 		if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
-			logger.Warn("capacity plan failed", "err", err)
+			logRefresh(logger, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -104,4 +104,16 @@ func (r *Refresher) Run(ctx context.Context) {
 		case <-time.After(every):
 		}
 	}
+}
+
+// logRefresh logs a refresh that gave no plan: a fleet too young to plan
+// is expected for its first day and said once an hour at INFO (the page
+// and the reports show the reason); any other failure is a warning.
+func logRefresh(logger *slog.Logger, err error) {
+	var short *ShortHistoryError
+	if errors.As(err, &short) {
+		logger.Info("no capacity plan yet", "reason", err)
+		return
+	}
+	logger.Warn("capacity plan failed", "err", err)
 }
