@@ -154,17 +154,13 @@ type Stuck struct {
 	// small-batch inference (SM activity in the same low tenths, DRAM and
 	// tensor activity clearly above 0).
 	SpinSMActive Ratio `yaml:"spin_sm_active"`
-	// SpinDRAMActive: with DCGM_FI_PROF_DRAM_ACTIVE present, at most this.
-	// Default 0.05: a spinning block polls a flag in cache, while any real
-	// kernel, small-batch decoding above all, streams weights (DRAM
-	// activity well above 0.1).
+	// SpinDRAMActive: with DCGM_FI_PROF_DRAM_ACTIVE present, at most this;
+	// tensor-pipe activity, where exported, at most this too (it can only
+	// veto: a GPU without tensor cores reads 0 whatever it does). Default
+	// 0.05: a spinning block polls a flag and does no matrix math, while
+	// any real kernel, small-batch decoding above all, streams weights
+	// (DRAM activity well above 0.1) through matrix multiplies.
 	SpinDRAMActive Ratio `yaml:"spin_dram_active"`
-	// SpinTensorActive: with DCGM_FI_PROF_PIPE_TENSOR_ACTIVE present, at
-	// most this. Default 0.05: a waiting collective does no matrix math,
-	// while every step of a model, at any batch size, runs its matrix
-	// multiplies on the tensor pipes. It can only veto: a GPU without
-	// tensor cores reads 0 there whatever it does.
-	SpinTensorActive Ratio `yaml:"spin_tensor_active"`
 }
 
 // StartupOverhead: a job that held its GPUs long before first using them.
@@ -256,8 +252,7 @@ func Default() Config {
 			CPUOnly:       CPUOnly{MinDuration: Duration(2 * time.Hour)},
 			OverRequested: OverRequested{MinDuration: Duration(time.Hour), MaxActiveRatio: 0.05},
 			Stuck: Stuck{IdleDuration: Duration(time.Hour), SpinDuration: Duration(30 * time.Minute),
-				SpinUtilPercent: 90, SpinPowerRatio: 0.25, SpinMemCopyPercent: 5, SpinSMActive: 0.3, SpinDRAMActive: 0.05,
-				SpinTensorActive: 0.05},
+				SpinUtilPercent: 90, SpinPowerRatio: 0.25, SpinMemCopyPercent: 5, SpinSMActive: 0.3, SpinDRAMActive: 0.05},
 			StartupOverhead: StartupOverhead{MinDelay: Duration(15 * time.Minute)},
 			IdleSession:     IdleSession{MinDuration: Duration(time.Hour)},
 			LowUtilization: LowUtilization{MinDuration: Duration(2 * time.Hour), MaxMeanUtilPercent: 20,

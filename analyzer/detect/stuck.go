@@ -87,7 +87,7 @@ func (d *Detector) spin(st *State, g features.GPU) bool {
 		}
 		measured = true
 	}
-	if g.HasTensor && g.TensorAvg > float64(c.SpinTensorActive) {
+	if g.HasTensor && g.TensorAvg > float64(c.SpinDRAMActive) {
 		return false
 	}
 	if g.HasMemCopy && g.MemCopyAvg > float64(c.SpinMemCopyPercent) {
