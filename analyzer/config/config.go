@@ -139,12 +139,27 @@ type Stuck struct {
 	// must be at most this. Default 5: a spin-wait polls one flag while any
 	// training or inference step streams weights and activations.
 	SpinMemCopyPercent Percent `yaml:"spin_mem_copy_percent"`
-	// SpinSMActive and SpinDRAMActive: with DCGM_FI_PROF_* present the
-	// signature needs SM and DRAM activity at most these (tensor-pipe
-	// activity, where exported, at most SpinSMActive too). Defaults 0.05,
-	// 0.05: DCGM's profiling guide reads SM activity under 0.5 as
-	// ineffective use, and real kernels keep DRAM well above 0.1.
-	SpinSMActive   Ratio `yaml:"spin_sm_active"`
+	// SpinSMActive: with DCGM_FI_PROF_SM_ACTIVE present, the signature
+	// needs SM activity at most this. Default 0.3: a hung collective keeps
+	// its channel blocks resident. NCCL launches one CUDA block per channel
+	// and a block takes an SM of its own (NVIDIA/nccl#689: about 2 SMs on a
+	// PCIe system with one NIC, 16 on a DGX with 8 NICs; "NCCL CTAs won't
+	// share an SM with compute kernels"), and a block waiting on its peers
+	// spins in its wait loop (NVIDIA/nccl#558: cuda-gdb puts every thread
+	// of a hung all-reduce in prims_ll.h's polling lines), so each of those
+	// SMs reads active all the time. SM activity is then the channels'
+	// share of the SMs: 16-32 of an H100's 132, 0.12-0.24; 32 of an A100's
+	// 108, 0.30. A waiting block does no matrix or memory work, so tensor
+	// and DRAM activity stay near 0, which is what tells it from
+	// small-batch inference (SM activity in the same low tenths, DRAM and
+	// tensor activity clearly above 0).
+	SpinSMActive Ratio `yaml:"spin_sm_active"`
+	// SpinDRAMActive: with DCGM_FI_PROF_DRAM_ACTIVE present, at most this;
+	// tensor-pipe activity, where exported, at most this too (it can only
+	// veto: a GPU without tensor cores reads 0 whatever it does). Default
+	// 0.05: a spinning block polls a flag and does no matrix math, while
+	// any real kernel, small-batch decoding above all, streams weights
+	// (DRAM activity well above 0.1) through matrix multiplies.
 	SpinDRAMActive Ratio `yaml:"spin_dram_active"`
 }
 
@@ -237,7 +252,7 @@ func Default() Config {
 			CPUOnly:       CPUOnly{MinDuration: Duration(2 * time.Hour)},
 			OverRequested: OverRequested{MinDuration: Duration(time.Hour), MaxActiveRatio: 0.05},
 			Stuck: Stuck{IdleDuration: Duration(time.Hour), SpinDuration: Duration(30 * time.Minute),
-				SpinUtilPercent: 90, SpinPowerRatio: 0.25, SpinMemCopyPercent: 5, SpinSMActive: 0.05, SpinDRAMActive: 0.05},
+				SpinUtilPercent: 90, SpinPowerRatio: 0.25, SpinMemCopyPercent: 5, SpinSMActive: 0.3, SpinDRAMActive: 0.05},
 			StartupOverhead: StartupOverhead{MinDelay: Duration(15 * time.Minute)},
 			IdleSession:     IdleSession{MinDuration: Duration(time.Hour)},
 			LowUtilization: LowUtilization{MinDuration: Duration(2 * time.Hour), MaxMeanUtilPercent: 20,

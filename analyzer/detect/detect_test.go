@@ -46,6 +46,36 @@ func spin(i int) *features.GPU {
 		FBMaxMiB: 40000, FBTotalMiB: 81920, Model: a100, HasPowerW: true, PowerW: 64, HasLimit: true, PowerLimitW: 400, HasSM: true, SMAvg: 0.017, HasDRAM: true, DRAMAvg: 0.003}
 }
 
+// ncclHang is a rank waiting in a hung collective as the field reads it:
+// one block per NCCL channel resident and spinning, so SM activity in the
+// low tenths (24 channels of an A100's 108 SMs), tensor and DRAM activity
+// near 0, util pinned, power a little over idle.
+func ncclHang(i int) *features.GPU {
+	g := spin(i)
+	g.SMAvg, g.HasTensor, g.TensorAvg, g.PowerW = 0.22, true, 0.001, 82
+	return g
+}
+
+// smallBatch is inference at batch size 1: kernels resident nearly all the
+// time and SM activity in the same low tenths as a hang, but streaming its
+// weights (DRAM activity, memory-copy util) and running its matrix
+// multiplies on the tensor pipes, power well above idle.
+func smallBatch(i int) *features.GPU {
+	g := ncclHang(i)
+	g.UtilAvg, g.SMAvg, g.DRAMAvg, g.TensorAvg = 96, 0.21, 0.19, 0.08
+	g.HasMemCopy, g.MemCopyAvg, g.PowerW = true, 16, 150+float64(i%5)*10
+	return g
+}
+
+// with changes one reading of a GPU function.
+func with(f gpuFn, set func(*features.GPU)) gpuFn {
+	return func(i int) *features.GPU {
+		g := f(i)
+		set(g)
+		return g
+	}
+}
+
 // phases switches behaviour at step boundaries: phases(a, 10, b) is a for
 // steps 0-9, then b.
 func phases(a gpuFn, at int, b gpuFn) gpuFn {
@@ -67,7 +97,7 @@ func strip(f gpuFn, noPower, noProf bool) gpuFn {
 			g.HasPowerW, g.PowerW, g.HasLimit = false, 0, false
 		}
 		if noProf {
-			g.HasSM, g.SMAvg, g.HasDRAM, g.DRAMAvg = false, 0, false, 0
+			g.HasSM, g.SMAvg, g.HasDRAM, g.DRAMAvg, g.HasTensor, g.TensorAvg = false, 0, false, 0, false, 0
 		}
 		return g
 	}
@@ -176,6 +206,18 @@ func TestDetectors(t *testing.T) {
 			gpus: []gpuFn{strip(phases(busy, h, spin), false, true)}}, []schema.Pattern{schema.Stuck}, nil},
 		{"hung collective without power (SM/DRAM decide)", 5 * h, job{id: "1", start: 2, end: 4 * h,
 			gpus: []gpuFn{strip(phases(busy, h, spin), true, false)}}, []schema.Pattern{schema.Stuck}, nil},
+		{"NCCL hang with its channel blocks resident", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{phases(busy, h, ncclHang), phases(busy, h, ncclHang)}}, []schema.Pattern{schema.Stuck}, nil},
+		{"NCCL hang, default counters (power and memory-copy util decide)", 5 * h, job{id: "1", start: 2, end: 4 * h,
+			gpus: []gpuFn{strip(phases(busy, h, with(ncclHang, func(g *features.GPU) { g.HasMemCopy, g.MemCopyAvg = true, 0 })), false, true)}}, []schema.Pattern{schema.Stuck}, nil},
+		{"small-batch inference is not a hang", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{smallBatch}}, nil, nil},
+		{"small-batch inference at idle power, DRAM and tensor decide", 5 * h, job{id: "1", start: 2, end: 4 * h,
+			gpus: []gpuFn{with(smallBatch, func(g *features.GPU) { g.PowerW = 82 })}}, nil, nil},
+		{"small-batch inference without DRAM activity, tensor activity decides", 5 * h, job{id: "1", start: 2, end: 4 * h,
+			gpus: []gpuFn{with(smallBatch, func(g *features.GPU) { g.PowerW, g.HasDRAM, g.HasMemCopy = 82, false, false })}}, nil, nil},
+		{"small-batch inference, default counters (memory-copy util decides)", 5 * h, job{id: "1", start: 2, end: 4 * h,
+			gpus: []gpuFn{strip(with(smallBatch, func(g *features.GPU) { g.PowerW = 82 }), false, true)}}, nil, nil},
+		{"data-loader stall: util drops, not a hang", 5 * h, job{id: "1", start: 2, end: 4 * h,
+			gpus: []gpuFn{phases(busy, h, with(ncclHang, func(g *features.GPU) { g.UtilAvg, g.UtilMax = 41, 100 }))}}, nil, nil},
 		{"spin without power or profiling is not judged", 5 * h, job{id: "1", start: 2, end: 4 * h,
 			gpus: []gpuFn{strip(phases(busy, h, spin), true, true)}}, nil, nil},
 		{"MIG instance at work (SM activity, no util)", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{mig(busy)}}, nil, nil},

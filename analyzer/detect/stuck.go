@@ -48,6 +48,18 @@ func judgeStuck(j *judge) *verdict {
 // known idle-to-limit range) must be present, because util alone cannot
 // tell a spin from work. Tensor activity and memory-copy util, where
 // exported, can only veto.
+//
+// SM activity is not near 0 in a real hang: NCCL keeps one block per
+// channel resident, each on an SM of its own, spinning on its peers'
+// flags (see config.Stuck.SpinSMActive), so an H100 reads 0.1-0.25. What
+// tells that from small-batch inference, whose SM activity sits in the
+// same low tenths, is the work underneath: DRAM and tensor activity near 0
+// and power near idle. dcgm-exporter's default counters have none of the
+// activity ratios: there the signature rests on power near idle and
+// memory-copy util near 0, which still keeps small-batch inference apart
+// (it streams its weights: memory-copy util well above 5 %) but cannot
+// tell a hang from a kernel that computes in registers without touching
+// memory at idle power.
 func (d *Detector) spin(st *State, g features.GPU) bool {
 	c := d.cfg.Patterns.Stuck
 	var busy float64
@@ -75,7 +87,7 @@ func (d *Detector) spin(st *State, g features.GPU) bool {
 		}
 		measured = true
 	}
-	if g.HasTensor && g.TensorAvg > float64(c.SpinSMActive) {
+	if g.HasTensor && g.TensorAvg > float64(c.SpinDRAMActive) {
 		return false
 	}
 	if g.HasMemCopy && g.MemCopyAvg > float64(c.SpinMemCopyPercent) {

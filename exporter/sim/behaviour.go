@@ -86,6 +86,39 @@ func light(util, memGiB float64, n noiser) load {
 	}
 }
 
+// channelsWaiting is a rank waiting in a collective that never completes,
+// as the field reads it: NCCL keeps one block per channel resident, each on
+// an SM of its own (NVIDIA/nccl#689), spinning on its peers' flags
+// (NVIDIA/nccl#558), so util is pinned and SM activity is the channels'
+// share of the SMs, 16-32 of an H100's 132 (0.12-0.24), fixed for the job
+// by level (0-1); the blocks do no matrix or memory work, so tensor and
+// DRAM activity stay near 0 and the board draws a little over idle, flat.
+func channelsWaiting(memGiB, level float64, n noiser) load {
+	sm := 0.12 + 0.12*level + 0.005*n.sym(chSM)
+	return load{
+		util: clamp(99.5+0.5*n.sym(chUtil), 98, 100), gr: clamp(0.99+0.005*n.sym(chUtil+100), 0, 1),
+		sm: sm, occ: 0.31 * sm, tensor: 0.001 * n.unit(chTensor), dram: 0.002 + 0.002*n.unit(chDRAM),
+		power: 0.07 + 0.01*n.unit(chPower), memGiB: memGiB, process: true, spin: true,
+	}
+}
+
+// smallBatch is inference at batch size 1 or 2: short kernels back to back
+// keep util near util, and occupy few SMs, so SM activity sits in the same
+// low tenths as a hung collective; but every token streams the weights
+// (DRAM activity, memory-copy util well above 0) through matrix multiplies
+// on the tensor pipes, and power follows the request rate, which swings
+// over minutes.
+func smallBatch(util, memGiB float64, off time.Duration, n noiser) load {
+	rate := 0.5 + 0.5*math.Sin(2*math.Pi*off.Minutes()/17)
+	return load{
+		util: clamp(util+2*n.sym(chUtil), 0, 100), memCopy: clamp(10+10*rate+3*n.sym(chCopy), 0, 100),
+		gr: clamp(0.95*util/100, 0, 1), sm: clamp(0.14+0.1*rate+0.02*n.sym(chSM), 0, 1), occ: 0.08,
+		tensor: clamp(0.07+0.06*rate+0.01*n.sym(chTensor), 0, 1), dram: clamp(0.14+0.14*rate+0.02*n.sym(chDRAM), 0, 1),
+		fp16: 0.05 + 0.04*rate, power: clamp(0.15+0.25*rate+0.03*n.sym(chPower), 0, 1),
+		memGiB: memGiB, pcie: 0.01 * n.unit(chPCIe), process: true,
+	}
+}
+
 // phase reports whether a periodic window of length win is open at off:
 // one window per period, placed at a seeded offset within the period so
 // that jobs do not stall in lockstep.
@@ -141,6 +174,13 @@ func (w *Workload) load(pos int, off, e time.Duration, seed uint64, n noiser) lo
 			sm: 0.012 + 0.01*n.unit(chSM), occ: 0.01 + 0.005*n.unit(chOcc), dram: 0.002 + 0.003*n.unit(chDRAM),
 			power: 0.05 + 0.02*n.unit(chPower), memGiB: p.MemoryGiB, process: true, spin: true,
 		}
+	case NCCLHang:
+		if off < p.Active {
+			return busy(p.Util, p.MemoryGiB, multi, n)
+		}
+		return channelsWaiting(p.MemoryGiB, unit(seed, w.key, 0, chSM), n)
+	case SmallBatch:
+		return smallBatch(p.Util, p.MemoryGiB, off, n)
 	case StuckIdle:
 		if off < p.Active {
 			return busy(p.Util, p.MemoryGiB, multi, n)
@@ -189,7 +229,7 @@ func (w *Workload) cpuSeconds(off time.Duration) float64 {
 	case IdleNotebook:
 		a := math.Min(s, p.Active.Seconds())
 		return p.CPUCores*a + 0.02*math.Max(0, s-a)
-	case StuckIdle, HungCollective:
+	case StuckIdle, HungCollective, NCCLHang:
 		a := math.Min(s, p.Active.Seconds())
 		return 6*a + p.CPUCores*math.Max(0, s-a)
 	case StartupDelay:
@@ -211,6 +251,8 @@ func (w *Workload) command() string {
 		return "python -m vllm.entrypoints.openai.api_server"
 	case LowUtil:
 		return "python eval.py"
+	case SmallBatch:
+		return "python generate.py --batch-size 1"
 	}
 	return "python train.py"
 }

@@ -82,6 +82,13 @@
 //   - cpu_only: holds the GPUs with no process: util 0, FB ≈ 0, idle power; burns cpu_cores (12).
 //   - hung_collective: training for `active` (90m), then util ≈ 100 % at near-idle power with
 //     SM and DRAM activity ≈ 0 (a spin-waiting collective).
+//   - nccl_hang: training for `active` (90m), then a collective that never completes as the
+//     field reads it: one block per NCCL channel resident and spinning, so util ≈ 100 %, SM
+//     activity 0.12-0.24 (fixed per job), tensor and DRAM activity ≈ 0, flat power a little
+//     over idle, memory held.
+//   - small_batch_inference: the hang's look-alike: util ≈ util (96) %, SM activity in the
+//     same low tenths, but DRAM and tensor activity and memory-copy util clearly above 0 and
+//     power swinging with the request rate; memory_gib 20, batch kind.
 //   - stuck_idle: training for `active` (60m), then util 0 with memory held.
 //   - idle_notebook: kind interactive; light use (util 45) for `active` (20m), then idle for good
 //     with memory held (memory_gib 6).

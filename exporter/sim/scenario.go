@@ -22,6 +22,8 @@ const (
 	InferenceDaily Behaviour = "inference_daily"
 	CPUOnly        Behaviour = Behaviour(schema.CPUOnly)
 	HungCollective Behaviour = "hung_collective"
+	NCCLHang       Behaviour = "nccl_hang"
+	SmallBatch     Behaviour = "small_batch_inference"
 	StuckIdle      Behaviour = "stuck_idle"
 	IdleNotebook   Behaviour = "idle_notebook"
 	Notebook       Behaviour = "notebook"
@@ -32,8 +34,8 @@ const (
 	Orphan         Behaviour = "orphan"
 )
 
-var behaviours = []Behaviour{Training, BurstyTraining, InferenceDaily, CPUOnly, HungCollective, StuckIdle,
-	IdleNotebook, Notebook, StartupDelay, LowUtil, PartialGPUs, Overlong, Orphan}
+var behaviours = []Behaviour{Training, BurstyTraining, InferenceDaily, CPUOnly, HungCollective, NCCLHang, SmallBatch,
+	StuckIdle, IdleNotebook, Notebook, StartupDelay, LowUtil, PartialGPUs, Overlong, Orphan}
 
 // FaultKind names a hardware fault.
 type FaultKind string

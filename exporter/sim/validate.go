@@ -321,6 +321,8 @@ var behaviourParams = map[Behaviour][]string{
 	InferenceDaily: {"min_util", "max_util", "period", "phase", "quiet", "memory_gib", "cpu_cores"},
 	CPUOnly:        {"cpu_cores"},
 	HungCollective: {"active", "util", "memory_gib", "cpu_cores"},
+	NCCLHang:       {"active", "util", "memory_gib", "cpu_cores"},
+	SmallBatch:     {"util", "memory_gib", "cpu_cores"},
 	StuckIdle:      {"active", "util", "memory_gib", "cpu_cores"},
 	IdleNotebook:   {"active", "util", "memory_gib", "cpu_cores"},
 	Notebook:       {"every", "burst", "util", "memory_gib", "cpu_cores"},

@@ -223,11 +223,14 @@ func spinBorder() []Work {
 			Shape: hangAfter(2*h, spin(0.02, 0.01, 4.4, 0.12)), Waste: waste(schema.Stuck, 2*5), Why: whyHung},
 		{Case: "serial kernel streaming a small buffer, memory-copy util 5.6 %", Node: "edge-a03", GPUs: []int{2}, Holder: slurm("81015"), Start: 1 * h, End: 7 * h,
 			Shape: steady(serial(0.01, 0.04, 5.6, 0.15)), Also: light, Why: whySerial},
-		// stuck.spin_sm_active (0.05).
-		{Case: "hung collective, SM activity 0.045", Node: "edge-a03", GPUs: []int{3, 4}, Holder: slurm("81016"), Start: 1 * h, End: 8 * h,
-			Shape: hangAfter(2*h, spin(0.045, 0.005, 1, 0.12)), Waste: waste(schema.Stuck, 2*5), Why: whyHung},
-		{Case: "serial kernel, SM activity 0.056", Node: "edge-a03", GPUs: []int{5}, Holder: slurm("81017"), Start: 1 * h, End: 7 * h,
-			Shape: steady(serial(0.056, 0.01, 1, 0.12)), Also: light, Why: whySerial, Profiling: true},
+		// stuck.spin_sm_active (0.3): a hang keeps one block per NCCL
+		// channel resident, 32 channels of an A100's 108 SMs reading 0.28
+		// (NVIDIA/nccl#689); a persistent kernel on a third of the SMs
+		// computes.
+		{Case: "hung collective, 32 channel blocks resident, SM activity 0.28", Node: "edge-a03", GPUs: []int{3, 4}, Holder: slurm("81016"), Start: 1 * h, End: 8 * h,
+			Shape: hangAfter(2*h, spin(0.28, 0.005, 1, 0.12)), Waste: waste(schema.Stuck, 2*5), Why: whyHung},
+		{Case: "persistent kernel, SM activity 0.33", Node: "edge-a03", GPUs: []int{5}, Holder: slurm("81017"), Start: 1 * h, End: 7 * h,
+			Shape: steady(serial(0.33, 0.01, 1, 0.12)), Also: light, Why: whySerial, Profiling: true},
 		// stuck.spin_dram_active (0.05).
 		{Case: "hung collective, DRAM activity 0.045", Node: "edge-a03", GPUs: []int{6, 7}, Holder: slurm("81018"), Start: 1 * h, End: 8 * h,
 			Shape: hangAfter(2*h, spin(0.02, 0.045, 3, 0.12)), Waste: waste(schema.Stuck, 2*5), Why: whyHung},
