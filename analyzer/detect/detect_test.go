@@ -123,8 +123,13 @@ type job struct {
 // state's findings and every step's results.
 func feed(t *testing.T, cfg config.Config, n int, jobs ...job) ([]finding.Finding, []Result) {
 	t.Helper()
+	return feedState(t, cfg, NewState(), n, jobs...)
+}
+
+// feedState is feed into st.
+func feedState(t *testing.T, cfg config.Config, st *State, n int, jobs ...job) ([]finding.Finding, []Result) {
+	t.Helper()
 	d := New(cfg)
-	st := NewState()
 	var results []Result
 	for i := 0; i < n; i++ {
 		s := features.Step{Start: t0.Add(time.Duration(i) * step), End: t0.Add(time.Duration(i+1) * step),
@@ -233,9 +238,13 @@ func TestDetectors(t *testing.T) {
 		// and util 0 for days.
 		{"service that never touches its GPU", 3 * 24 * h, job{pod: "embed-api-7d4b9c8f6d-x2k9q", start: 2, end: 3*24*h - 2, gpus: []gpuFn{idle(410)}}, []schema.Pattern{schema.CPUOnly}, nil},
 		{"notebook that never touches its GPU", 5 * h, job{id: "8", kind: "interactive", start: 2, end: 4 * h, gpus: []gpuFn{idle(0)}}, []schema.Pattern{schema.CPUOnly, schema.IdleSession}, nil},
-		// 40 idle minutes, 5 without data, 40 idle minutes: never an hour of known idleness.
-		{"missing data is not idleness", 6 * h, job{id: "1", start: 2, end: 2 + h + 17, gpus: []gpuFn{gap(phases(busy, h, idle(40000)), h+8, h+9)}}, nil, nil},
-		{"cpu only broken by missing data", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{gap(idle(0), h, h+1)}}, nil, nil},
+		// 40 idle minutes, 10 without data, 15 idle minutes: 65 minutes
+		// on the wall, never an hour of known idleness.
+		{"missing data is not idleness", 6 * h, job{id: "1", start: 2, end: 2 + h + 13, gpus: []gpuFn{gap(phases(busy, h, idle(40000)), h+8, h+10)}}, nil, nil},
+		// 40 idle minutes, 5 without data, 40 idle minutes: the gap
+		// pauses the idle clock and ends nothing, so 80 known minutes.
+		{"a gap pauses the idle clock", 6 * h, job{id: "1", start: 2, end: 2 + h + 17, gpus: []gpuFn{gap(phases(busy, h, idle(40000)), h+8, h+9)}}, []schema.Pattern{schema.Stuck}, nil},
+		{"cpu only survives missing data", 5 * h, job{id: "1", start: 2, end: 4 * h, gpus: []gpuFn{gap(idle(0), h, h+1)}}, []schema.Pattern{schema.CPUOnly}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

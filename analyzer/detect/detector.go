@@ -128,7 +128,7 @@ func (d *Detector) stepAlloc(st *State, s features.Step, k string, gs []features
 		res.Unknown = append(res.Unknown, k)
 		return
 	}
-	d.advanceRuns(a, s, act, res)
+	d.advanceRuns(st, a, s, act, res)
 }
 
 // allocUnknown reports whether the step cannot be judged for allocation a:
@@ -200,10 +200,13 @@ func (d *Detector) stepGPUs(st *State, a *Alloc, s features.Step, gs []features.
 
 // advanceRuns advances a known step of allocation a: its first activity,
 // its idle, idle-held and spin runs, and the findings they make.
-func (d *Detector) advanceRuns(a *Alloc, s features.Step, act stepActivity, res *Result) {
+func (d *Detector) advanceRuns(st *State, a *Alloc, s features.Step, act stepActivity, res *Result) {
 	a.Unknown = false
 	a.KnownSteps++
 	a.KnownHours += s.End.Sub(s.Start).Hours()
+	if !s.End.After(st.Window) {
+		a.KnownLeadHours = a.KnownHours
+	}
 	runStart := s.Start
 	if a.KnownSteps == 1 {
 		runStart = a.Start
@@ -219,15 +222,16 @@ func (d *Detector) advanceRuns(a *Alloc, s features.Step, act stepActivity, res 
 			firstAt = 0.5
 		}
 	}
-	resumed := act.anyActive && !a.IdleHeldSince.IsZero() && runStart.Sub(a.IdleHeldSince) >= d.cfg.Patterns.Stuck.IdleDuration.D()
+	resumed := act.anyActive && !a.IdleHeldSince.IsZero() && a.clock(a.IdleHeldSince, runStart) >= d.cfg.Patterns.Stuck.IdleDuration.D()
 	a.IdleSince = run(a.IdleSince, act.allIdle, runStart)
 	a.IdleHeldSince = run(a.IdleHeldSince, act.allIdle && act.held, runStart)
 	a.SpinSince = run(a.SpinSince, act.allSpin, runStart)
 	a.accrue(act.gpuHours, runStart, firstActiveNow, firstAt)
+	a.forgetGaps()
 	if resumed {
 		a.Resumes++
 	}
-	res.Open = append(res.Open, d.evaluate(a, s.End, &res.Withdrawn)...)
+	res.Open = append(res.Open, d.evaluate(a, s.End, st.Window, &res.Withdrawn)...)
 	if resumed {
 		forgetIdleStuck(a)
 	}
@@ -366,17 +370,15 @@ func (d *Detector) meta(a *Alloc, s features.Step, gs []features.GPU) {
 	}
 }
 
+// unknown marks a step without data for allocation a: a gap that pauses
+// its runs' clocks and ends nothing. Ending the runs here would make one
+// exporter restart reset "idle since it started" and split one episode's
+// hours at every outage.
 func (d *Detector) unknown(a *Alloc, s features.Step) {
 	a.Unknown = true
 	a.UnknownSteps++
 	a.LastStep = s.End
-	a.IdleSince, a.IdleHeldSince, a.SpinSince = time.Time{}, time.Time{}, time.Time{}
-	for p, f := range a.Open {
-		if !Cumulative(p) {
-			a.Closed = append(a.Closed, *f)
-			delete(a.Open, p)
-		}
-	}
+	a.pause(s.Start, s.End)
 }
 
 // end closes the allocation's findings and returns its gpu_fault when the

@@ -16,11 +16,15 @@ func hours(from, to time.Time) float64 { return to.Sub(from).Hours() }
 
 // Findings returns every finding the state holds (closed episodes and open
 // ones), merged per key: one allocation's repeated episodes of a pattern
-// add their wasted hours under one finding.
+// add their wasted hours under one finding. With a counted window
+// (State.Window), an episode over by its start is the warm-up's and left out.
 func (st *State) Findings(extra []finding.Finding) []finding.Finding {
 	merged := map[string]*finding.Finding{}
 	var order []string
 	add := func(f finding.Finding) {
+		if !st.Window.IsZero() && !f.End.After(st.Window) {
+			return
+		}
 		k := f.Key()
 		m, ok := merged[k]
 		if !ok {

@@ -73,8 +73,9 @@ func (d *Detector) newJudge(a *Alloc, t time.Time) *judge {
 	return j
 }
 
-// since is the time from a run's start to the judged step.
-func (j *judge) since(from time.Time) time.Duration { return j.t.Sub(from) }
+// since is a run's clock: the known time from its start to the judged
+// step, its gaps left out.
+func (j *judge) since(from time.Time) time.Duration { return j.a.clock(from, j.t) }
 
 func (d *Detector) base(a *Alloc, p schema.Pattern) finding.Finding {
 	s, _ := Lookup(p)
@@ -91,7 +92,7 @@ func (d *Detector) base(a *Alloc, p schema.Pattern) finding.Finding {
 
 // evaluate runs every registered detector on a at t and updates its open
 // findings.
-func (d *Detector) evaluate(a *Alloc, t time.Time, withdrawn *[]Withdrawal) []finding.Finding {
+func (d *Detector) evaluate(a *Alloc, t, window time.Time, withdrawn *[]Withdrawal) []finding.Finding {
 	j := d.newJudge(a, t)
 	hits := map[schema.Pattern]*finding.Finding{}
 	var out []finding.Finding
@@ -112,6 +113,7 @@ func (d *Detector) evaluate(a *Alloc, t time.Time, withdrawn *[]Withdrawal) []fi
 				continue // judged once, and nothing to report
 			}
 		}
+		clip(v, a, s.Cumulative, t, window)
 		f := d.base(a, s.Pattern)
 		f.Start, f.End, f.WastedGPUHours, f.Advice = v.from, t, round(v.wasted), v.advice
 		if v.action != "" {

@@ -37,9 +37,9 @@ func judgeOverlong(j *judge) *verdict {
 		return nil
 	}
 	over := j.n * hours(limit, j.t)
-	advice := fmt.Sprintf("Running %s, past the %s limit for %s jobs: checkpoint and release.", dur(j.since(a.Start)), dur(maxRun), a.Kind)
+	advice := fmt.Sprintf("Running %s, past the %s limit for %s jobs: checkpoint and release.", dur(j.t.Sub(a.Start)), dur(maxRun), a.Kind)
 	if scheduler == 1 {
-		advice = fmt.Sprintf("Running %s, past its scheduler time limit of %s: checkpoint and release.", dur(j.since(a.Start)), dur(maxRun))
+		advice = fmt.Sprintf("Running %s, past its scheduler time limit of %s: checkpoint and release.", dur(j.t.Sub(a.Start)), dur(maxRun))
 	}
 	return &verdict{from: limit, wasted: 0,
 		evidence: map[string]float64{"runtime_hours": hours(a.Start, j.t), "max_runtime_hours": maxRun.Hours(),

@@ -4,9 +4,11 @@
 // analysis and the daemon's incremental cycles run the very same logic; the
 // engine persists the State between cycles.
 //
-// Missing data is never idleness: a step in which any GPU of an allocation
-// lacks data is unknown for that allocation; it breaks every run of
-// idleness, closes what was open and yields no finding.
+// Missing data is never idleness, and never use: a step in which any GPU of
+// an allocation lacks data is unknown for that allocation. It pauses every
+// run's clock (the gap counts toward no duration and no GPU-hours), ends no
+// run and no episode, and yields no finding; a job never seen working before
+// a gap is still never seen working after it.
 package detect
 
 import (
@@ -70,6 +72,69 @@ type Alloc struct {
 	// Held is the GPU-hours held by the accounting's share of each GPU,
 	// and where each run began in it (share.go).
 	Held HeldHours `json:",omitzero"`
+	// Gaps are the spans of the allocation's unknown steps since its
+	// oldest open run began: they pause every run's clock (clock leaves
+	// them out) and end none.
+	Gaps []Span `json:",omitempty"`
+	// KnownLeadHours is KnownHours at the start of the counted window
+	// (State.Window): the known time the cumulative patterns judged that
+	// is the warm-up's, not the window's.
+	KnownLeadHours float64 `json:",omitempty"`
+}
+
+// Span is a stretch of time [From, To).
+type Span struct {
+	From, To time.Time
+}
+
+// pause records [from, to) as a gap of the allocation.
+func (a *Alloc) pause(from, to time.Time) {
+	if n := len(a.Gaps); n > 0 && !a.Gaps[n-1].To.Before(from) {
+		if to.After(a.Gaps[n-1].To) {
+			a.Gaps[n-1].To = to
+		}
+		return
+	}
+	a.Gaps = append(a.Gaps, Span{From: from, To: to})
+}
+
+// clock is the known time in [from, to): the wall time less the gaps in it.
+func (a *Alloc) clock(from, to time.Time) time.Duration {
+	if !to.After(from) {
+		return 0
+	}
+	d := to.Sub(from)
+	for _, g := range a.Gaps {
+		lo, hi := g.From, g.To
+		if from.After(lo) {
+			lo = from
+		}
+		if to.Before(hi) {
+			hi = to
+		}
+		if hi.After(lo) {
+			d -= hi.Sub(lo)
+		}
+	}
+	return d
+}
+
+// forgetGaps drops the gaps that end before every open run began: no
+// clock can reach them any more (a run that starts later starts after them).
+func (a *Alloc) forgetGaps() {
+	var oldest time.Time
+	for _, t := range []time.Time{a.IdleSince, a.IdleHeldSince, a.SpinSince} {
+		if !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	keep := a.Gaps[:0]
+	for _, g := range a.Gaps {
+		if !oldest.IsZero() && g.To.After(oldest) {
+			keep = append(keep, g)
+		}
+	}
+	a.Gaps = keep
 }
 
 // OrphanState tracks one orphaned process.
@@ -90,6 +155,12 @@ type State struct {
 	Orphans map[string]*OrphanState
 	// Power is every GPU's learnt power range.
 	Power PowerBook
+	// Window, when set, is the start of the window whose waste is counted
+	// (gpuwatch analyze's --from): steps before it inform every judgement
+	// (how long a GPU has been idle, that it was never used), but each
+	// finding's GPU-hours and start are clipped to it. Zero (the daemon)
+	// counts every step read.
+	Window time.Time `json:"-"`
 	// TimeLimits holds the run-time limit of each batch job (by hpc_job id)
 	// as its scheduler reported it for the steps being read; the allocation
 	// keeps the last one it was told.

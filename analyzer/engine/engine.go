@@ -143,6 +143,9 @@ func (e *Engine) analyzeGrid(ctx context.Context, from time.Time, n int) (Analys
 	end := from.Add(time.Duration(n) * step)
 	ledger := accounting.NewLedger(from, end)
 	st := detect.NewState()
+	// Findings count only the window's steps: the lead's judge (a GPU idle
+	// since before --from is idle since then) but add no hours.
+	st.Window = from
 	// The window is judged as a daemon started at its first step would
 	// judge it: after the daemon's warm-up (WarmUp back from its first
 	// cycle, one step in), so an allocation that began just before the

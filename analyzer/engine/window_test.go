@@ -228,7 +228,11 @@ func TestAnalyzeMatchesDaemonOnAWindow(t *testing.T) {
 		for i, m := range []string{"allocated", "used", "wasted", "over the limit", "degraded", "orphaned"} {
 			av := []float64{x.Allocated, x.Used, x.Wasted, x.OverLimit, x.Degraded, x.Orphan}[i]
 			dv := []float64{y.Allocated, y.Used, y.Wasted, y.OverLimit, y.Degraded, y.Orphan}[i]
-			if math.Abs(av-dv) > 1e-6 {
+			// A finding's GPU-hours are kept to the thousandth: analyze
+			// clips each finding to the window before rounding, the
+			// daemon's records clip the rounded whole episode, so they
+			// agree to a thousandth per finding.
+			if math.Abs(av-dv) > 1e-3*float64(len(a.Findings)) {
 				t.Errorf("%s: analyze accounts %.4f GPU-hours %s, the daemon's records %.4f", name, av, m, dv)
 			}
 		}
