@@ -113,7 +113,7 @@ func (d *Detector) stepAlloc(st *State, s features.Step, k string, gs []features
 		a = d.newAlloc(st, s, gs, known)
 		st.Allocs[k] = a
 	}
-	d.meta(a, s, gs)
+	d.meta(st, a, s, gs)
 	if l, ok := st.TimeLimits[a.Job]; ok && a.Scheduler == schema.SchedulerSlurm {
 		a.TimeLimit = l
 	}
@@ -339,17 +339,23 @@ func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU, known
 	return a
 }
 
-// meta fills owner and kind from gpuwatch_allocation_info, or from names
-// when the data comes from a stock dcgm-exporter.
-func (d *Detector) meta(a *Alloc, s features.Step, gs []features.GPU) {
+// KindFromInfo is the KindSource of a kind gpuwatch_allocation_info
+// carried: the exporter's name rules (the teams file's kinds).
+const KindFromInfo = "name, gpuwatch_allocation_info"
+
+// meta fills owner and kind: the kind from the workload's owner when its
+// scheduler said (st.OwnerKinds), else from gpuwatch_allocation_info, or
+// from names when the data comes from a stock dcgm-exporter.
+func (d *Detector) meta(st *State, a *Alloc, s features.Step, gs []features.GPU) {
+	defer ownerKind(st, a)
 	for _, g := range gs {
 		in, ok := s.Info[features.DeviceID(g.Host, g.Device)+"|"+g.Job]
 		if !ok {
 			continue
 		}
 		a.User, a.Team, a.Account, a.JobName = in.User, in.Team, in.Account, in.JobName
-		if in.Kind != "" {
-			a.Kind = in.Kind
+		if in.Kind != "" && !ownerDecided(a) {
+			a.Kind, a.KindSource = in.Kind, KindFromInfo
 		}
 		if in.Scheduler != "" {
 			a.Scheduler = in.Scheduler
@@ -358,7 +364,7 @@ func (d *Detector) meta(a *Alloc, s features.Step, gs []features.GPU) {
 	}
 	if a.Kind == "" {
 		k, u := GuessKind(a.Pod, a.JobName)
-		a.Kind = k
+		a.Kind, a.KindSource = k, "name"
 		if a.User == "" {
 			a.User = u
 		}
@@ -396,4 +402,21 @@ func (d *Detector) end(a *Alloc) *finding.Finding {
 		delete(a.Open, p)
 	}
 	return attributed
+}
+
+// ownerKind sets the kind the owner decided, when its scheduler said.
+func ownerKind(st *State, a *Alloc) {
+	key := a.Job
+	if a.Scheduler == schema.SchedulerKubernetes && a.Namespace != "" && a.Pod != "" {
+		key = a.Namespace + "/" + a.Pod
+	}
+	if o, ok := st.OwnerKinds[key]; ok && o.Kind != "" {
+		a.Kind, a.KindSource = o.Kind, o.Source
+	}
+}
+
+// ownerDecided reports whether a's kind came from its owner, which no
+// name or allocation_info may change afterwards.
+func ownerDecided(a *Alloc) bool {
+	return a.KindSource != "" && a.KindSource != "name" && a.KindSource != KindFromInfo
 }

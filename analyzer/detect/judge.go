@@ -80,7 +80,7 @@ func (j *judge) since(from time.Time) time.Duration { return j.a.clock(from, j.t
 func (d *Detector) base(a *Alloc, p schema.Pattern) finding.Finding {
 	s, _ := Lookup(p)
 	f := finding.Finding{Pattern: p, Severity: s.Severity, Action: s.Action,
-		Job: a.Job, User: a.User, Team: a.Team, Kind: a.Kind, Hostname: a.Host, Cluster: a.Cluster, Scheduler: a.Scheduler,
+		Job: a.Job, User: a.User, Team: a.Team, Kind: a.Kind, KindSource: a.KindSource, Hostname: a.Host, Cluster: a.Cluster, Scheduler: a.Scheduler,
 		Account: a.Account, JobName: a.JobName, Namespace: a.Namespace, Pod: a.Pod, ModelName: a.Model,
 		Evidence: map[string]float64{}}
 	for dev := range a.GPUs {

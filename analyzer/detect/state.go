@@ -43,20 +43,22 @@ type Alloc struct {
 	Scheduler, Namespace, Pod string
 	User, Team, Kind, Account string
 	JobName, Model            string
-	GPUs                      map[string]*GPUState // by device key
-	Start                     time.Time
-	StartKnown                bool
-	LastSeen                  time.Time
-	FirstActive               time.Time
-	IdleSince, IdleHeldSince  time.Time
-	SpinSince                 time.Time
-	KnownSteps, UnknownSteps  int
-	KnownHours                float64
-	Ended                     bool
-	Open                      map[schema.Pattern]*finding.Finding
-	Closed                    []finding.Finding
-	Unknown                   bool
-	LastStep                  time.Time
+	// KindSource says what decided Kind (see finding.Finding.KindSource).
+	KindSource               string               `json:",omitempty"`
+	GPUs                     map[string]*GPUState // by device key
+	Start                    time.Time
+	StartKnown               bool
+	LastSeen                 time.Time
+	FirstActive              time.Time
+	IdleSince, IdleHeldSince time.Time
+	SpinSince                time.Time
+	KnownSteps, UnknownSteps int
+	KnownHours               float64
+	Ended                    bool
+	Open                     map[schema.Pattern]*finding.Finding
+	Closed                   []finding.Finding
+	Unknown                  bool
+	LastStep                 time.Time
 	// Reported holds the one-off patterns already judged.
 	Reported map[schema.Pattern]bool `json:",omitempty"`
 	// Resumes counts the times GPU activity came back after an idle spell
@@ -165,6 +167,11 @@ type State struct {
 	// as its scheduler reported it for the steps being read; the allocation
 	// keeps the last one it was told.
 	TimeLimits map[string]time.Duration `json:"-"`
+	// OwnerKinds holds the kinds the workloads' owners decided (by
+	// hpc_job id, or namespace/pod), as the schedulers reported them for
+	// the steps being read; they outrank allocation_info and names, and the
+	// allocation keeps the last one it was told.
+	OwnerKinds map[string]OwnerKind `json:"-"`
 	// Memory is what the feature fetches learnt from the data (exporters'
 	// pods, each device's cadence), kept with the state between cycles.
 	Memory *features.Memory `json:"-"`
@@ -205,3 +212,7 @@ type Withdrawal struct {
 	Key   string
 	Since time.Time
 }
+
+// OwnerKind is a kind the workload's owner decided, and which owner fact
+// did ("owner Notebook kubeflow.org/v1 research/nb-1", "Slurm batch flag").
+type OwnerKind struct{ Kind, Source string }

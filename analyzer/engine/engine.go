@@ -55,6 +55,11 @@ type Options struct {
 	// run-time limits (facts.SlurmSource: one squeue call), which overlong
 	// then judges by instead of the configured maximum of the job's kind.
 	Limits LimitSource
+	// Owners, when set, is asked once per fetch for the Kubernetes pods'
+	// owners (kube.Facts: one list per kind), whose kind (a Notebook's
+	// server is interactive) outranks allocation_info and names; the
+	// Slurm batch flag comes with Limits.
+	Owners LimitSource
 }
 
 // LimitSource gives what a scheduler says of its jobs now; only the time
@@ -99,6 +104,9 @@ func New(o Options) (*Engine, error) {
 // knows the scheduler only after the engine is made); call it before the
 // first cycle.
 func (e *Engine) UseLimits(l LimitSource) { e.o.Limits = l }
+
+// UseOwners sets Options.Owners on a built engine.
+func (e *Engine) UseOwners(o LimitSource) { e.o.Owners = o }
 
 // Step returns the analysis step.
 func (e *Engine) Step() time.Duration { return e.o.Config.Step.D() }
@@ -375,7 +383,8 @@ func (e *Engine) record(ctx context.Context, st *detect.State, end time.Time, us
 // steps. A failed lookup leaves each allocation with the limit it was last
 // told, or, never told, with the configured maximum.
 func (e *Engine) timeLimits(ctx context.Context, st *detect.State, steps []features.Step) {
-	st.TimeLimits = nil
+	st.TimeLimits, st.OwnerKinds = nil, nil
+	e.podOwners(ctx, st, steps)
 	if e.o.Limits == nil {
 		return
 	}
@@ -402,6 +411,46 @@ func (e *Engine) timeLimits(ctx context.Context, st *detect.State, steps []featu
 		if f != nil && f.TimeLimit > 0 {
 			st.TimeLimits[job] = f.TimeLimit
 		}
+	}
+	ownerKinds(st, fs)
+}
+
+// podOwners asks the Kubernetes owners of the pods in steps for their kinds.
+func (e *Engine) podOwners(ctx context.Context, st *detect.State, steps []features.Step) {
+	if e.o.Owners == nil {
+		return
+	}
+	seen := map[string]bool{}
+	var pods []string
+	for _, s := range steps {
+		for _, g := range s.GPUs {
+			if id := g.NS + "/" + g.Pod; g.HPCJob == "" && g.Pod != "" && g.NS != "" && !seen[id] {
+				seen[id] = true
+				pods = append(pods, id)
+			}
+		}
+	}
+	if len(pods) == 0 {
+		return
+	}
+	fs, err := e.o.Owners.Lookup(ctx, pods)
+	if err != nil {
+		e.o.Logger.Warn("pod owners unknown this cycle; kinds stay as last decided, else from names", "err", err)
+		return
+	}
+	ownerKinds(st, fs)
+}
+
+// ownerKinds keeps the kinds the owners decided (KindSource set), by job.
+func ownerKinds(st *detect.State, fs map[string]*facts.Facts) {
+	for job, f := range fs {
+		if f == nil || f.KindSource == "" || f.Alloc.Kind == "" {
+			continue
+		}
+		if st.OwnerKinds == nil {
+			st.OwnerKinds = map[string]detect.OwnerKind{}
+		}
+		st.OwnerKinds[job] = detect.OwnerKind{Kind: f.Alloc.Kind, Source: f.KindSource}
 	}
 }
 

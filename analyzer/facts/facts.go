@@ -40,6 +40,24 @@ type Facts struct {
 	TimeLimit time.Duration
 	// Identity is which workload the job id names now, as its owner says.
 	Identity Identity
+	// KindSource says what decided the kind attribute: the owner ("owner
+	// Notebook kubeflow.org/v1 research/nb-1", "Slurm batch flag") or
+	// "name" (the teams file's or gpuwatch's name patterns, the last resort).
+	KindSource string
+	// OwnerKind is the kind the owner implies when no name rule says more
+	// (an sbatch script is batch unless, like an Open OnDemand app, a kind
+	// rule names it interactive); OwnerKindSource says which owner fact.
+	OwnerKind, OwnerKindSource string
+}
+
+// KindFromName is the KindSource of a kind decided by names alone.
+const KindFromName = "name"
+
+// SetOwnerKind records a kind the owner decides (a Notebook's pod, an salloc
+// session): no name can change it.
+func (f *Facts) SetOwnerKind(kind, source string) {
+	f.Set(schema.AttrKind, kind)
+	f.KindSource = source
 }
 
 // Identity is what the owner says of the workload a job id names now:
@@ -232,14 +250,14 @@ func (r *Resolver) Resolve(ctx context.Context, fs []finding.Finding) []*Facts {
 func (r *Resolver) derive(fa *Facts, f *finding.Finding) {
 	a := source.Allocation{Scheduler: fa.Scheduler, User: fa.Alloc.User, Account: fa.Alloc.Account,
 		JobName: fa.Alloc.JobName, Namespace: fa.Alloc.Namespace, Labels: fa.Alloc.PodLabels,
-		Team: fa.Alloc.Team, Kind: fa.Alloc.Kind}
+		Team: fa.Alloc.Team}
 	if fa.Scheduler == schema.SchedulerKubernetes {
 		a.Pod = f.Pod
 	}
 	r.Teams.Apply(&a)
 	// The facts of one job are shared by its findings: copy what changes.
 	fa.known = maps.Clone(fa.known)
-	fa.Set(schema.AttrKind, a.Kind)
+	fa.deriveKind(r.Teams, &a)
 	if a.Team != "" || r.Teams != nil {
 		fa.Set(schema.AttrTeam, a.Team)
 		return
@@ -249,6 +267,29 @@ func (r *Resolver) derive(fa *Facts, f *finding.Finding) {
 		fa.Missing = map[schema.Attr]string{}
 	}
 	fa.Missing[schema.AttrTeam] = "no teams file given to the analyzer"
+}
+
+// deriveKind decides the kind: the owner's word when it gave one, then a
+// name rule, then the kind the owner implies, and batch only when nothing
+// at all says otherwise.
+func (fa *Facts) deriveKind(t *teams.Config, a *source.Allocation) {
+	if fa.known[schema.AttrKind] {
+		if fa.KindSource == "" {
+			fa.KindSource = fa.Scheduler + " (owner)"
+		}
+		return
+	}
+	if k, ok := t.MatchKind(a); ok {
+		fa.Set(schema.AttrKind, k)
+		fa.KindSource = KindFromName
+		return
+	}
+	if fa.OwnerKind != "" {
+		fa.SetOwnerKind(fa.OwnerKind, fa.OwnerKindSource)
+		return
+	}
+	fa.Set(schema.AttrKind, schema.KindBatch)
+	fa.KindSource = KindFromName
 }
 
 // Table is a Source with fixed answers: the simulated fleet's scheduler,

@@ -45,6 +45,7 @@ func (s *SlurmSource) Lookup(ctx context.Context, jobs []string) (map[string]*Fa
 			f.Set(schema.AttrAccount, j.Account)
 			f.Set(schema.AttrUser, j.User)
 			f.Set(schema.AttrJobName, j.Name)
+			slurmKind(f, &j)
 			res[id] = f
 		}
 	}
@@ -62,4 +63,22 @@ func SlurmIdentity(j *slurm.Job) Identity {
 		id.Nodes = nodes
 	}
 	return id
+}
+
+// SlurmBatchFlag is the KindSource of a kind Slurm's batch flag decided.
+const SlurmBatchFlag = "Slurm batch flag"
+
+// slurmKind reads the kind from Slurm's batch flag, which only Slurm sets:
+// an allocation without a batch script (salloc, srun --pty) is an
+// interactive session whatever its name. A batch script is batch unless a
+// kind rule names it interactive: Open OnDemand's interactive apps are
+// sbatch scripts.
+func slurmKind(f *Facts, j *slurm.Job) {
+	switch {
+	case j.Batch == nil:
+	case !*j.Batch:
+		f.SetOwnerKind(schema.KindInteractive, SlurmBatchFlag)
+	default:
+		f.OwnerKind, f.OwnerKindSource = schema.KindBatch, SlurmBatchFlag
+	}
 }

@@ -15,17 +15,21 @@ type Finding struct {
 	Pattern  schema.Pattern  `json:"pattern"`
 	Severity schema.Severity `json:"severity"`
 	// Job is the hpc_job id, or namespace/pod.
-	Job       string `json:"job"`
-	User      string `json:"user"`
-	Team      string `json:"team"`
-	Kind      string `json:"kind"`
-	Hostname  string `json:"hostname"`
-	Scheduler string `json:"scheduler,omitempty"` // slurm or kubernetes
-	Account   string `json:"account,omitempty"`
-	JobName   string `json:"job_name,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-	Pod       string `json:"pod,omitempty"`
-	ModelName string `json:"model,omitempty"`
+	Job  string `json:"job"`
+	User string `json:"user"`
+	Team string `json:"team"`
+	Kind string `json:"kind"`
+	// KindSource says what decided Kind: the workload's owner ("owner
+	// Notebook kubeflow.org/v1 research/nb-1", "Slurm batch flag") or its
+	// names ("name"), the last resort.
+	KindSource string `json:"kind_source,omitempty"`
+	Hostname   string `json:"hostname"`
+	Scheduler  string `json:"scheduler,omitempty"` // slurm or kubernetes
+	Account    string `json:"account,omitempty"`
+	JobName    string `json:"job_name,omitempty"`
+	Namespace  string `json:"namespace,omitempty"`
+	Pod        string `json:"pod,omitempty"`
+	ModelName  string `json:"model,omitempty"`
 	// GPUs holds the UUIDs of the allocation's GPUs (UUID/GI for MIG).
 	GPUs []string `json:"gpus"`
 	// GPU is the one GPU a health finding (straggler, gpu_fault, app_xid)

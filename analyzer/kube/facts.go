@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
@@ -19,8 +21,13 @@ import (
 // list of pods and one of namespaces per cycle, whatever the number of
 // findings.
 type Facts struct {
-	// Core is the API server's core group: pods and namespaces are all it reads.
+	// Core is the API server's core group: pods and namespaces.
 	Core corev1client.CoreV1Interface
+	// Apps and Batch read the pods' controllers (ReplicaSets, StatefulSets,
+	// Jobs) for their owners, from which the kind is read; nil leaves the
+	// kind to the pod's own controller and the name rules.
+	Apps  appsv1client.AppsV1Interface
+	Batch batchv1client.BatchV1Interface
 	// PageSize bounds each list response (default 500).
 	PageSize int64
 }
@@ -52,6 +59,8 @@ func (k *Facts) Lookup(ctx context.Context, jobs []string) (map[string]*facts.Fa
 		}
 	}
 	res := make(map[string]*facts.Facts, len(jobs))
+	refs := map[string][]metav1.OwnerReference{}
+	need := map[string]bool{}
 	for cont := ""; ; {
 		l, err := k.Core.Pods("").List(ctx, metav1.ListOptions{Limit: limit, Continue: cont})
 		if err != nil {
@@ -68,12 +77,12 @@ func (k *Facts) Lookup(ctx context.Context, jobs []string) (map[string]*facts.Fa
 			f.SetMap(schema.AttrPodLabels, maps.Clone(p.Labels))
 			f.SetMap(schema.AttrPodAnnotations, maps.Clone(p.Annotations))
 			owner := ""
-			for _, r := range p.OwnerReferences {
-				if r.Controller != nil && *r.Controller {
-					owner = r.Kind
-				}
+			if r := controller(p.OwnerReferences); r != nil {
+				owner = r.Kind
+				need[r.Kind] = true
 			}
 			f.Set(schema.AttrOwner, owner)
+			refs[id] = p.OwnerReferences
 			if nl, ok := nsLabels[p.Namespace]; ok {
 				f.SetMap(schema.AttrNamespaceLabels, maps.Clone(nl))
 			} else {
@@ -88,6 +97,13 @@ func (k *Facts) Lookup(ctx context.Context, jobs []string) (map[string]*facts.Fa
 		if cont = l.Continue; cont == "" {
 			break
 		}
+	}
+	// Controllers that could not be listed leave their pods' kinds to the
+	// names: an owner not read is not guessed.
+	cs, _ := ownerLists(ctx, k.Apps, k.Batch, need, limit)
+	for id, f := range res {
+		o, ok := topOwner(f.Alloc.Namespace, refs[id], cs)
+		setOwnerKind(f, o, ok)
 	}
 	return res, nil
 }

@@ -11,7 +11,7 @@
 // package, and client-go stays out of the packages that decide: facts,
 // action, leader and plan/pools define the interfaces, and the types here
 // implement them. Only the group clients it calls are linked (core, apps,
-// coordination), never client-go's full clientset with every group's client
+// batch, coordination), never client-go's full clientset with every group's client
 // and apply configurations; the group clients still share client-go's
 // scheme, which registers the types of every API group.
 package kube
@@ -20,6 +20,7 @@ import (
 	"fmt"
 
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -46,7 +47,7 @@ var (
 
 // Client holds a client for each API group the analyzer calls, and no other:
 // client-go's full clientset would link every group's client into the
-// binary. The three share one HTTP client, so one connection pool and one
+// binary. The four share one HTTP client, so one connection pool and one
 // rate limiter, as the clientset's groups do.
 type Client struct {
 	// Core: pods, namespaces and nodes (facts, eviction, cordon, the Hub's
@@ -55,6 +56,8 @@ type Client struct {
 	// Apps: ReplicaSets and the scale subresource of Deployments and
 	// StatefulSets (facts' owners, scale to zero).
 	Apps appsv1client.AppsV1Interface
+	// Batch: Jobs, for the CronJob that owns a Job's pod (facts' kinds).
+	Batch batchv1client.BatchV1Interface
 	// Coordination: the leader election's Lease.
 	Coordination coordinationv1client.CoordinationV1Interface
 }
@@ -73,11 +76,15 @@ func New(rc *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	batch, err := batchv1client.NewForConfigAndClient(rc, hc)
+	if err != nil {
+		return nil, err
+	}
 	coord, err := coordinationv1client.NewForConfigAndClient(rc, hc)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{Core: core, Apps: apps, Coordination: coord}, nil
+	return &Client{Core: core, Apps: apps, Batch: batch, Coordination: coord}, nil
 }
 
 // Connect is the client from a kubeconfig file or, inCluster, the pod's

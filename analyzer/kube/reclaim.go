@@ -83,6 +83,9 @@ func (k *Reclaim) Act(ctx context.Context, req *action.Request) (string, error) 
 	if err := proven(req, pod); err != nil {
 		return "", err
 	}
+	if err := k.notUndone(ctx, pod); err != nil {
+		return "", err
+	}
 	switch k.Mode {
 	case "scale_owner":
 		detail, err := k.scaleOwner(ctx, pod)
@@ -261,4 +264,47 @@ func (k *Reclaim) Reconcile(ctx context.Context, req *action.Request) (action.Ou
 		}
 	}
 	return action.NotApplied, "pod " + ns + "/" + name + " still running", nil
+}
+
+// notUndone refuses a pod whose controller is itself run by another
+// controller gpuwatch cannot stop (Kubeflow's Notebook owns the
+// StatefulSet of a notebook server): an eviction is undone at once, and a
+// scale to zero is reset by the owner. Such a workload is stopped through
+// its owner (a notebook's culling, its user), so the step is skipped and
+// the notices already sent stand. A chain that cannot be read is refused
+// too: a fact that cannot be had never makes a harsher step.
+func (k *Reclaim) notUndone(ctx context.Context, pod *corev1.Pod) error {
+	ref := controller(pod.OwnerReferences)
+	if ref == nil {
+		return nil
+	}
+	id := pod.Namespace + "/" + pod.Name
+	var up *metav1.OwnerReference
+	switch ref.Kind {
+	case "StatefulSet":
+		sts, err := k.Apps.StatefulSets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("pod %s: its StatefulSet %s's owner cannot be read (%v), so a reclaim might be undone: %w", id, ref.Name, err, action.ErrUnsupported)
+		}
+		up = controller(sts.OwnerReferences)
+	case "ReplicaSet":
+		rs, err := k.Apps.ReplicaSets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("pod %s: its ReplicaSet %s's owner cannot be read (%v), so a reclaim might be undone: %w", id, ref.Name, err, action.ErrUnsupported)
+		}
+		if up = controller(rs.OwnerReferences); up != nil && up.Kind == "Deployment" {
+			return nil // scale_owner scales the Deployment; its pods are its own.
+		}
+	case "Job", "DaemonSet":
+		return nil
+	default:
+		// A custom controller runs the pod itself.
+		up = ref
+	}
+	if up == nil {
+		return nil
+	}
+	o := &Owner{Kind: up.Kind, APIVersion: up.APIVersion, Namespace: pod.Namespace, Name: up.Name}
+	return fmt.Errorf("pod %s is run by %s, which starts it again: evicting or scaling it would be undone, so it is not reclaimed; stop it through its owner: %w",
+		id, o, action.ErrUnsupported)
 }

@@ -53,6 +53,11 @@ func rawObjects() []runtime.Object {
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: "ml", OwnerReferences: []metav1.OwnerReference{
 			{Kind: "StatefulSet", Name: "db", Controller: ptr(true)}}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "ml"}, Spec: appsv1.StatefulSetSpec{Replicas: ptr(int32(1))}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train-job-7", Namespace: "ml", OwnerReferences: []metav1.OwnerReference{
+			{Kind: "StatefulSet", Name: "train-job", Controller: ptr(true)}}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "train-job", Namespace: "ml", OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "kubeflow.org/v1", Kind: "Notebook", Name: "nb-1", Controller: ptr(true)}}},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr(int32(1))}},
 	}
 }
 
@@ -291,6 +296,30 @@ func TestReclaimIsConditionalOnTheUID(t *testing.T) {
 		}
 		if uid != "uid-train-0" {
 			t.Errorf("%s: precondition uid %q, want uid-train-0", mode, uid)
+		}
+	}
+}
+
+// TestReclaimNeverUndoneByOwner: a notebook server's pod, whose StatefulSet
+// a Notebook owns, is neither evicted nor scaled in any mode: the Notebook
+// controller would start it again. The step is skipped and says why.
+func TestReclaimNeverUndoneByOwner(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"evict", "scale_owner", "delete"} {
+		c := fake.NewClientset(objects()...)
+		k := &Reclaim{Core: c.CoreV1(), Apps: c.AppsV1(), Mode: mode}
+		_, err := k.Act(context.Background(), podReq("train-job-7", 1))
+		if !errors.Is(err, action.ErrUnsupported) || !strings.Contains(err.Error(), "owner Notebook kubeflow.org/v1 ml/nb-1") {
+			t.Errorf("%s: err = %v, want the Notebook owner named and ErrUnsupported", mode, err)
+		}
+		if got := kubetest.Evictions(c); len(got) != 0 {
+			t.Errorf("%s: evictions = %v, want none", mode, got)
+		}
+		if _, err := c.CoreV1().Pods("ml").Get(context.Background(), "train-job-7", metav1.GetOptions{}); err != nil {
+			t.Errorf("%s: pod gone: %v", mode, err)
+		}
+		if sts, _ := c.AppsV1().StatefulSets("ml").Get(context.Background(), "train-job", metav1.GetOptions{}); *sts.Spec.Replicas != 1 {
+			t.Errorf("%s: StatefulSet scaled to %d", mode, *sts.Spec.Replicas)
 		}
 	}
 }

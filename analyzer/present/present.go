@@ -97,7 +97,7 @@ func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage, book *accoun
 	row("WASTED_GPU_H", "PATTERN", "SEVERITY", "ACTION", "JOB", "USER", "TEAM", "KIND", "HOST", "GPUS", "START", "END")
 	for _, f := range sorted {
 		row(num(f.WastedGPUHours), string(f.Pattern), string(f.Severity), string(f.Action), f.Job, dash(f.User), dash(f.Team),
-			dash(f.Kind), f.Hostname, strconv.Itoa(len(f.GPUs)), f.Start.UTC().Format(time.RFC3339), f.End.UTC().Format(time.RFC3339))
+			kindCell(&f), f.Hostname, strconv.Itoa(len(f.GPUs)), f.Start.UTC().Format(time.RFC3339), f.End.UTC().Format(time.RFC3339))
 	}
 	if book != nil {
 		row()
@@ -181,4 +181,14 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// kindCell is the finding's kind and what decided it: "interactive (owner
+// Notebook kubeflow.org/v1 research/nb-1)", "interactive (Slurm batch
+// flag)", "batch (name)", so a reader sees when only a name did.
+func kindCell(f *finding.Finding) string {
+	if f.KindSource == "" {
+		return dash(f.Kind)
+	}
+	return dash(f.Kind) + " (" + f.KindSource + ")"
 }

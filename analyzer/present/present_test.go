@@ -135,3 +135,22 @@ func TestTableEscapesTerminalControls(t *testing.T) {
 		t.Fatalf("table has %d lines, want 3:\n%s", n, b.String())
 	}
 }
+
+// TestTableSaysWhatDecidedTheKind: the KIND column names the owner fact or
+// the name rule that decided each finding's kind.
+func TestTableSaysWhatDecidedTheKind(t *testing.T) {
+	fs := []finding.Finding{
+		{Pattern: schema.IdleSession, Job: "research/train-job-7", Kind: schema.KindInteractive, KindSource: "owner Notebook kubeflow.org/v1 research/nb-1", WastedGPUHours: 2},
+		{Pattern: schema.IdleSession, Job: "3052", Kind: schema.KindInteractive, KindSource: "Slurm batch flag", WastedGPUHours: 1},
+		{Pattern: schema.Stuck, Job: "3053", Kind: schema.KindBatch, KindSource: "name"},
+	}
+	var b bytes.Buffer
+	if err := Table(&b, fs, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"interactive (owner Notebook kubeflow.org/v1 research/nb-1)", "interactive (Slurm batch flag)", "batch (name)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -31,6 +31,10 @@ type squeueDoc struct {
 		Cluster      string          `json:"cluster"`
 		JobState     json.RawMessage `json:"job_state"`
 		AdminComment string          `json:"admin_comment"`
+		// BatchFlag is false for an allocation made by salloc or srun
+		// (an interactive session), true for an sbatch script. Slurm
+		// sets it; no user text reaches it.
+		BatchFlag *bool `json:"batch_flag"`
 	} `json:"jobs"`
 	Errors []json.RawMessage `json:"errors"`
 }
@@ -88,7 +92,7 @@ func decodeSqueue(out []byte) ([]Job, error) {
 	for _, d := range doc.Jobs {
 		j := Job{ID: d.JobID.String(), Name: d.Name, User: d.UserName, UserID: d.UserID.N, Account: d.Account,
 			Partition: d.Partition, QoS: d.QoS, State: state(d.JobState), CPUs: int(d.CPUs.N), Nodes: d.Nodes,
-			Cluster: d.Cluster, AdminComment: d.AdminComment}
+			Cluster: d.Cluster, AdminComment: d.AdminComment, Batch: d.BatchFlag}
 		if d.ArrayJobID.Set && d.ArrayJobID.N > 0 && d.ArrayTaskID.Set {
 			j.Alias, j.ID = j.ID, strconv.FormatInt(d.ArrayJobID.N, 10)+"_"+strconv.FormatInt(d.ArrayTaskID.N, 10)
 		}

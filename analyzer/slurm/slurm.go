@@ -51,6 +51,10 @@ type Job struct {
 	// AdminComment can be written only by an administrator (and gpuwatch
 	// as one); it holds the end-of-job summary.
 	AdminComment string
+	// Batch is Slurm's batch flag: true for a job submitted with sbatch,
+	// false for an allocation from salloc or srun (an interactive session);
+	// nil when the output did not carry it (sacct --json does not).
+	Batch *bool
 }
 
 // Client runs Slurm's commands through Runner. Program names default to

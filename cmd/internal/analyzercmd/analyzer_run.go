@@ -168,7 +168,11 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", cmp.Or(o.Squeue, "squeue"))
 	}
 	if kc != nil {
-		resolver.Sources[schema.SchedulerKubernetes] = &kube.Facts{Core: kc.Core}
+		kf := &kube.Facts{Core: kc.Core, Apps: kc.Apps, Batch: kc.Batch}
+		resolver.Sources[schema.SchedulerKubernetes] = kf
+		if es, ok := src.(daemon.EngineSource); ok {
+			es.Engine.UseOwners(kf) // kinds from the pods' owners, not their names
+		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())

@@ -170,16 +170,27 @@ func (c *Config) team(a *source.Allocation) string {
 }
 
 func (c *Config) kind(a *source.Allocation) string {
+	if k, ok := c.MatchKind(a); ok {
+		return k
+	}
+	return schema.KindBatch
+}
+
+// MatchKind reports the kind a's names give by the teams file's kind rules,
+// then (unless builtin_kinds is false) gpuwatch's built-in patterns; ok is
+// false when no rule matches, so a caller with a better fact (a scheduler's
+// batch flag, a pod's owner) can use it instead of the batch default.
+func (c *Config) MatchKind(a *source.Allocation) (string, bool) {
 	if c != nil {
 		for _, k := range c.Kinds {
 			if k.JobName != nil && a.JobName != "" && k.JobName.MatchString(a.JobName) ||
 				k.PodName != nil && a.Pod != "" && k.PodName.MatchString(a.Pod) {
-				return k.Kind
+				return k.Kind, true
 			}
 		}
 		if c.BuiltinKinds != nil && !*c.BuiltinKinds {
-			return schema.KindBatch
+			return "", false
 		}
 	}
-	return schema.ClassifyKind(a.JobName, a.Pod)
+	return schema.MatchKind(a.JobName, a.Pod)
 }
