@@ -76,7 +76,7 @@ func TestSharedGPUFaultFindings(t *testing.T) {
 			"inf/infer-a inf/infer-b inf/infer-c"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fs := sharedFaultFindings(t, origin, c.format, c.pods)
+			fs := timeSlicedFindings(t, sharedFaultScenario, "ts-01", 3, origin, 3*time.Hour+10*time.Minute, c.format, c.pods)
 			var jobs []string
 			var faults []*finding.Finding
 			for i := range fs {
@@ -96,11 +96,12 @@ func TestSharedGPUFaultFindings(t *testing.T) {
 	}
 }
 
-// sharedFaultFindings replays sharedFaultScenario with GPU 0 shared with
-// pods, in format f, and returns the engine's findings over it.
-func sharedFaultFindings(t *testing.T, origin time.Time, f simload.Format, pods []simload.Pod) []finding.Finding {
+// timeSlicedFindings replays scenario (its GPU 0 on host shared with pods,
+// in format f) from origin over span and returns the engine's findings over
+// it: the shared-GPU tests' one way to make a time-sliced fleet.
+func timeSlicedFindings(t *testing.T, scenario, host string, seed int64, origin time.Time, span time.Duration, f simload.Format, pods []simload.Pod) []finding.Finding {
 	t.Helper()
-	sc, err := sim.ParseScenario("shared-fault.yaml", []byte(sharedFaultScenario))
+	sc, err := sim.ParseScenario(host+".yaml", []byte(scenario))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +112,9 @@ func sharedFaultFindings(t *testing.T, origin time.Time, f simload.Format, pods 
 	t.Cleanup(func() { db.Close() })
 	ctx := context.Background()
 	app := db.Appender()
-	sink := simload.TimeSliced{Host: "ts-01", GPU: 0, Pods: pods}.Sink(
+	sink := simload.TimeSliced{Host: host, GPU: 0, Pods: pods}.Sink(
 		f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) }))
-	span := 3*time.Hour + 10*time.Minute
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 3, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, sink); err != nil {
+	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: seed, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, sink); err != nil {
 		t.Fatal(err)
 	}
 	e, err := New(Options{Querier: db, Config: config.Default()})

@@ -1,19 +1,12 @@
 package engine
 
 import (
-	"context"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
-	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
-	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -55,7 +48,7 @@ func TestSharedGPUIdleHoursCountedOnce(t *testing.T) {
 		{"dcgm-exporter's default counters, 60 s scrapes", simload.Format{Stock: true, Counters: simload.DCGMDefault, Interval: time.Minute}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fs := sharedIdleFindings(t, origin, c.format, pods)
+			fs := timeSlicedFindings(t, sharedIdleScenario, "nb-01", 5, origin, 4*time.Hour+10*time.Minute, c.format, pods)
 			idle := map[string]*finding.Finding{}
 			for i := range fs {
 				if f := &fs[i]; f.Pattern == schema.IdleSession {
@@ -89,36 +82,4 @@ func TestSharedGPUIdleHoursCountedOnce(t *testing.T) {
 			}
 		})
 	}
-}
-
-// sharedIdleFindings replays sharedIdleScenario with GPU 0 shared with
-// pods, in format f, and returns the engine's findings over it.
-func sharedIdleFindings(t *testing.T, origin time.Time, f simload.Format, pods []simload.Pod) []finding.Finding {
-	t.Helper()
-	sc, err := sim.ParseScenario("shared-idle.yaml", []byte(sharedIdleScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	app := db.Appender()
-	sink := simload.TimeSliced{Host: "nb-01", GPU: 0, Pods: pods}.Sink(
-		f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) }))
-	span := 4*time.Hour + 10*time.Minute
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 5, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, sink); err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(Options{Querier: db, Config: config.Default()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := e.Analyze(ctx, origin, origin.Add(span))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs
 }
