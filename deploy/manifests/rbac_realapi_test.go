@@ -1,8 +1,6 @@
 package manifests
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"errors"
 	"net/http"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -27,6 +26,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // call is one request to the API server as RBAC sees it, and its answer.
@@ -186,9 +186,16 @@ func realRBAC(t *testing.T, vals map[string]any, cordon bool) {
 		Spec: appsv1.StatefulSetSpec{Replicas: &replicas, ServiceName: "db", Selector: sel("db"), Template: tmpl("db")}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	webPod := ""
-	testtool.Eventually(t, 60*time.Second, "the Deployment's and StatefulSet's pods", func() (bool, error) {
-		l, err := admin.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app in (web,db)"})
+	// A Job's pod: the facts walk a pod's owners to its kind (Pod -> Job).
+	train := tmpl("train")
+	train.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if _, err := admin.BatchV1().Jobs(work).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train"},
+		Spec: batchv1.JobSpec{Template: train}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	webPod, trainPod := "", ""
+	testtool.Eventually(t, 60*time.Second, "the Deployment's, StatefulSet's and Job's pods", func() (bool, error) {
+		l, err := admin.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app in (web,db,train)"})
 		if err != nil {
 			return false, err
 		}
@@ -196,12 +203,15 @@ func realRBAC(t *testing.T, vals map[string]any, cordon bool) {
 		for _, p := range l.Items {
 			if p.Status.Phase == corev1.PodRunning {
 				n++
-				if p.Labels["app"] == "web" {
+				switch p.Labels["app"] {
+				case "web":
 					webPod = p.Name
+				case "train":
+					trainPod = p.Name
 				}
 			}
 		}
-		return n == 2, nil
+		return n == 3, nil
 	})
 
 	// The analyzer: the chart's ServiceAccount, a real token, no certificate.
@@ -222,7 +232,7 @@ func realRBAC(t *testing.T, vals map[string]any, cordon bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	analyzerCalls(t, cs, ns, work, webPod)
+	analyzerCalls(t, cs, ns, work, webPod, trainPod)
 	if cordon {
 		// A node of its own (kwok leaves it alone), so no other test's
 		// node is cordoned.
@@ -281,10 +291,10 @@ func realRBAC(t *testing.T, vals map[string]any, cordon bool) {
 }
 
 // analyzerCalls makes, through cs, the calls the analyzer makes in a cluster.
-func analyzerCalls(t *testing.T, cs *kubernetes.Clientset, leaseNS, work, webPod string) {
+func analyzerCalls(t *testing.T, cs *kubernetes.Clientset, leaseNS, work, webPod, trainPod string) {
 	t.Helper()
 	ctx := context.Background()
-	src := &kube.Facts{Core: cs.CoreV1()}
+	src := &kube.Facts{Core: cs.CoreV1(), Apps: cs.AppsV1(), Batch: cs.BatchV1()}
 	got, err := src.Lookup(ctx, []string{work + "/evict-me"})
 	if err != nil || got[work+"/evict-me"] == nil {
 		t.Fatalf("facts: %v %v", got, err)
@@ -292,12 +302,23 @@ func analyzerCalls(t *testing.T, cs *kubernetes.Clientset, leaseNS, work, webPod
 	// Each reclaim carries the proof the escalator makes from these facts:
 	// the finding's telemetry is on the pod's node, since it was created.
 	ids := []string{}
-	for _, p := range []string{"evict-me", "refused", "delete-me", webPod, "db-0"} {
+	for _, p := range []string{"evict-me", "refused", "delete-me", webPod, "db-0", trainPod} {
 		ids = append(ids, work+"/"+p)
 	}
 	pods, err := src.Lookup(ctx, ids)
 	if err != nil {
 		t.Fatalf("facts: %v", err)
+	}
+	// The kinds come from the owners the ServiceAccount could read: a Job's
+	// pod is batch whatever its name; a Deployment's or StatefulSet's is a
+	// service unless a name rule says more.
+	if fa := pods[work+"/"+trainPod]; fa == nil || fa.Alloc.Kind != "batch" || !strings.Contains(fa.KindSource, "Job") {
+		t.Errorf("kind of the Job's pod %s: %+v; want batch from its owner", trainPod, fa)
+	}
+	for _, pod := range []string{webPod, "db-0"} {
+		if fa := pods[work+"/"+pod]; fa == nil || fa.OwnerKind != "service" {
+			t.Errorf("owner kind of %s: %+v; want service", pod, fa)
+		}
 	}
 	req := func(pod string, attempt int) *action.Request {
 		fa := pods[work+"/"+pod]

@@ -1,8 +1,6 @@
 package manifests
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"reflect"
 	"sort"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +23,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // actuatorCalls runs the Kubernetes fact source and the Kubernetes actuator (both in analyzer/kube) through every
@@ -57,6 +57,8 @@ func actuatorCalls(t *testing.T, cordon bool) []string {
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ml"}, Spec: appsv1.DeploymentSpec{Replicas: &two}},
 		pod("db-0", &metav1.OwnerReference{Kind: "StatefulSet", Name: "db", Controller: &yes}),
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "ml"}, Spec: appsv1.StatefulSetSpec{Replicas: &two}},
+		pod("train-x7k2p", &metav1.OwnerReference{Kind: "Job", Name: "train", Controller: &yes}),
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml"}},
 	}
 	cases := []struct {
 		mode, pod       string
@@ -131,10 +133,13 @@ func actuatorCalls(t *testing.T, cordon bool) []string {
 			calls[a.GetResource().Group+" "+a.GetResource().Resource+" "+a.GetVerb()] = true
 		}
 	}
-	// The policy's facts: one list of pods and one of namespaces per cycle.
+	// The policy's facts: one list of pods and one of namespaces per cycle,
+	// and one list per kind of controller the pods' owner chains need.
 	client := fake.NewClientset(objects...)
-	src := &kube.Facts{Core: client.CoreV1()}
-	if got, err := src.Lookup(context.Background(), []string{"ml/bare"}); err != nil || got["ml/bare"] == nil {
+	src := &kube.Facts{Core: client.CoreV1(), Apps: client.AppsV1(), Batch: client.BatchV1()}
+	ids := []string{"ml/bare", "ml/web-5d8c-abcde", "ml/db-0", "ml/train-x7k2p"}
+	if got, err := src.Lookup(context.Background(), ids); err != nil || len(got) != len(ids) || got["ml/train-x7k2p"] == nil ||
+		got["ml/train-x7k2p"].Alloc.Kind != "batch" {
 		t.Fatalf("facts lookup: %v %v", got, err)
 	}
 	for _, a := range client.Actions() {
