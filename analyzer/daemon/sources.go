@@ -111,7 +111,7 @@ func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Fi
 
 // gpuSeries is the series by which the engine counts a GPU: the one every
 // exporter publishes (see engine's coverage).
-const gpuSeries = "DCGM_FI_DEV_FB_USED"
+var gpuSeries = schema.FBUsed.Name
 
 // noGPUReason says why a cycle saw no GPU, naming what it asked. A cycle
 // reads the steps that ended by its start's step boundary; on a Prometheus

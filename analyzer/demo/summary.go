@@ -131,6 +131,17 @@ func WriteSummary(w io.Writer, res *Result) error {
 		p("  %s\t%s\t%s\t%s\t%s\t%s\t\n", name, gh(j.WastedGPUHours), dash(j.Team), dash(j.User), j.Hostname, strings.Join(pats, ","))
 	}
 
+	writeReclaims(p, res)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	writePlanSummary(w, res.Plan, res.PlanErr)
+	return nil
+}
+
+// writeReclaims prints the dry run's count of what the policy would have
+// done and the reclaims it lists: the same jobs, one line each.
+func writeReclaims(p func(string, ...any), res *Result) {
 	rs := onePerJob(res.Reclaims())
 	var freed float64
 	var gpus int
@@ -159,11 +170,6 @@ func WriteSummary(w io.Writer, res *Result) error {
 			p("  %s on %s\t%s\t%d\t%s\t%s\t\n", r.Job, r.Hostname, r.At.UTC().Format("Mon 15:04"), r.GPUs, gh(r.FreedGPUHours), r.Pattern)
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write summary: %w", err)
-	}
-	writePlanSummary(w, res.Plan, res.PlanErr)
-	return nil
 }
 
 // AccountingLine is the fleet report's GPU-hours in the accounting's one

@@ -73,31 +73,7 @@ func Table(w io.Writer, p *Plan) error {
 				fmt.Fprintf(w, "Batch window: %s of %d %s\n", win, pl.Heat.GPUs, pl.Model)
 			}
 		}
-		if pl.Forecast == nil && p.HistoryHours < HoursOfWeek {
-			fmt.Fprintf(w, "Demand forecast: none, it needs a week of history and the data reaches back %d h\n", p.HistoryHours)
-		}
-		if f := pl.Forecast; f != nil {
-			fmt.Fprintf(w, "Demand forecast (%s, GPU-equivalents of %s, from %d week(s)): weekday level %.1f", f.Method, f.Measure, f.Weeks, f.WeekdayLevel)
-			switch {
-			case f.Backtest != nil:
-				fmt.Fprintf(w, "; backtest over %d weeks, MAPE %.1f %% (Holt-Winters %.1f %%, seasonal naive %.1f %%)", f.Backtest.Folds,
-					100*min(f.Backtest.HoltWinters, f.Backtest.Naive), 100*f.Backtest.HoltWinters, 100*f.Backtest.Naive)
-			case f.NaiveMAPE > 0:
-				fmt.Fprintf(w, "; last week from the one before, MAPE %.1f %%", 100*f.NaiveMAPE)
-			default:
-				fmt.Fprintf(w, "; no backtest (one week of history)")
-			}
-			fmt.Fprintln(w)
-			for _, r := range f.Reserve {
-				fmt.Fprintf(w, "Peak: %s\n", r)
-			}
-			if m := f.Memory; m != nil {
-				fmt.Fprintf(w, "Memory forecast (%s, GiB of framebuffer used at once): weekday level %.0f GiB\n", m.Method, m.WeekdayLevel)
-				for _, p := range m.Peaks {
-					fmt.Fprintf(w, "Memory peak: %s\n", p)
-				}
-			}
-		}
+		forecastLines(w, p, &pl)
 	}
 	teamsTable(w, p)
 	fmt.Fprintln(w, "\nAllocations")
@@ -115,6 +91,36 @@ func Table(w io.Writer, p *Plan) error {
 			gib(a.Memory.P50), gib(a.Memory.P95), gib(a.Memory.Peak), rec)
 	}
 	return tw.Flush()
+}
+
+// forecastLines writes a pool's demand and memory forecasts, or why it has
+// none.
+func forecastLines(w io.Writer, p *Plan, pl *Pool) {
+	if pl.Forecast == nil && p.HistoryHours < HoursOfWeek {
+		fmt.Fprintf(w, "Demand forecast: none, it needs a week of history and the data reaches back %d h\n", p.HistoryHours)
+	}
+	if f := pl.Forecast; f != nil {
+		fmt.Fprintf(w, "Demand forecast (%s, GPU-equivalents of %s, from %d week(s)): weekday level %.1f", f.Method, f.Measure, f.Weeks, f.WeekdayLevel)
+		switch {
+		case f.Backtest != nil:
+			fmt.Fprintf(w, "; backtest over %d weeks, MAPE %.1f %% (Holt-Winters %.1f %%, seasonal naive %.1f %%)", f.Backtest.Folds,
+				100*min(f.Backtest.HoltWinters, f.Backtest.Naive), 100*f.Backtest.HoltWinters, 100*f.Backtest.Naive)
+		case f.NaiveMAPE > 0:
+			fmt.Fprintf(w, "; last week from the one before, MAPE %.1f %%", 100*f.NaiveMAPE)
+		default:
+			fmt.Fprintf(w, "; no backtest (one week of history)")
+		}
+		fmt.Fprintln(w)
+		for _, r := range f.Reserve {
+			fmt.Fprintf(w, "Peak: %s\n", r)
+		}
+		if m := f.Memory; m != nil {
+			fmt.Fprintf(w, "Memory forecast (%s, GiB of framebuffer used at once): weekday level %.0f GiB\n", m.Method, m.WeekdayLevel)
+			for _, p := range m.Peaks {
+				fmt.Fprintf(w, "Memory peak: %s\n", p)
+			}
+		}
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
