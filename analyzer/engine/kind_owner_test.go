@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,15 +10,9 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
-	"github.com/gpuwatch/gpuwatch/analyzer/finding"
-	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
-	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -70,30 +63,7 @@ workloads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := embedded.Open(filepath.Join(dir, "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ctx := context.Background()
-	app := db.Appender()
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 3, Origin: origin, To: 6 * time.Hour, Resolution: 30 * time.Second},
-		func(ts time.Time, f []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, f) }); err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(Options{Querier: db, Config: config.Default(),
-		Limits: &facts.SlurmSource{Runner: execrun.Exec{Timeout: 30 * time.Second}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := e.AnalyzeWindow(ctx, origin, origin.Add(6*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := map[string]finding.Finding{}
-	for _, f := range a.Findings {
-		found[f.Job+"|"+string(f.Pattern)] = f
-	}
+	_, found := slurmFindings(t, sc, config.Default(), origin, 6*time.Hour)
 	if f, ok := found[session+"|"+string(schema.IdleSession)]; !ok || f.Kind != schema.KindInteractive || f.KindSource != facts.SlurmBatchFlag {
 		t.Errorf("salloc session %s: idle_session %v kind %q from %q, want interactive from %q (findings %v)", session, ok, f.Kind, f.KindSource, facts.SlurmBatchFlag, keys(found))
 	}

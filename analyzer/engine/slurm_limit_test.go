@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"math"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
@@ -76,32 +76,9 @@ workloads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := embedded.Open(filepath.Join(dir, "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ctx := context.Background()
-	app := db.Appender()
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 3, Origin: origin, To: 4*time.Hour + 30*time.Minute, Resolution: 30 * time.Second},
-		func(ts time.Time, f []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, f) }); err != nil {
-		t.Fatal(err)
-	}
 	cfg := config.Default()
 	cfg.Patterns.Overlong.MaxRuntime["batch"] = config.Duration(2 * time.Hour)
-	e, err := New(Options{Querier: db, Config: cfg,
-		Limits: &facts.SlurmSource{Runner: execrun.Exec{Timeout: 30 * time.Second}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := e.AnalyzeWindow(ctx, origin, origin.Add(4*time.Hour+30*time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := map[string]finding.Finding{}
-	for _, f := range a.Findings {
-		found[f.Job+"|"+string(f.Pattern)] = f
-	}
+	a, found := slurmFindings(t, sc, cfg, origin, 4*time.Hour+30*time.Minute)
 	over := func(job string, limitH, scheduler, overH float64) {
 		t.Helper()
 		f, ok := found[job+"|"+string(schema.Overlong)]
@@ -144,4 +121,37 @@ func keys(m map[string]finding.Finding) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// slurmFindings replays sc from origin over span into an embedded store and
+// analyzes it with the real Slurm of test/slurm/start.sh as the facts
+// source (time limits, batch flags), returning the findings by
+// "job|pattern" beside the whole analysis: the Slurm-backed engine tests'
+// one way to judge.
+func slurmFindings(t *testing.T, sc *sim.Scenario, cfg config.Config, origin time.Time, span time.Duration) (Analysis, map[string]finding.Finding) {
+	t.Helper()
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	app := db.Appender()
+	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 3, Origin: origin, To: span, Resolution: 30 * time.Second},
+		func(ts time.Time, f []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, f) }); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{Querier: db, Config: cfg, Limits: &facts.SlurmSource{Runner: execrun.Exec{Timeout: 30 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.AnalyzeWindow(ctx, origin, origin.Add(span))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]finding.Finding{}
+	for _, f := range a.Findings {
+		found[f.Job+"|"+string(f.Pattern)] = f
+	}
+	return a, found
 }
