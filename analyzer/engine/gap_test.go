@@ -56,12 +56,8 @@ func gapDB(t *testing.T) *embedded.DB {
 	t.Cleanup(func() { db.Close() })
 	ctx := context.Background()
 	app := db.Appender()
-	sink := func(ts time.Time, f []*dto.MetricFamily) error {
-		if off := ts.Sub(gapOrigin); off >= gapFrom && off < gapFrom+gapLen {
-			return nil // the exporter was down
-		}
-		return app.AppendFamilies(ctx, ts, f)
-	}
+	down := simload.Format{Outages: []simload.Window{{From: gapOrigin.Add(gapFrom), To: gapOrigin.Add(gapFrom + gapLen)}}}
+	sink := down.Sink(func(ts time.Time, f []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, f) })
 	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 7, Origin: gapOrigin, From: 30 * time.Second, To: gapSpan, Resolution: 30 * time.Second}, sink); err != nil {
 		t.Fatal(err)
 	}
