@@ -62,9 +62,10 @@ type EngineSource struct {
 	// Metrics, when set, publishes what each cycle saw (GPUs, allocations,
 	// coverage) and what it accounted.
 	Metrics *engine.Metrics
-	// Ready, when set, is asked before each cycle (a ping of Prometheus):
-	// its one-line error is the cycle's, instead of the first query's raw
-	// transport error.
+	// Ready, when set, is asked after a cycle failed (a ping of
+	// Prometheus): when it fails too, its one-line error is the cycle's,
+	// instead of the first query's raw transport error. A cycle that works
+	// costs no extra request.
 	Ready func(context.Context) error
 	// Series, when set, is the engine's querier listing series: a cycle
 	// that saw no GPU asks it whether GPU series begin after its window (the
@@ -77,13 +78,13 @@ type EngineSource struct {
 
 // Findings implements Source.
 func (s EngineSource) Findings(ctx context.Context, now time.Time) ([]finding.Finding, error) {
-	if s.Ready != nil {
-		if err := s.Ready(ctx); err != nil {
-			return nil, err
-		}
-	}
 	res, err := s.Engine.Cycle(ctx, now)
 	if err != nil {
+		if s.Ready != nil {
+			if why := s.Ready(ctx); why != nil {
+				return nil, why
+			}
+		}
 		return nil, err
 	}
 	if res.To.IsZero() {

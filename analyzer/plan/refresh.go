@@ -22,9 +22,9 @@ type Refresher struct {
 	Logger  *slog.Logger
 	// Metrics, when set, publishes each new plan.
 	Metrics *Metrics
-	// Ready, when set, is asked before each refresh (the daemon pings its
-	// Prometheus): its error, one line, is the refresh's, instead of one
-	// error per query that could not be sent.
+	// Ready, when set, is asked after a refresh failed (the daemon pings
+	// its Prometheus): when it fails too, its error, one line, is the
+	// refresh's, instead of one error per query that could not be sent.
 	Ready func(context.Context) error
 
 	mu   sync.Mutex
@@ -59,10 +59,11 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		w = 7 * 24 * time.Hour
 	}
 	to := now().Truncate(time.Hour)
-	var p *Plan
-	err := r.ready(ctx)
-	if err == nil {
-		p, err = Build(ctx, r.Querier, to.Add(-w), to, r.Options)
+	p, err := Build(ctx, r.Querier, to.Add(-w), to, r.Options)
+	if err != nil {
+		if why := r.ready(ctx); why != nil {
+			err = why
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
