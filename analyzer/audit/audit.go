@@ -537,6 +537,23 @@ func (l *Log) Observe(ctx context.Context, findingKey string, now time.Time) (ti
 	return time.UnixMilli(first).UTC(), nil
 }
 
+// KeepEpisode keeps the open escalation of a finding whose data is missing
+// for now from ending at this cycle, without starting one: a gap pauses an
+// episode, and a user warned before an exporter restart is not warned again
+// from the first step after it.
+func (l *Log) KeepEpisode(ctx context.Context, findingKey string, now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE escalations SET last_seen_ms = ? WHERE finding_key = ?`, now.UnixMilli(), findingKey)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("audit keep episode %s: %w", findingKey, err)
+	}
+	return nil
+}
+
 // EndEpisodes ends the escalation of every finding not seen at now: a job
 // that became busy again starts from the first step if it idles again.
 func (l *Log) EndEpisodes(ctx context.Context, now time.Time) (int64, error) {

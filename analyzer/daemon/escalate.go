@@ -163,18 +163,21 @@ func (e *Escalator) settle(ctx context.Context, rec *audit.Record) (audit.State,
 }
 
 // unknown reports why a finding must not be acted on, or "".
+// gapReason is why a finding carried over a data gap is not acted on.
+const gapReason = "its allocation has no data at the latest step"
+
 func (e *Escalator) unknown(f *finding.Finding, now time.Time) string {
 	switch {
 	case !f.Pattern.Valid():
 		return "unknown pattern"
 	case f.Hostname == "" || f.Job == "":
 		return "no allocation identity"
+	case f.Evidence[finding.EvidenceUnknown] > 0:
+		return gapReason
 	case f.End.IsZero() || now.Sub(f.End) > e.Policy.StaleAfter:
 		return "evidence older than stale_after"
 	case f.End.After(now.Add(time.Minute)):
 		return "evidence from the future"
-	case f.Evidence["unknown"] > 0 || f.Evidence["stale"] > 0:
-		return "evidence marked unknown"
 	}
 	return ""
 }
@@ -208,6 +211,13 @@ func (e *Escalator) Cycle(ctx context.Context, now time.Time, findings []finding
 		if why := e.unknown(f, now); why != "" {
 			res.Unknown++
 			e.logger().Info("not acting on finding", "key", f.Key(), "reason", why)
+			if why == gapReason {
+				// Paused, not over: the episode (and the steps already
+				// taken in it) carries on when the data is back.
+				if err := e.Log.KeepEpisode(ctx, f.Key(), now); err != nil {
+					return res, err
+				}
+			}
 			continue
 		}
 		known = append(known, *f)

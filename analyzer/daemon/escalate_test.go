@@ -638,3 +638,35 @@ func gathered(t *testing.T, reg *prometheus.Registry, metric *schema.Metric, val
 	}
 	return -1
 }
+
+// A data gap pauses an escalation: the finding, carried over the gap marked
+// unknown, is not acted on, and when the data is back its episode goes on
+// from the step it had reached, without warning the user again from the
+// first step.
+func TestEpisodeSurvivesDataGap(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testPolicy, nil)
+	j := idle("131", "bob", "dev", r.start)
+	r.cycle(t, 0, j)  // notify
+	r.cycle(t, 10, j) // warn
+	gapped := j
+	gapped.End = r.start.Add(11 * time.Minute)
+	gapped.Evidence = map[string]float64{finding.EvidenceUnknown: 1}
+	for m := 12; m < 30; m += 3 {
+		now := r.start.Add(time.Duration(m) * time.Minute)
+		res, err := r.esc.Cycle(context.Background(), now, []finding.Finding{gapped})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Unknown != 1 || res.Steps != 0 {
+			t.Fatalf("+%dm in the gap: %+v, want the finding unknown and no step", m, res)
+		}
+	}
+	r.cycle(t, 30, j)
+	if want := "[notify 131 warn 131]"; fmt.Sprint(r.hook.calls) != want {
+		t.Errorf("webhook after the gap = %v, want %s (the episode went on)", r.hook.calls, want)
+	}
+	if want := "[checkpoint 131]"; fmt.Sprint(r.slurm.calls) != want {
+		t.Errorf("slurm after the gap = %v, want %s (the ladder resumed where it was)", r.slurm.calls, want)
+	}
+}

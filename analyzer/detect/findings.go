@@ -58,7 +58,7 @@ func (st *State) Findings(extra []finding.Finding) []finding.Finding {
 		}
 		for _, p := range schema.AllPatterns {
 			if f, ok := a.Open[p]; ok {
-				add(*f)
+				add(carried(a, *f))
 			}
 		}
 	}
@@ -71,6 +71,21 @@ func (st *State) Findings(extra []finding.Finding) []finding.Finding {
 	}
 	Sort(out)
 	return out
+}
+
+// carried marks an open finding of an allocation whose latest step had no
+// data: its clocks are paused, not ended, and whoever acts on it must wait
+// for the data to come back (an escalation keeps its episode, so the user
+// is not warned again from the first step after an exporter restart). A
+// fault is not: it was seen, and a GPU silent after it (fallen off the bus)
+// is its consequence, which is what drains the node.
+func carried(a *Alloc, f finding.Finding) finding.Finding {
+	if !a.Unknown || f.Pattern == schema.GPUFault {
+		return f
+	}
+	f.Evidence = copyMap(f.Evidence)
+	f.Evidence[finding.EvidenceUnknown] = 1
+	return f
 }
 
 // Sort orders findings by GPU-hours wasted, then key, for stable output.

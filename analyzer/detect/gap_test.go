@@ -116,3 +116,24 @@ func TestEpisodeBeforeWindowDropped(t *testing.T) {
 		t.Fatal("no finding without the window: the case proves nothing")
 	}
 }
+
+// An open finding whose allocation has no data at the latest step is
+// carried, marked unknown, so the escalation holds its episode and acts on
+// nothing until the data is back; with the data back the mark is gone.
+func TestOpenFindingInGapMarkedUnknown(t *testing.T) {
+	h := 12
+	for _, c := range []struct {
+		name    string
+		gapTo   int
+		unknown float64
+	}{{"data missing at the last step", 6 * h, 1}, {"data back", 4*h + 6, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			j := job{id: "3", start: 2, end: 6 * h, gpus: []gpuFn{gap(idle(0), 4*h, c.gapTo)}}
+			fs, _ := feed(t, config.Default(), 5*h, j)
+			f := only(t, fs, j.id, schema.CPUOnly)
+			if got := f.Evidence[finding.EvidenceUnknown]; got != c.unknown {
+				t.Errorf("evidence %s = %v, want %v", finding.EvidenceUnknown, got, c.unknown)
+			}
+		})
+	}
+}

@@ -51,7 +51,7 @@ type Fault struct {
 // node out, and if so the fault.
 func Hardware(f *finding.Finding) (Fault, bool) {
 	if f.Pattern != schema.GPUFault || f.Hostname == "" || f.Start.IsZero() ||
-		f.Evidence["unknown"] > 0 || f.Evidence["stale"] > 0 {
+		f.Evidence[finding.EvidenceUnknown] > 0 {
 		return Fault{}, false
 	}
 	ev := f.Evidence

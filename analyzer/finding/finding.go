@@ -10,6 +10,11 @@ import (
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
+// EvidenceUnknown is the evidence key of a finding carried over a gap: its
+// allocation had no data at the latest step, so its clocks are paused and
+// nothing may act on it until the data is back.
+const EvidenceUnknown = "unknown"
+
 // Finding is one conclusion about one allocation.
 type Finding struct {
 	Pattern  schema.Pattern  `json:"pattern"`
