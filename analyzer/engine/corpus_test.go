@@ -140,65 +140,120 @@ func getFixture(t testing.TB) *fixture {
 			return
 		}
 		fixDir = dir
-		if fix.native, fix.err = embedded.Open(filepath.Join(dir, "native"), embedded.Options{}); fix.err != nil {
-			return
-		}
-		if fix.stock, fix.err = embedded.Open(filepath.Join(dir, "stock"), embedded.Options{}); fix.err != nil {
-			return
-		}
-		if fix.dcp, fix.err = embedded.Open(filepath.Join(dir, "dcp"), embedded.Options{}); fix.err != nil {
-			return
-		}
-		ctx := context.Background()
-		na, sa, da := fix.native.Appender(), fix.stock.Appender(), fix.dcp.Appender()
-		// The DCP-formatted collections go to the embedded store and, when
-		// it runs, VictoriaMetrics: the format is applied once for both.
-		dcpSinks := []simload.Sink{func(ts time.Time, f []*dto.MetricFamily) error {
-			return da.AppendFamilies(ctx, ts, f)
-		}}
-		if vmAvailable() || os.Getenv("CI") != "" {
-			if fix.vm, fix.err = startVictoria(t, dir); fix.err != nil {
-				return
-			}
-			dcpSinks = append(dcpSinks, fix.vm.sink)
-		}
-		sinks := []simload.Sink{
-			func(ts time.Time, f []*dto.MetricFamily) error { return na.AppendFamilies(ctx, ts, f) },
-			stockFormat.Sink(func(ts time.Time, f []*dto.MetricFamily) error {
-				return sa.AppendFamilies(ctx, ts, f)
-			}),
-			dcpFormat.Sink(func(ts time.Time, f []*dto.MetricFamily) error {
-				for _, s := range dcpSinks {
-					if err := s(ts, f); err != nil {
-						return err
-					}
-				}
-				return nil
-			}),
-		}
+		withVM := vmAvailable() || os.Getenv("CI") != ""
 		start := time.Now()
-		// Each store is written in a goroutine of its own: the replay takes
-		// about as long as its slowest store instead of all of them together.
-		fan := simload.NewFanout(ctx, sinks...)
-		_, fix.err = simload.Replay(ctx, fix.c.sc, simload.Options{Seed: corpusSeed, Origin: fix.c.origin, From: 0,
-			To: fix.c.span, Resolution: 30 * time.Second}, fan.Sink)
-		if err := fan.Close(); fix.err == nil {
+		r, err := corpusReplay(withVM)
+		if err != nil {
 			fix.err = err
-		}
-		if fix.err != nil {
 			return
 		}
-		if fix.vm != nil {
-			if fix.err = fix.vm.ready(); fix.err != nil {
-				return
-			}
+		cached, err := testtool.CachedReplay(t, r, dir, func(dir string) error { return replayCorpus(t, fix.c, dir, withVM) })
+		if err != nil {
+			fix.err = err
+			return
 		}
-		t.Logf("replayed %s (%s at 30s) in %s", fix.c.sc.Name, fix.c.span, time.Since(start).Round(time.Millisecond))
+		fix.err = openCorpus(t, dir, withVM)
+		how := "replayed"
+		if cached {
+			how = "from the replay cache"
+		}
+		t.Logf("%s (%s at 30s) %s in %s", fix.c.sc.Name, fix.c.span, how, time.Since(start).Round(time.Millisecond))
 	})
 	if fix.err != nil {
 		t.Fatalf("corpus fixture: %v", fix.err)
 	}
 	return &fix
+}
+
+// corpusReplay is what generates the corpus week's stores, for the replay
+// cache: the simulator and the stores' code, the scenario, this file's
+// formats and seed, and the VictoriaMetrics binary written to.
+func corpusReplay(withVM bool) (testtool.Replay, error) {
+	r := testtool.Replay{Name: "corpus-week",
+		Packages: []string{"github.com/gpuwatch/gpuwatch/analyzer/internal/simload", "github.com/gpuwatch/gpuwatch/analyzer/query/embedded"},
+		Files:    []string{"exporter/sim/scenarios/corpus.yaml", "analyzer/engine/corpus_test.go", "analyzer/engine/victoria_test.go"},
+		Extra:    fmt.Sprintf("seed %d, 30s, victoria-metrics %v", corpusSeed, withVM)}
+	if withVM {
+		vm, err := exec.LookPath("victoria-metrics")
+		if err != nil {
+			return r, err
+		}
+		r.Files = append(r.Files, vm)
+	}
+	return r, nil
+}
+
+// replayCorpus writes the corpus week into dir: the three embedded stores
+// and, withVM, a VictoriaMetrics' data, each closed when it returns.
+func replayCorpus(t testing.TB, c corpus, dir string, withVM bool) error {
+	var dbs [3]*embedded.DB
+	for i, name := range []string{"native", "stock", "dcp"} {
+		db, err := embedded.Open(filepath.Join(dir, name), embedded.Options{})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		dbs[i] = db
+	}
+	ctx := context.Background()
+	na, sa, da := dbs[0].Appender(), dbs[1].Appender(), dbs[2].Appender()
+	// The DCP-formatted collections go to the embedded store and, when
+	// it runs, VictoriaMetrics: the format is applied once for both.
+	dcpSinks := []simload.Sink{func(ts time.Time, f []*dto.MetricFamily) error {
+		return da.AppendFamilies(ctx, ts, f)
+	}}
+	var vm *victoria
+	if withVM {
+		var err error
+		if vm, err = startVictoria(t, dir); err != nil {
+			return err
+		}
+		defer vm.stop()
+		dcpSinks = append(dcpSinks, vm.sink)
+	}
+	sinks := []simload.Sink{
+		func(ts time.Time, f []*dto.MetricFamily) error { return na.AppendFamilies(ctx, ts, f) },
+		stockFormat.Sink(func(ts time.Time, f []*dto.MetricFamily) error {
+			return sa.AppendFamilies(ctx, ts, f)
+		}),
+		dcpFormat.Sink(func(ts time.Time, f []*dto.MetricFamily) error {
+			for _, s := range dcpSinks {
+				if err := s(ts, f); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+	}
+	// Each store is written in a goroutine of its own: the replay takes
+	// about as long as its slowest store instead of all of them together.
+	fan := simload.NewFanout(ctx, sinks...)
+	_, err := simload.Replay(ctx, c.sc, simload.Options{Seed: corpusSeed, Origin: c.origin, From: 0,
+		To: c.span, Resolution: 30 * time.Second}, fan.Sink)
+	if cerr := fan.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && vm != nil {
+		if err = vm.ready(); err == nil {
+			err = vm.shutdown()
+		}
+	}
+	return err
+}
+
+// openCorpus opens the replayed stores in dir for the package's tests and
+// serves the VictoriaMetrics data.
+func openCorpus(t testing.TB, dir string, withVM bool) error {
+	var err error
+	for name, db := range map[string]**embedded.DB{"native": &fix.native, "stock": &fix.stock, "dcp": &fix.dcp} {
+		if *db, err = embedded.Open(filepath.Join(dir, name), embedded.Options{}); err != nil {
+			return err
+		}
+	}
+	if withVM {
+		fix.vm, err = startVictoria(t, dir)
+	}
+	return err
 }
 
 // score is precision and recall per pattern against the corpus' ground truth.

@@ -58,6 +58,42 @@ func fieldDB(t *testing.T, site *fieldgen.Site, f fieldgen.Format, also ...field
 	return db
 }
 
+// cachedFieldDB is fieldDB of the field corpus through the replay cache:
+// variant names the format (its Exporter is code, which a key cannot
+// print), and this file, which defines the variants, is among the inputs.
+func cachedFieldDB(t *testing.T, variant string, f fieldgen.Format) *embedded.DB {
+	t.Helper()
+	r := testtool.Replay{Name: "field-corpus",
+		Packages: []string{"github.com/gpuwatch/gpuwatch/analyzer/internal/fieldgen", "github.com/gpuwatch/gpuwatch/analyzer/query/embedded"},
+		Files:    []string{"analyzer/engine/fieldcorpus_test.go"},
+		Extra: fmt.Sprintf("fieldgen.Corpus(), %s: DCP %v SM %v exporter %v honor_labels false %v restart %s interval %s",
+			variant, f.DCP, f.SM, f.Exporter != nil, f.HonorLabelsFalse, f.Restart, f.Interval)}
+	dir := filepath.Join(t.TempDir(), "tsdb")
+	if _, err := testtool.CachedReplay(t, r, dir, func(dir string) error {
+		db, err := embedded.Open(dir, embedded.Options{})
+		if err != nil {
+			return err
+		}
+		ctx := context.Background()
+		app := db.Appender()
+		err = fieldgen.Corpus().Replay(fieldOrigin, 11, f, func(ts time.Time, fams []*dto.MetricFamily) error {
+			return app.AppendFamilies(ctx, ts, fams)
+		})
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 func analyzeSite(t *testing.T, q query.Querier, site *fieldgen.Site) Analysis {
 	t.Helper()
 	e, err := New(Options{Querier: q, Config: config.Default()})
@@ -227,7 +263,7 @@ func TestCorpusField(t *testing.T) {
 	sort.Strings(names)
 	for _, n := range names {
 		t.Run(n, func(t *testing.T) {
-			a := analyzeSite(t, fieldDB(t, site, variants[n]), site)
+			a := analyzeSite(t, cachedFieldDB(t, n, variants[n]), site)
 			checkSite(t, n, scoreSite(site, a.Findings))
 			if f := variants[n]; f.Exporter != nil {
 				for _, f := range a.Findings {
@@ -239,8 +275,8 @@ func TestCorpusField(t *testing.T) {
 		})
 	}
 	t.Run("mixed intervals against one", func(t *testing.T) {
-		mixed := analyzeSite(t, fieldDB(t, site, fieldgen.Format{}), site)
-		one := analyzeSite(t, fieldDB(t, site, fieldgen.Format{Interval: 15 * time.Second}), site)
+		mixed := analyzeSite(t, cachedFieldDB(t, "mixed intervals", fieldgen.Format{}), site)
+		one := analyzeSite(t, cachedFieldDB(t, "one interval", fieldgen.Format{Interval: 15 * time.Second}), site)
 		checkSite(t, "one interval (15 s)", scoreSite(site, one.Findings))
 		sameAnalysis(t, "15/30/60 s vs 15 s", one, mixed)
 	})

@@ -67,6 +67,21 @@ func startVictoria(t testing.TB, dir string) (*victoria, error) {
 	}
 }
 
+// shutdown stops victoria-metrics as its operators do (SIGINT), which
+// writes what it holds in memory to its data folder.
+func (v *victoria) shutdown() error {
+	if err := v.cmd.Process.Signal(os.Interrupt); err != nil {
+		return err
+	}
+	err := v.cmd.Wait()
+	v.log.Close()
+	if err != nil {
+		b, _ := os.ReadFile(v.log.Name())
+		return fmt.Errorf("victoria-metrics shutdown: %w\n%s", err, tail(b))
+	}
+	return nil
+}
+
 func (v *victoria) stop() {
 	_ = v.cmd.Process.Kill()
 	_ = v.cmd.Wait()

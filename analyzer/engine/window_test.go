@@ -4,18 +4,16 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
@@ -43,18 +41,8 @@ func demoConfig() config.Config {
 // demo` stores it: 30 s collections in (origin, origin+span].
 func demoDB(t *testing.T) (*embedded.DB, int) {
 	t.Helper()
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	app := db.Appender()
 	sc := sim.DefaultScenario()
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 1, Origin: windowOrigin, From: 30 * time.Second, To: windowSpan, Resolution: 30 * time.Second},
-		func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) }); err != nil {
-		t.Fatal(err)
-	}
+	db, _ := simloadtest.Store(t, sc, simload.Options{Seed: 1, Origin: windowOrigin, From: 30 * time.Second, To: windowSpan, Resolution: 30 * time.Second}, embedded.Options{})
 	gpus := 0
 	for _, n := range sc.Nodes {
 		gpus += n.GPUs

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 )
@@ -61,17 +60,9 @@ func TestForecastMonth(t *testing.T) {
 	// Retention must cover the month: with the 15-day default, background
 	// compaction may delete the first weeks mid-test, and how much it has
 	// deleted by query time depends on timing.
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Retention: span + 7*24*time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := simloadtest.Store(t, sc, simload.Options{Seed: seed, Origin: origin, To: span, Resolution: 10 * time.Minute},
+		embedded.Options{Retention: span + 7*24*time.Hour})
 	ctx := context.Background()
-	app := db.Appender()
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: seed, Origin: origin, To: span, Resolution: 10 * time.Minute},
-		func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) }); err != nil {
-		t.Fatal(err)
-	}
 	p, err := Build(ctx, db, origin, origin.Add(span), Options{})
 	if err != nil {
 		t.Fatal(err)

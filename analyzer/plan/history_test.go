@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
 )
@@ -28,19 +27,7 @@ func replaySpan(t *testing.T, name string, from, to time.Duration) (*embedded.DB
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := embedded.Open(t.TempDir(), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	app := db.Appender()
-	origin, err := simload.Replay(ctx, sc, simload.Options{Seed: seed, Origin: sc.Origin, From: from, To: to, Resolution: 30 * time.Second},
-		func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, origin
+	return simloadtest.Store(t, sc, simload.Options{Seed: seed, Origin: sc.Origin, From: from, To: to, Resolution: 30 * time.Second}, embedded.Options{})
 }
 
 // TestPlanRefusesShortHistory: a week's plan asked for soon after the first

@@ -141,6 +141,11 @@ func TestHostilePrometheusBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("feeds hundreds of MB to each process")
 	}
+	if testtool.Race {
+		// The bounded process is this test binary: race-instrumented, its
+		// peak is mostly shadow memory and it parses at a tenth of the speed.
+		t.Skip("bounds a process' memory: scripts/test.sh runs it without -race, beside the corpus week")
+	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -176,9 +181,7 @@ func TestHostilePrometheusBounded(t *testing.T) {
 				t.Fatalf("no peak written (%v %v); exit %v; stderr: %s", rerr, perr, err, stderr.String())
 			}
 			t.Logf("exit %d, peak %d MiB; stderr: %s", code, kb>>10, lastLine(stderr.String()))
-			// The race detector's shadow memory is several times the
-			// heap: under -race the caps' errors are checked, not the peak.
-			if kb > boundsRSSKB && !testtool.Race {
+			if kb > boundsRSSKB {
 				t.Errorf("peak %d MiB, bound %d MiB", kb>>10, boundsRSSKB>>10)
 			}
 			if code != 1 {

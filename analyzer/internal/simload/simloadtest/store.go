@@ -1,0 +1,108 @@
+// Package simloadtest replays a simulated scenario into an embedded store
+// for tests, through the replay cache (testtool.CachedReplay): a scenario
+// replayed by a test is a pure function of the scenario, the options and
+// the simulator's code, so a second run of the suite on the same code opens
+// the stored copy instead of simulating again.
+package simloadtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
+)
+
+const originFile = "origin"
+
+// Store replays sc with o into a new embedded store (opened with eo), closed
+// when the test ends, and returns it with the source's origin.
+func Store(t testing.TB, sc *sim.Scenario, o simload.Options, eo embedded.Options) (*embedded.DB, time.Time) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tsdb")
+	build := func(dir string) error { return replay(dir, sc, o, eo) }
+	if r, err := key(sc, o, eo); err != nil {
+		t.Logf("replay of %s not cached: %v", sc.Name, err)
+		err = build(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if _, err := testtool.CachedReplay(t, r, dir, build); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, originFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin, err := time.Parse(time.RFC3339Nano, string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := embedded.Open(dir, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, origin
+}
+
+func replay(dir string, sc *sim.Scenario, o simload.Options, eo embedded.Options) error {
+	db, err := embedded.Open(dir, eo)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	app := db.Appender()
+	origin, err := simload.Replay(ctx, sc, o, func(ts time.Time, fams []*dto.MetricFamily) error {
+		return app.AppendFamilies(ctx, ts, fams)
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, originFile), []byte(origin.Format(time.RFC3339Nano)), 0o600)
+}
+
+// key names everything the replay's output depends on besides the code:
+// the scenario as parsed, the options, the store's retention.
+func key(sc *sim.Scenario, o simload.Options, eo embedded.Options) (testtool.Replay, error) {
+	doc, err := json.Marshal(sc)
+	if err != nil {
+		return testtool.Replay{}, err
+	}
+	extra := make([]string, 0, len(o.Extra))
+	for _, m := range o.Extra {
+		extra = append(extra, m.Name)
+	}
+	inputs := fmt.Sprintf("%s\nseed %d origin %s from %s to %s resolution %s all %v extra %v retention %s",
+		doc, o.Seed, o.Origin.Format(time.RFC3339Nano), o.From, o.To, o.Resolution, o.All, extra, eo.Retention)
+	// One name per scenario and options: the cache keeps the last two
+	// versions of the code for each, so two replays of one scenario with
+	// other options do not push each other out.
+	sum := sha256.Sum256([]byte(inputs))
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(sc.Name))
+	return testtool.Replay{
+		Name:     "scenario-" + name + "-" + hex.EncodeToString(sum[:4]),
+		Packages: []string{"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"},
+		Extra:    inputs,
+	}, nil
+}
