@@ -199,8 +199,12 @@ func checkPair(t *testing.T, k knob, at []float64) {
 	below := slices.ContainsFunc(at, func(x float64) bool { return x < v && x >= 0.75*v })
 	above := slices.ContainsFunc(at, func(x float64) bool { return x > v && (x <= 1.25*v || (k.max > 0 && x <= k.max)) })
 	if !below || !above {
-		t.Errorf("%s = %s: the borderline site needs a case within 25 %% below it (%v) and one within 25 %% above it (%v); readings pinned: %v",
-			k.key, k.format(v), below, above, at)
+		readings := make([]string, len(at))
+		for i, x := range at {
+			readings[i] = k.format(x)
+		}
+		t.Errorf("%s = %s: the borderline site needs a case within 25 %% below it (found: %v) and one within 25 %% above it (found: %v); readings pinned: %v",
+			k.key, k.format(v), below, above, readings)
 	}
 }
 

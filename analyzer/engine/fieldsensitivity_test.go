@@ -85,8 +85,8 @@ func borderline(t *testing.T, i int) (*fieldgen.Site, *stepCache) {
 }
 
 // borderlineSensitivity scores the borderline site in each format under
-// every job's configuration, and checks that the defaults meet the
-// acceptance on it.
+// every job's configuration (TestBorderlinePerPattern judges the defaults
+// on it case by case).
 func borderlineSensitivity(t *testing.T, jobs []sensitivityJob) []borderlineTable {
 	t.Helper()
 	var out []borderlineTable

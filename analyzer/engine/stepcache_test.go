@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"reflect"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
@@ -78,4 +80,22 @@ func (c *stepCache) entry(k stepsKey) *fetchedSteps {
 		c.got[k] = f
 	}
 	return f
+}
+
+// TestStepCacheSameFindings: an analysis replayed from the cache finds
+// what one that fetches through the querier finds, finding for finding.
+func TestStepCacheSameFindings(t *testing.T) {
+	site, cache := borderline(t, 0)
+	direct := analyzeSite(t, fieldDB(t, site, borderlineFormats[0].f), site).Findings
+	e, err := cache.engine(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := e.Analyze(context.Background(), fieldOrigin, fieldOrigin.Add(site.Span))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(direct) == 0 || !reflect.DeepEqual(direct, cached) {
+		t.Errorf("replayed steps found %d findings, a fetch %d, or they differ:\n%v\n%v", len(cached), len(direct), cached, direct)
+	}
 }
