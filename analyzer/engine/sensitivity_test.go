@@ -260,9 +260,9 @@ func sensitivityDoc(sim []sensitivityRow, field []borderlineTable) string {
 Precision and recall per pattern when one detector threshold moves 25 % down or up and every
 other keeps its default, on two corpora written apart: the simulator's labelled corpus week
 (` + "`exporter/sim/scenarios/corpus.yaml`" + `, gpuwatch's own counters, idle noise on), and the
-independent generator's borderline site (` + "`analyzer/internal/fieldgen`" + `, ` + "`Borderline`" + `: 30 hours
-of six A100 nodes, one case per GPU at a time, each case's readings just inside or just outside one
-threshold, labelled by what the workload is) in dcgm-exporter's default counters and in its
+independent generator's borderline site (` + "`analyzer/internal/fieldgen`" + `, ` + "`Borderline`" + `: 60 hours
+of seven A100 nodes, one case per GPU at a time, each case's readings just inside or just outside one
+threshold, labelled by its cited source's rule, which is not always gpuwatch's default) in dcgm-exporter's default counters and in its
 profiling set with SM activity. The run-time limits, which gpuwatch builds in none of, are the
 sites' own: batch 48h, interactive 24h. Percentages and ratios are capped at their range. Each
 cell is precision / recall; "–" is a pattern with no labelled case and no finding; a cell that

@@ -58,6 +58,13 @@ const (
 		"after 15 minutes under-utilized: 12 minutes of staging is not held for nothing, 18 is"
 	whyCuller = "jupyterhub-idle-culler's documented timeout is an hour (--timeout=3600): a session idle " +
 		"50 minutes is kept, one idle 70 is culled, its idle time lost"
+	whyTooPowerful = "Job Defense Shield's GPU Model Too Powerful check considers jobs of 61 minutes and " +
+		"more under 15 % util: a light model run for 1 h 45 m is light use by it as much as one of 2 h 20 m"
+	whyMemorySlice = "a light job moves to a MIG slice only if its memory fits one: an 80 GB A100's 3g.40gb " +
+		"and 4g.40gb profiles hold half its memory (NVIDIA MIG user guide), so a job holding 0.45 of it " +
+		"fits, one holding 0.55 needs the whole GPU"
+	whyBatchLimit = "the site limits batch jobs to 48 h (a Slurm partition's MaxTime is the operator's): " +
+		"a job running past it is over its limit, one of 40 h is not"
 	whySessionLimit = "the site limits interactive sessions to 24 h (Open OnDemand's and JupyterHub's " +
 		"session limits are the operator's): a notebook training past it is over its limit"
 )
@@ -81,8 +88,14 @@ const (
 	cullerTimeout = time.Hour
 	// PyTorch's collective timeout (pytorch/pytorch#110947).
 	collectiveTimeout = 30 * time.Minute
-	// The site's interactive session limit.
+	// Job Defense Shield's GPU Model Too Powerful check considers jobs of
+	// 61 minutes and more.
+	jdsTooPowerfulMinRun = 61 * time.Minute
+	// The site's run-time limits: interactive sessions, batch jobs.
 	siteSessionLimit = 24 * time.Hour
+	siteBatchLimit   = 48 * time.Hour
+	// The share of an 80 GB A100's memory its 3g.40gb slice holds.
+	mig3gMemory = 0.5
 	// A 3g MIG slice's share of an A100's SMs.
 	mig3gShare = 3.0 / 7
 )
@@ -110,6 +123,24 @@ func lightUse(util, hours float64) []Label {
 // light use only when the peak fits a 3g slice.
 func rightSizable(util, peak, hours float64) []Label {
 	if peak > mig3gShare {
+		return nil
+	}
+	return lightUse(util, hours)
+}
+
+// tooPowerful is lightUse for a job that ran d: Job Defense Shield
+// considers it only from its minimum run time.
+func tooPowerful(d time.Duration, util, hours float64) []Label {
+	if d < jdsTooPowerfulMinRun {
+		return nil
+	}
+	return lightUse(util, hours)
+}
+
+// fitsSlice is lightUse for a job holding mem of the GPU's memory: light
+// use only when that fits a 3g.40gb slice.
+func fitsSlice(util, mem, hours float64) []Label {
+	if mem > mig3gMemory {
 		return nil
 	}
 	return lightUse(util, hours)
@@ -188,13 +219,13 @@ func hangAfter(at time.Duration, s signals) Shape { return then(Training(96), at
 // Borderline is the near-threshold site: six A100 nodes scraped at 15 s,
 // 30 hours, one case per GPU, every case starting after an hour in which
 // its GPU is free (the analyzer learns each board's idle draw there).
-// Runtime limits are the site's: interactive sessions 24 h.
+// Runtime limits are the site's: interactive sessions 24 h, batch 48 h.
 func Borderline() *Site {
-	s := &Site{Span: 30 * time.Hour}
-	for i := 0; i < 6; i++ {
+	s := &Site{Span: 60 * time.Hour}
+	for i := 0; i < 7; i++ {
 		s.Nodes = append(s.Nodes, Node{Host: fmt.Sprintf("edge-a%02d", i+1), Model: A100, GPUs: 8, Interval: 15 * time.Second})
 	}
-	for _, cases := range []func() []Work{idleBorder, shareBorder, spinBorder, lightBorder, durationBorder} {
+	for _, cases := range []func() []Work{idleBorder, shareBorder, spinBorder, lightBorder, runBorder, durationBorder} {
 		s.Work = append(s.Work, cases()...)
 	}
 	return s
@@ -332,6 +363,41 @@ func lightBorder() []Work {
 		{Case: "notebook training for 27 h", Node: "edge-a04", GPUs: []int{6}, Holder: pod("lab", "jupyter-erin"), Start: 1 * h, End: 28 * h,
 			Shape: Training(90), Waste: pastRule(27*h, siteSessionLimit, schema.Overlong, 0), Why: whySessionLimit,
 			Pins: pinD("patterns.overlong.max_runtime.interactive", 27*h)},
+	}
+}
+
+// lightModel is a small model's steady reading at util % holding mem of
+// an A100's memory.
+func lightModel(util, mem float64) signals {
+	return signals{util: util, sm: util / 125, dram: util / 200, memCopy: util / 2.5, fbMiB: mem * A100.MemoryMiB, above: 0.08}
+}
+
+// runBorder: how long light use must run, how much memory it may hold,
+// and the site's batch limit.
+func runBorder() []Work {
+	h, m := time.Hour, time.Minute
+	return []Work{
+		// patterns.low_utilization.min_duration (2h).
+		{Case: "light model at util 10 % for 1 h 45 m", Node: "edge-a07", GPUs: []int{0}, Holder: slurm("81033"), Start: 1 * h, End: 2*h + 45*m,
+			Shape: steady(lightModel(10, 0.08)), Waste: tooPowerful(105*m, 10, 1.75), Why: whyTooPowerful,
+			Pins: pinD("patterns.low_utilization.min_duration", 105*m)},
+		{Case: "light model at util 10 % for 2 h 20 m", Node: "edge-a07", GPUs: []int{1}, Holder: slurm("81034"), Start: 1 * h, End: 3*h + 20*m,
+			Shape: steady(lightModel(10, 0.08)), Waste: tooPowerful(140*m, 10, 140.0/60), Why: whyTooPowerful,
+			Pins: pinD("patterns.low_utilization.min_duration", 140*m)},
+		// patterns.low_utilization.max_memory_ratio (0.5).
+		{Case: "light model holding 0.45 of the GPU's memory", Node: "edge-a07", GPUs: []int{2}, Holder: slurm("81035"), Start: 1 * h, End: 9 * h,
+			Shape: steady(lightModel(10, 0.45)), Waste: fitsSlice(10, 0.45, 8), Why: whyMemorySlice,
+			Pins: pin("patterns.low_utilization.max_memory_ratio", 0.45)},
+		{Case: "light model holding 0.55 of the GPU's memory", Node: "edge-a07", GPUs: []int{3}, Holder: slurm("81036"), Start: 1 * h, End: 9 * h,
+			Shape: steady(lightModel(10, 0.55)), Waste: fitsSlice(10, 0.55, 8), Why: whyMemorySlice,
+			Pins: pin("patterns.low_utilization.max_memory_ratio", 0.55)},
+		// patterns.overlong.max_runtime.batch (the site's 48 h).
+		{Case: "batch training for 40 h", Node: "edge-a07", GPUs: []int{4}, Holder: slurm("81037"), Start: 1 * h, End: 41 * h,
+			Shape: Training(95), Waste: pastRule(40*h, siteBatchLimit, schema.Overlong, 0), Why: whyBatchLimit,
+			Pins: pinD("patterns.overlong.max_runtime.batch", 40*h)},
+		{Case: "batch training for 56 h", Node: "edge-a07", GPUs: []int{5}, Holder: slurm("81038"), Start: 1 * h, End: 57 * h,
+			Shape: Training(95), Waste: pastRule(56*h, siteBatchLimit, schema.Overlong, 0), Why: whyBatchLimit,
+			Pins: pinD("patterns.overlong.max_runtime.batch", 56*h)},
 	}
 }
 
