@@ -94,13 +94,13 @@ func caseErrors(site *fieldgen.Site, fs []finding.Finding) map[string]string {
 	return out
 }
 
-// TestBorderlinePerPattern requires, on each format of the borderline
+// TestCorpusBorderlinePerPattern requires, on each format of the borderline
 // site under the defaults, every labelled case found and no reclaiming
 // pattern false, pattern by pattern (recall over the whole site would let
 // one pattern's every case go missing), save the cases listed in
 // sourceDisagreements, which must stay exactly as listed; and each found
 // case's GPU-hours within 15 % of its label's.
-func TestBorderlinePerPattern(t *testing.T) {
+func TestCorpusBorderlinePerPattern(t *testing.T) {
 	for i, bf := range borderlineFormats {
 		site, fs := borderlineAnalysis(t, i, corpusConfig())
 		sc := scoreSite(site, fs)
@@ -152,13 +152,13 @@ var unpinned = map[string]string{
 	"patterns.orphan_process.min_duration": "fieldgen writes no per-process series, so no orphan process exists on the site",
 }
 
-// TestBorderlineThresholdSweep requires, for every numeric detector
+// TestCorpusBorderlineSweep requires, for every numeric detector
 // threshold of the configuration, a pair of borderline cases whose
 // readings sit either side of its default within 25 % of it, and that
 // moving it 25 % down, and 25 % up, changes the findings on the site (one
 // of the pair flips). Thresholds are read from the configuration, so a
 // default that moves away from its pair fails here.
-func TestBorderlineThresholdSweep(t *testing.T) {
+func TestCorpusBorderlineSweep(t *testing.T) {
 	base := corpusConfig()
 	pins := map[string][]float64{}
 	defaults := make([]map[string]bool, len(borderlineFormats))

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/fieldgen"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -49,6 +50,15 @@ var borderlineSets = make([]borderlineSet, len(borderlineFormats))
 // the store: every later analysis of it is detection only.
 func borderline(t *testing.T, i int) (*fieldgen.Site, *stepCache) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("replays 60 hours of the borderline site")
+	}
+	if testtool.Race {
+		// The replay and a hundred analyses take about seven minutes under
+		// the race detector on two cores (the engine's concurrency is
+		// race-checked by its own tests).
+		t.Skip("the borderline site runs without -race: scripts/test.sh runs TestCorpus* in its own step")
+	}
 	d := &borderlineSets[i]
 	d.once.Do(func() {
 		start := time.Now()
@@ -85,7 +95,7 @@ func borderline(t *testing.T, i int) (*fieldgen.Site, *stepCache) {
 }
 
 // borderlineSensitivity scores the borderline site in each format under
-// every job's configuration (TestBorderlinePerPattern judges the defaults
+// every job's configuration (TestCorpusBorderlinePerPattern judges the defaults
 // on it case by case).
 func borderlineSensitivity(t *testing.T, jobs []sensitivityJob) []borderlineTable {
 	t.Helper()

@@ -82,9 +82,9 @@ func (c *stepCache) entry(k stepsKey) *fetchedSteps {
 	return f
 }
 
-// TestStepCacheSameFindings: an analysis replayed from the cache finds
+// TestCorpusStepCacheSameFindings: an analysis replayed from the cache finds
 // what one that fetches through the querier finds, finding for finding.
-func TestStepCacheSameFindings(t *testing.T) {
+func TestCorpusStepCacheSameFindings(t *testing.T) {
 	site, cache := borderline(t, 0)
 	direct := analyzeSite(t, fieldDB(t, site, borderlineFormats[0].f), site).Findings
 	e, err := cache.engine(config.Default())
