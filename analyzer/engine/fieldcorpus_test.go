@@ -40,9 +40,18 @@ func fieldDB(t *testing.T, site *fieldgen.Site, f fieldgen.Format, also ...field
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	if err := replaySite(db, site, f, also...); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// replaySite replays the site in format f into db, and also into each of
+// also.
+func replaySite(db *embedded.DB, site *fieldgen.Site, f fieldgen.Format, also ...fieldgen.Sink) error {
 	ctx := context.Background()
 	app := db.Appender()
-	if err := site.Replay(fieldOrigin, 11, f, func(ts time.Time, fams []*dto.MetricFamily) error {
+	return site.Replay(fieldOrigin, 11, f, func(ts time.Time, fams []*dto.MetricFamily) error {
 		if err := app.AppendFamilies(ctx, ts, fams); err != nil {
 			return err
 		}
@@ -52,10 +61,7 @@ func fieldDB(t *testing.T, site *fieldgen.Site, f fieldgen.Format, also ...field
 			}
 		}
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	})
 }
 
 // cachedFieldDB is fieldDB of the field corpus through the replay cache:

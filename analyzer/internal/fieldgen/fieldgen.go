@@ -108,10 +108,24 @@ type Work struct {
 	Also  []schema.Pattern
 	// Why cites the field's definition the labels follow.
 	Why string
+	// Pins names the detector thresholds this case's reading sits near
+	// (a configuration key, e.g. "idle.util_percent") and the reading in
+	// the threshold's unit (a duration in nanoseconds): the borderline site
+	// has, for each threshold, a case just below it and one just above,
+	// within a quarter of it, so that moving it 25 % changes a finding.
+	// The reading is the case's; which side it is on is the analyzer's
+	// business, what the case is (Waste) the cited source's.
+	Pins []Pin
 	// Profiling: the case can be told apart only with SM and DRAM
 	// activity (Format.SM); Site.For leaves it out of formats without
 	// them, where its telemetry reads as another case's.
 	Profiling bool
+}
+
+// Pin is one threshold a case's reading sits near.
+type Pin struct {
+	Key string
+	At  float64
 }
 
 // Site is the corpus: nodes, work and the span it covers.
