@@ -69,7 +69,7 @@ func replaySite(db *embedded.DB, site *fieldgen.Site, f fieldgen.Format, also ..
 // print), and this file, which defines the variants, is among the inputs.
 func cachedFieldDB(t *testing.T, variant string, f fieldgen.Format) *embedded.DB {
 	t.Helper()
-	r := testtool.Replay{Name: "field-corpus",
+	r := testtool.Replay{Name: "field-corpus-" + variant,
 		Packages: []string{"github.com/gpuwatch/gpuwatch/analyzer/internal/fieldgen", "github.com/gpuwatch/gpuwatch/analyzer/query/embedded"},
 		Files:    []string{"analyzer/engine/fieldcorpus_test.go"},
 		Extra: fmt.Sprintf("fieldgen.Corpus(), %s: DCP %v SM %v exporter %v honor_labels false %v restart %s interval %s",

@@ -27,7 +27,9 @@ const keepReplays = 2
 // Replay describes a replayed corpus written to disk (stores a simulator
 // filled): what generates it, so that the cache can tell when it changed.
 type Replay struct {
-	// Name names the replay in the cache ("corpus-week").
+	// Name names the replay in the cache ("corpus-week"); the cache keeps
+	// the last two versions of each name, so replays that live side by
+	// side (variants of one corpus) need names of their own.
 	Name string
 	// Packages are the import paths whose code writes the replay: every
 	// package of this module they depend on is hashed, source and embedded
@@ -60,7 +62,8 @@ func CachedReplay(t testing.TB, r Replay, dir string, build func(dir string) err
 		t.Logf("replay cache off for %s: %v", r.Name, err)
 		return false, build(dir)
 	}
-	entry := filepath.Join(root, r.Name+"-"+key[:24])
+	name := slug(r.Name)
+	entry := filepath.Join(root, name+"-"+key[:24])
 	if _, err := os.Stat(filepath.Join(entry, ".complete")); err == nil {
 		if err := copyTree(entry, dir); err != nil {
 			return false, fmt.Errorf("replay cache %s: %w", entry, err)
@@ -75,8 +78,18 @@ func CachedReplay(t testing.TB, r Replay, dir string, build func(dir string) err
 	if err := store(root, entry, dir); err != nil {
 		t.Logf("replay %s not cached: %v", r.Name, err)
 	}
-	prune(root, r.Name)
+	prune(root, name)
 	return false, nil
+}
+
+// slug is name as a folder name: lower case letters, digits and dashes.
+func slug(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(name))
 }
 
 func replayRoot() (string, bool) {

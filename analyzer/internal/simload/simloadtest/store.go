@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -94,14 +93,8 @@ func key(sc *sim.Scenario, o simload.Options, eo embedded.Options) (testtool.Rep
 	// versions of the code for each, so two replays of one scenario with
 	// other options do not push each other out.
 	sum := sha256.Sum256([]byte(inputs))
-	name := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
-			return r
-		}
-		return '-'
-	}, strings.ToLower(sc.Name))
 	return testtool.Replay{
-		Name:     "scenario-" + name + "-" + hex.EncodeToString(sum[:4]),
+		Name:     "scenario-" + sc.Name + "-" + hex.EncodeToString(sum[:4]),
 		Packages: []string{"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"},
 		Extra:    inputs,
 	}, nil
