@@ -36,4 +36,5 @@ const (
 	FieldComputeProcesses    = "compute_processes"
 	FieldGraphicsProcesses   = "graphics_processes"
 	FieldGPM                 = "gpm"
+	FieldProcessUtilization  = "process_utilization"
 )

@@ -221,8 +221,43 @@ var (
 		Help:   "CPU time consumed by a job holding a GPU, from its cgroup (cpu.stat or cpuacct.usage)."})
 	Capabilities = def(Metric{Name: "gpuwatch_exporter_capabilities", Type: Gauge, Origin: OriginExporter, PerGPU: true,
 		Labels: []string{LabelSource},
-		Help:   "1 for each telemetry source a device has (nvml, gpm, sim)."})
+		Help: "1 for each telemetry source a device has (nvml, gpm, sim, process_utilization). A device without " +
+			"process_utilization (MIG, old drivers) publishes no gpuwatch_holder_* series: its holders' own use is unknown."})
 )
+
+// CapabilityProcessUtilization is the gpuwatch_exporter_capabilities source of
+// a device whose holders' own use was read this cycle (NVML's per-process
+// utilization, or the simulator's): only such a device has gpuwatch_holder_*
+// series.
+const CapabilityProcessUtilization = "process_utilization"
+
+// Per-holder use of a device: NVML's per-process figures summed per holder
+// (a pod, namespace/pod, or a batch job, hpc_job) and device, never per PID,
+// so a shared GPU (time-slicing, MPS) shows each tenant's own use. Published
+// only for devices with the process_utilization capability; every holder of
+// such a device has all five, 0 when none of its processes used the engine.
+// Labels: the GPU labels (no modelName), pod and namespace or hpc_job of the
+// holder where an allocation names it, and job_id.
+var (
+	HolderSMUtil = def(Metric{Name: "gpuwatch_holder_sm_utilization_ratio", Type: Gauge, Unit: "ratio", Origin: OriginNVML, PerGPU: true,
+		Labels: []string{LabelJob},
+		Help:   "Share of the device's SM time used by one holder's processes (0-1), summed over its processes; NVML per-process utilization."})
+	HolderMemUtil = def(Metric{Name: "gpuwatch_holder_memory_utilization_ratio", Type: Gauge, Unit: "ratio", Origin: OriginNVML, PerGPU: true,
+		Labels: []string{LabelJob},
+		Help:   "Share of the device's memory-interface time used by one holder's processes (0-1); NVML per-process utilization."})
+	HolderEncUtil = def(Metric{Name: "gpuwatch_holder_encoder_utilization_ratio", Type: Gauge, Unit: "ratio", Origin: OriginNVML, PerGPU: true,
+		Labels: []string{LabelJob},
+		Help:   "Share of the device's video encoder time used by one holder's processes (0-1); NVML per-process utilization."})
+	HolderDecUtil = def(Metric{Name: "gpuwatch_holder_decoder_utilization_ratio", Type: Gauge, Unit: "ratio", Origin: OriginNVML, PerGPU: true,
+		Labels: []string{LabelJob},
+		Help:   "Share of the device's video decoder time used by one holder's processes (0-1); NVML per-process utilization."})
+	HolderMemory = def(Metric{Name: "gpuwatch_holder_gpu_memory_bytes", Type: Gauge, Unit: "bytes", Origin: OriginNVML, PerGPU: true,
+		Labels: []string{LabelJob},
+		Help:   "GPU memory held by one holder's processes on the device, summed over its processes."})
+)
+
+// HolderUseMetrics are the per-holder series, in the order render writes them.
+var HolderUseMetrics = []*Metric{HolderSMUtil, HolderMemUtil, HolderEncUtil, HolderDecUtil, HolderMemory}
 
 // The exporter's own health.
 var (
@@ -237,6 +272,8 @@ var (
 	LabelsTruncated = def(Metric{Name: "gpuwatch_exporter_label_values_truncated_total", Type: Counter, Origin: OriginExporter,
 		Labels: []string{LabelLabel},
 		Help:   "Label values cut to the exporter's length limit (MaxLabelValueBytes), by label name; a joined list of holders keeps whole ids and ends in ,+N."})
+	HoldersDropped = def(Metric{Name: "gpuwatch_exporter_holders_dropped_total", Type: Counter, Origin: OriginExporter,
+		Help: "Holders of a device left out of the gpuwatch_holder_* series because the device had more than the per-device cap (MaxHoldersPerDevice), summed over collections."})
 	AttributionErrors = def(Metric{Name: "gpuwatch_attribution_errors_total", Type: Counter, Origin: OriginAttribution,
 		Labels: []string{LabelAttributor},
 		Help:   "Failed refreshes of an attribution source (kubelet, job map, proc)."})
@@ -254,6 +291,11 @@ var BuildInfo = def(Metric{Name: "gpuwatch_build_info", Type: Gauge, Origin: Ori
 // CounterVec builds a client_golang counter for a metric of this catalogue.
 func (m *Metric) CounterVec() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: m.Name, Help: m.Help}, m.Labels)
+}
+
+// Counter builds an unlabelled client_golang counter.
+func (m *Metric) Counter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: m.Name, Help: m.Help})
 }
 
 // GaugeVec builds a client_golang gauge for a metric of this catalogue.

@@ -80,10 +80,12 @@ type Collector struct {
 
 	collectErrors *prometheus.CounterVec
 	truncated     *prometheus.CounterVec
-	lastCollect   prometheus.Gauge
-	duration      prometheus.Histogram
-	mu            sync.Mutex // serialises CollectOnce
-	buf           bytes.Buffer
+	// holdersDropped counts holders past MaxHoldersPerDevice.
+	holdersDropped prometheus.Counter
+	lastCollect    prometheus.Gauge
+	duration       prometheus.Histogram
+	mu             sync.Mutex // serialises CollectOnce
+	buf            bytes.Buffer
 }
 
 // New builds a Collector. It does not collect until Run or CollectOnce.
@@ -111,13 +113,14 @@ func New(opts Options) (*Collector, error) {
 		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	c := &Collector{
-		opts:          opts,
-		collectErrors: schema.CollectErrors.CounterVec(),
-		truncated:     schema.LabelsTruncated.CounterVec(),
-		lastCollect:   schema.LastCollect.Gauge(),
-		duration:      schema.CollectDuration.Histogram(),
+		opts:           opts,
+		collectErrors:  schema.CollectErrors.CounterVec(),
+		truncated:      schema.LabelsTruncated.CounterVec(),
+		holdersDropped: schema.HoldersDropped.Counter(),
+		lastCollect:    schema.LastCollect.Gauge(),
+		duration:       schema.CollectDuration.Histogram(),
 	}
-	for _, col := range []prometheus.Collector{c.collectErrors, c.truncated, c.lastCollect, c.duration, buildinfo.Collector()} {
+	for _, col := range []prometheus.Collector{c.collectErrors, c.truncated, c.holdersDropped, c.lastCollect, c.duration, buildinfo.Collector()} {
 		if err := opts.Registry.Register(col); err != nil {
 			return nil, fmt.Errorf("collector: register self metrics: %w", err)
 		}
@@ -170,10 +173,11 @@ func (c *Collector) CollectOnce(ctx context.Context) (*Exposition, error) {
 	for _, e := range snap.Errors {
 		c.collectErrors.WithLabelValues(e.Field).Inc()
 	}
-	families, truncated := RenderCounting(snap)
-	for name, n := range truncated {
+	families, stats := RenderCounting(snap)
+	for name, n := range stats.Truncated {
 		c.truncated.WithLabelValues(name).Add(float64(n))
 	}
+	c.holdersDropped.Add(float64(stats.HoldersDropped))
 	c.duration.Observe(time.Since(start).Seconds())
 	c.lastCollect.Set(float64(snap.Time.UnixNano()) / 1e9)
 	self, err := c.opts.Registry.Gather()

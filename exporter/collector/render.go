@@ -31,7 +31,7 @@ func Render(snap *source.Snapshot) []*dto.MetricFamily {
 
 // RenderCounting is Render that also returns how many label values it cut,
 // by label name.
-func RenderCounting(snap *source.Snapshot) ([]*dto.MetricFamily, map[string]int) {
+func RenderCounting(snap *source.Snapshot) ([]*dto.MetricFamily, RenderStats) {
 	r := renderer{families: map[*schema.Metric]*dto.MetricFamily{}, truncated: map[string]int{}}
 	r.render(snap)
 	out := make([]*dto.MetricFamily, 0, len(r.families))
@@ -40,12 +40,21 @@ func RenderCounting(snap *source.Snapshot) ([]*dto.MetricFamily, map[string]int)
 			out = append(out, mf)
 		}
 	}
-	return out, r.truncated
+	return out, RenderStats{Truncated: r.truncated, HoldersDropped: r.holdersDropped}
+}
+
+// RenderStats says what a rendering left out to stay bounded.
+type RenderStats struct {
+	// Truncated counts label values cut, by label name.
+	Truncated map[string]int
+	// HoldersDropped counts holders past MaxHoldersPerDevice, over all devices.
+	HoldersDropped int
 }
 
 type renderer struct {
-	families  map[*schema.Metric]*dto.MetricFamily
-	truncated map[string]int
+	families       map[*schema.Metric]*dto.MetricFamily
+	truncated      map[string]int
+	holdersDropped int
 }
 
 func (r *renderer) family(m *schema.Metric) *dto.MetricFamily {
@@ -214,6 +223,13 @@ func (r *renderer) render(snap *source.Snapshot) {
 	for _, a := range snap.Allocations {
 		allocs[a.DeviceKey] = append(allocs[a.DeviceKey], a)
 	}
+	var procs map[string][]*source.Process
+	for i := range snap.Devices {
+		if snap.Devices[i].ProcessUse && snap.Devices[i].Up {
+			procs = processesByDevice(snap.Processes)
+			break
+		}
+	}
 	base := map[string][]*dto.LabelPair{}
 	for i := range snap.Devices {
 		d := &snap.Devices[i]
@@ -250,6 +266,9 @@ func (r *renderer) render(snap *source.Snapshot) {
 			attrs := a.Attributes()
 			r.add(schema.AllocationInfo, r.with(r.holderLabels(holderBase, a), schema.AllocationInfo.Labels, attrs.InfoLabelValues()...), 1)
 		}
+		if d.ProcessUse {
+			r.holdersDropped += r.renderHolders(holderBase, allocs[key], procs[key])
+		}
 	}
 	for _, p := range snap.Processes {
 		labels, ok := base[p.DeviceKey]
@@ -266,4 +285,13 @@ func (r *renderer) render(snap *source.Snapshot) {
 	for _, j := range snap.JobCPU {
 		r.add(schema.JobCPUSeconds, r.with(nil, schema.JobCPUSeconds.Labels, snap.Hostname, j.Job), j.Seconds)
 	}
+}
+
+// processesByDevice indexes processes by Process.DeviceKey.
+func processesByDevice(ps []source.Process) map[string][]*source.Process {
+	out := map[string][]*source.Process{}
+	for i := range ps {
+		out[ps[i].DeviceKey] = append(out[ps[i].DeviceKey], &ps[i])
+	}
+	return out
 }

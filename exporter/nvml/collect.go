@@ -56,7 +56,12 @@ func (s *Source) collectDevice(d *device, snap *source.Snapshot) {
 	out.Up = s.readMemory(d, &r)
 	if out.Up {
 		s.readFields(d, &r)
-		s.readProcesses(d, &r)
+		first := len(snap.Processes)
+		complete := s.readProcesses(d, &r)
+		if s.readProcessUse(d, &r, snap.Processes[first:], complete) && !r.lost {
+			out.ProcessUse = true
+			out.Capabilities = s.capsWithUse(out.Capabilities)
+		}
 		if s.xid != nil {
 			s.xid.samples(d.index, &r)
 		}
@@ -67,6 +72,8 @@ func (s *Source) collectDevice(d *device, snap *source.Snapshot) {
 	}
 	if !out.Up {
 		r.samples = r.samples[:0]
+		out.ProcessUse = false
+		out.Capabilities = d.caps
 		if len(r.snap.Processes) > 0 {
 			// Drop the processes read before the GPU was found lost.
 			keep := r.snap.Processes[:0]
@@ -283,20 +290,27 @@ counters:
 }
 
 // readProcesses lists compute and graphics processes. On a MIG GPU a
-// process belongs to the GPU instance it runs in.
-func (s *Source) readProcesses(d *device, r *reader) {
+// process belongs to the GPU instance it runs in. It reports whether the
+// list is complete: compute processes listed, graphics processes listed or
+// not supported by the device.
+func (s *Source) readProcesses(d *device, r *reader) bool {
+	complete := false
 	if !r.skip(fComputeProcs) {
 		ps, ret := d.h.GetComputeRunningProcesses()
 		if r.ok(fComputeProcs, ret) {
 			s.addProcesses(d, r, ps, source.Compute)
+			complete = true
 		}
 	}
 	if !r.skip(fGraphicsProcs) {
 		ps, ret := d.h.GetGraphicsRunningProcesses()
 		if r.ok(fGraphicsProcs, ret) {
 			s.addProcesses(d, r, ps, source.Graphics)
+		} else if !r.skip(fGraphicsProcs) {
+			complete = false // a real failure, not an unsupported call
 		}
 	}
+	return complete
 }
 
 func (s *Source) addProcesses(d *device, r *reader, ps []gonvml.ProcessInfo, typ source.ProcessType) {

@@ -49,6 +49,7 @@ const (
 	fComputeProcs
 	fGraphicsProcs
 	fGPM
+	fProcessUtil
 	numFields
 )
 
@@ -89,6 +90,7 @@ var fieldNames = [numFields]string{
 	fComputeProcs:      schema.FieldComputeProcesses,
 	fGraphicsProcs:     schema.FieldGraphicsProcesses,
 	fGPM:               schema.FieldGPM,
+	fProcessUtil:       schema.FieldProcessUtilization,
 }
 
 func (f field) String() string { return fieldNames[f] }
@@ -111,6 +113,8 @@ type device struct {
 	caps        []string
 	nsamples    int // samples published last cycle: sizes the next slice
 	scratch     [maxReadValues]float64
+	lastUseTS   uint64 // newest per-process utilization sample read (µs)
+	useCount    []int  // per-process sample counts, reused every cycle
 }
 
 // migInstance is one MIG GPU instance of a device.
@@ -129,6 +133,7 @@ type migInstance struct {
 const (
 	capNVML = "nvml"
 	capGPM  = "gpm"
+	capUse  = schema.CapabilityProcessUtilization
 )
 
 // reader reads the fields of one device for one cycle, sorting each NVML

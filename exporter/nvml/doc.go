@@ -78,6 +78,12 @@
 //	GetComputeRunningProcesses, GetGraphicsRunningProcesses
 //	    gpuwatch_process_gpu_memory_bytes (bytes, with pid and type; on a MIG GPU the process belongs
 //	    to its GPU instance; attribution adds the rest)
+//	GetProcessUtilization(last sample's timestamp)
+//	    gpuwatch_holder_sm_utilization_ratio, gpuwatch_holder_memory_utilization_ratio,
+//	    gpuwatch_holder_encoder_utilization_ratio, gpuwatch_holder_decoder_utilization_ratio,
+//	    gpuwatch_holder_gpu_memory_bytes (each process's samples since the last cycle averaged,
+//	    percent / 100, summed per holder once attribution named the processes' jobs; ERROR_NOT_FOUND
+//	    is every process idle; never called on a GPU in MIG mode, where NVML cannot)
 //	EventSetWait (XID critical error events)
 //	    DCGM_FI_DEV_XID_ERRORS, gpuwatch_xid_errors_total (last XID, 0 before any; count per XID)
 //	GPM: GpmSampleGet / GpmMigSampleGet, GpmMetricsGet over the previous and the current sample
@@ -87,7 +93,8 @@
 //	    DCGM_FI_PROF_PCIE_RX_BYTES, DCGM_FI_PROF_NVLINK_TX_BYTES, DCGM_FI_PROF_NVLINK_RX_BYTES
 //	    (utilisations: percent / 100, ratio 0-1; PCIe and NVLink: MiB/s x 2^20, bytes/s)
 //	(every collection)
-//	    gpuwatch_gpu_up, gpuwatch_exporter_capabilities (capabilities: source="nvml" or "gpm")
+//	    gpuwatch_gpu_up, gpuwatch_exporter_capabilities (capabilities: source="nvml", "gpm", and
+//	    "process_utilization" for a cycle that read every process's own use)
 //
 // On a MIG GPU the physical GPU keeps its series and each GPU instance gets
 // its own (labels GPU_I_PROFILE, GPU_I_ID): framebuffer used and free from

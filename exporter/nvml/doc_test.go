@@ -51,10 +51,13 @@ func docRows() []docRow {
 		docRow{"GetFieldValues(FI_DEV_NVLINK_THROUGHPUT_DATA_TX/_RX, scope = link)", names(schema.NVLinkBW), "KiB of data, TX + RX, sum over links"},
 		docRow{"GetComputeRunningProcesses, GetGraphicsRunningProcesses", names(schema.ProcessMemory),
 			"bytes, with pid and type; on a MIG GPU the process belongs to its GPU instance; attribution adds the rest"},
+		docRow{"GetProcessUtilization(last sample's timestamp)", names(schema.HolderUseMetrics...),
+			"each process's samples since the last cycle averaged, percent / 100, summed per holder once attribution " +
+				"named the processes' jobs; ERROR_NOT_FOUND is every process idle; never called on a GPU in MIG mode, where NVML cannot"},
 		docRow{"EventSetWait (XID critical error events)", names(schema.XIDLast, schema.XIDErrors), "last XID, 0 before any; count per XID"},
 		docRow{"GPM: GpmSampleGet / GpmMigSampleGet, GpmMetricsGet over the previous and the current sample", gpm,
 			"utilisations: percent / 100, ratio 0-1; PCIe and NVLink: MiB/s x 2^20, bytes/s"},
-		docRow{"(every collection)", names(schema.GPUUp, schema.Capabilities), `capabilities: source="nvml" or "gpm"`},
+		docRow{"(every collection)", names(schema.GPUUp, schema.Capabilities), `capabilities: source="nvml", "gpm", and "process_utilization" for a cycle that read every process's own use`},
 	)
 }
 

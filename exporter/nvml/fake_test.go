@@ -60,6 +60,11 @@ type fakeGPU struct {
 	nvlinkRX       uint64
 	compute        []nvml.ProcessInfo
 	graphics       []nvml.ProcessInfo
+	// procUse answers GetProcessUtilization: the samples newer than the
+	// caller's timestamp, NOT_FOUND when none is, useRet when set.
+	procUse  []nvml.ProcessUtilizationSample
+	useRet   nvml.Return
+	useCalls []uint64 // the lastSeenTimestamp of every call
 
 	gpm     bool
 	gpmTick int // a test advances it between cycles; samples record it
@@ -89,6 +94,9 @@ type fakeOptions struct {
 	procs int  // compute processes per GPU
 	links int  // NVLink links per GPU
 	gpm   bool // GPM supported on every GPU
+	// procUse makes GetProcessUtilization answer (one sample per process);
+	// without it the call is NOT_SUPPORTED, as on drivers that lack it.
+	procUse bool
 }
 
 func newFake(t testing.TB, srv *server.Server, o fakeOptions) *fake {
@@ -97,6 +105,9 @@ func newFake(t testing.TB, srv *server.Server, o fakeOptions) *fake {
 	for i, d := range srv.Devices {
 		g := &fakeGPU{dev: d.(*server.Device), index: i, links: o.links, gpm: o.gpm}
 		g.fill(o.procs)
+		if !o.procUse {
+			g.useRet = nvml.ERROR_NOT_SUPPORTED
+		}
 		f.gpus = append(f.gpus, g)
 		f.wire(g)
 	}
@@ -176,6 +187,11 @@ func (g *fakeGPU) fill(procs int) {
 			GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF})
 	}
 	g.graphics = []nvml.ProcessInfo{}
+	g.procUse = nil
+	for k, p := range g.compute {
+		g.procUse = append(g.procUse, nvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: 1_000_000 + uint64(k),
+			SmUtil: uint32(10 + k), MemUtil: uint32(5 + k), EncUtil: 1, DecUtil: 2})
+	}
 }
 
 // wire sets every device function the source calls.
@@ -273,6 +289,22 @@ func (f *fake) wire(g *fakeGPU) {
 	}
 	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return g.compute, nvml.SUCCESS }
 	d.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return g.graphics, nvml.SUCCESS }
+	d.GetProcessUtilizationFunc = func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		g.useCalls = append(g.useCalls, last)
+		if g.useRet != nvml.SUCCESS {
+			return nil, g.useRet
+		}
+		var out []nvml.ProcessUtilizationSample
+		for _, u := range g.procUse {
+			if u.TimeStamp > last {
+				out = append(out, u)
+			}
+		}
+		if len(out) == 0 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return out, nvml.SUCCESS
+	}
 	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
 	d.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) {
 		if g.gpm {

@@ -46,6 +46,9 @@ type Source struct {
 	// capsNVML and capsGPM are the Capabilities of a device without and
 	// with GPM; shared, read-only, by every snapshot.
 	capsNVML, capsGPM []string
+	// capsNVMLUse and capsGPMUse add process_utilization, for a cycle that
+	// read every process's own use.
+	capsNVMLUse, capsGPMUse []string
 	// lastProcs sizes the next snapshot's process slice.
 	lastProcs int
 }
@@ -86,7 +89,8 @@ func New(lib gonvml.Interface, opts Options) (*Source, error) {
 		host = h
 	}
 	s := &Source{lib: lib, opts: opts, log: opts.Logger, host: host, reasons: newClockReasons(),
-		capsNVML: []string{capNVML}, capsGPM: []string{capNVML, capGPM}}
+		capsNVML: []string{capNVML}, capsGPM: []string{capNVML, capGPM},
+		capsNVMLUse: []string{capNVML, capUse}, capsGPMUse: []string{capNVML, capGPM, capUse}}
 	if err := s.enumerate(); err != nil {
 		_ = lib.Shutdown()
 		return nil, err

@@ -93,6 +93,7 @@ type workloadFile struct {
 	Behaviour Behaviour         `yaml:"behaviour"`
 	Params    paramsFile        `yaml:"params"`
 	Labels    map[string]string `yaml:"labels"`
+	Shared    bool              `yaml:"shared"`
 	Expect    []wastePattern    `yaml:"expect"`
 }
 

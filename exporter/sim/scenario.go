@@ -158,9 +158,13 @@ type Workload struct {
 	Behaviour  Behaviour
 	Params     Params
 	Labels     map[string]string
-	Expect     []string
-	line       int
-	key        uint64 // noise key: hash of node and id
+	// Shared holds a time-sliced (or MPS) replica of its GPUs: other shared
+	// workloads may hold them at the same time, the device's use is their
+	// sum, and each process's own use is published (gpuwatch_holder_*).
+	Shared bool
+	Expect []string
+	line   int
+	key    uint64 // noise key: hash of node and id
 }
 
 // Fault is a hardware fault on some GPUs of one node, once or recurring.

@@ -321,6 +321,7 @@ func (s *Source) snapshot(n *simNode, t time.Time) *source.Snapshot {
 	step := uint64(t.Unix())
 	snap := &source.Snapshot{Time: t, Hostname: n.host, Devices: make([]source.Device, len(n.devs))}
 	loads := make([]load, len(n.devs))
+	shared := make([]bool, len(n.devs))
 	for i, d := range n.devs {
 		nz := noiser{seed: s.seed, dev: d.id, step: step}
 		var l load
@@ -334,7 +335,12 @@ func (s *Source) snapshot(n *simNode, t time.Time) *source.Snapshot {
 			switch {
 			case off < dur:
 				wl := sl.w.load(sl.pos, off, e, s.seed, nz)
-				l = merge(l, wl)
+				if sl.w.Shared {
+					shared[i] = true
+					l = mergeShared(l, wl)
+				} else {
+					l = merge(l, wl)
+				}
 				snap.Allocations = append(snap.Allocations, source.Allocation{
 					DeviceKey: d.key, Scheduler: sl.w.Scheduler,
 					Pod: pod, Namespace: sl.w.Namespace, Container: containerOf(sl.w),
@@ -391,6 +397,11 @@ func (s *Source) snapshot(n *simNode, t time.Time) *source.Snapshot {
 			}
 			continue
 		}
+		if shared[i] {
+			// The simulator knows each process's own use, as NVML's
+			// per-process utilization tells it on a time-sliced GPU.
+			dev.ProcessUse, dev.Capabilities = true, simSharedCapabilities
+		}
 		dev.Samples = s.gpuSamples(d, &l, &fs, t, step)
 		for _, f := range fs.failing {
 			dev.Samples = dropMetrics(dev.Samples, fieldMetrics[f])
@@ -430,6 +441,25 @@ func merge(a, b load) load {
 	return a
 }
 
+// mergeShared combines the holders of a time-sliced GPU: the device runs
+// their work in turn, so activity and power add up, to the device's whole.
+func mergeShared(a, b load) load {
+	a.util = min(a.util+b.util, 100)
+	a.memCopy = min(a.memCopy+b.memCopy, 100)
+	for _, p := range []struct {
+		x *float64
+		y float64
+	}{{&a.gr, b.gr}, {&a.sm, b.sm}, {&a.occ, b.occ}, {&a.tensor, b.tensor},
+		{&a.dram, b.dram}, {&a.fp64, b.fp64}, {&a.fp32, b.fp32}, {&a.fp16, b.fp16}, {&a.power, b.power},
+		{&a.pcie, b.pcie}, {&a.nvlink, b.nvlink}} {
+		*p.x = min(*p.x+p.y, 1)
+	}
+	a.memGiB += b.memGiB
+	a.process = a.process || b.process
+	a.spin = a.spin || b.spin
+	return a
+}
+
 // dropMetrics removes the samples of a failing field, in place.
 func dropMetrics(samples []source.Sample, ms []*schema.Metric) []source.Sample {
 	kept := samples[:0]
@@ -455,7 +485,10 @@ func containerOf(w *Workload) string {
 	return ""
 }
 
-var simCapabilities = []string{"sim"}
+var (
+	simCapabilities       = []string{"sim"}
+	simSharedCapabilities = []string{"sim", schema.CapabilityProcessUtilization}
+)
 
 func (s *Source) process(d *simDevice, sl slot, k int64, l load, orphan bool) source.Process {
 	w := sl.w
@@ -465,6 +498,8 @@ func (s *Source) process(d *simDevice, sl slot, k int64, l load, orphan bool) so
 		MemoryBytes: uint64(l.memGiB * (1 << 30)),
 		Command:     w.command(), User: w.User, UID: 1000 + int(hashString(w.User)%60000),
 		Job: w.fullJobID(k), Orphan: orphan,
+		// Published only on a shared device (Device.ProcessUse).
+		Use: &source.ProcessUse{SM: l.util, Memory: l.memCopy},
 	}
 }
 

@@ -206,7 +206,7 @@ func (v *validator) workload(r *workloadFile, i int, nodes map[string]*Node) (Wo
 	p := func(k ...any) []any { return append([]any{"workloads", i}, k...) }
 	w := Workload{ID: r.ID, Scheduler: string(r.Scheduler), Namespace: r.Namespace, Container: r.Container,
 		User: r.User, Account: r.Account, Team: r.Team, Kind: string(r.Kind), JobName: r.JobName, Command: r.Command,
-		Node: r.Node, GPUs: r.GPUs, Behaviour: r.Behaviour, Labels: r.Labels}
+		Node: r.Node, GPUs: r.GPUs, Behaviour: r.Behaviour, Labels: r.Labels, Shared: r.Shared}
 	for _, e := range r.Expect {
 		w.Expect = append(w.Expect, string(e))
 	}
@@ -510,8 +510,9 @@ func joinKinds() string {
 	return strings.Join(names, ", ")
 }
 
-// overlaps refuses two workloads holding the same GPU at the same time:
-// the ground truth of an allocation must be unambiguous.
+// overlaps refuses two workloads holding the same GPU at the same time,
+// unless both are shared (time-slicing replicas): the ground truth of an
+// allocation must be unambiguous.
 func (v *validator) overlaps(sc *Scenario) {
 	type span struct {
 		s, e time.Duration
@@ -545,6 +546,9 @@ func (v *validator) overlaps(sc *Scenario) {
 		for a := 0; a < len(spans); a++ {
 			for b := a + 1; b < len(spans); b++ {
 				x, y := spans[a], spans[b]
+				if sc.Workloads[x.i].Shared && sc.Workloads[y.i].Shared {
+					continue // replicas of a time-sliced GPU
+				}
 				shifts := []time.Duration{0}
 				if sc.Repeat > 0 {
 					shifts = append(shifts, -sc.Repeat, sc.Repeat)

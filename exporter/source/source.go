@@ -62,6 +62,11 @@ type Device struct {
 	// Capabilities lists the telemetry sources this device has ("nvml", "gpm", "sim").
 	Capabilities []string
 	Samples      []Sample
+	// ProcessUse is true when the source read each process's own use of this
+	// device this cycle (Process.Use); a process without Use was idle. False
+	// where the driver cannot (MIG instances, old drivers) or the read
+	// failed: then no holder's own use is known.
+	ProcessUse bool
 }
 
 // Key identifies a device or MIG instance: "<UUID>" or "<UUID>/<GIID>".
@@ -103,6 +108,17 @@ type Process struct {
 	UID     int
 	Job     string // hpc_job id, or namespace/pod
 	Orphan  bool   // holds GPU memory with no live allocation
+	// Use is the process's own use of the device's engines since the last
+	// collection; nil when it had no sample (idle) or the source cannot tell
+	// (see Device.ProcessUse).
+	Use *ProcessUse
+}
+
+// ProcessUse is one process's share of a device's engines over the last
+// sampling window, in percent (0-100) as NVML's per-process utilization
+// reports it.
+type ProcessUse struct {
+	SM, Memory, Encoder, Decoder float64
 }
 
 // Allocation is one holder of one device. A shared GPU (time-slicing, MPS)
