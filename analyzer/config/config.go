@@ -67,9 +67,10 @@ type Idle struct {
 	// refused with a pointer here.
 	PowerVetoAboveFloor Ratio `yaml:"power_veto_above_floor"`
 	// FloorQuantile: a model's idle floor is this quantile of the mean draws
-	// of its whole GPUs in steps with no activity at all: mean util at most
-	// 2 % (housekeeping's blips), SM activity below sm_active and
-	// memory-copy util at most 1 %, where exported. Default 0.95: idle draw differs between boards of one
+	// of its whole GPUs in steps where they hold a context (framebuffer in
+	// use) and do nothing: mean util at most 2 % (housekeeping's blips), SM
+	// activity below sm_active and memory-copy util at most 1 %, where
+	// exported. Default 0.95: idle draw differs between boards of one
 	// model (cooling, firmware, how many contexts they hold), and the
 	// floor must cover the warmer boards, while the top 5 % leaves out the
 	// odd step that moved data without a kernel.

@@ -10,8 +10,8 @@ import (
 )
 
 // FloorBook learns each GPU model's idle floor of power from the fleet's
-// own data: what the model's whole GPUs draw in steps with no activity at
-// all. What a board draws while it holds CUDA contexts and runs nothing is
+// own data: what the model's whole GPUs draw in steps where they hold a
+// context and do nothing with it (idleWithContext). What a board draws while it holds CUDA contexts and runs nothing is
 // model-specific and can be half its TDP (an L4 at about 35 W of 72 W), so
 // no one share of the power limit tells idle from work on every part; and
 // learning a baseline only from steps already judged idle is circular for
@@ -52,12 +52,22 @@ const floorMemory = 1 << 16
 // keeps a step's mean that low.
 const blipPercent = 2
 
-// rawIdle reports whether a step of a GPU shows no activity at all, by its
-// counters alone, never by power: a whole GPU with power, mean util within
-// housekeeping's blips, SM activity under the idle threshold and memory-copy
-// util within 1 % (no data moved), where exported.
-func rawIdle(g features.GPU, c config.Idle) bool {
-	return g.Device == g.UUID && g.HasPowerW && g.PowerW > 0 && g.HasUtil && g.UtilAvg <= blipPercent &&
+// contextMiB is the framebuffer use above which a board holds a context: a
+// CUDA context takes a few hundred MiB (config.Idle.MemoryHeldMiB), a board
+// with none reads a few MiB at most.
+const contextMiB = 100
+
+// idleWithContext reports whether a step of a GPU is the floor's kind of
+// step, by its counters alone, never by power: a whole GPU with power that
+// holds a context (framebuffer in use) and does nothing with it: mean util
+// within housekeeping's blips, SM activity under the idle threshold and
+// memory-copy util within 1 % (no data moved), where exported. Bare boards
+// are left out: they draw less (an L4 16 W, not 35), and a fleet of spare
+// GPUs would pull the floor under what every idle holder draws, while a
+// bare board sits under the floor whatever it is.
+func idleWithContext(g features.GPU, c config.Idle) bool {
+	return g.Device == g.UUID && g.HasPowerW && g.PowerW > 0 && g.HasFB && g.FBMaxMiB > contextMiB &&
+		g.HasUtil && g.UtilAvg <= blipPercent &&
 		(!g.HasSM || g.SMAvg < float64(c.SMActive)) && (!g.HasMemCopy || g.MemCopyAvg <= 1)
 }
 
@@ -73,7 +83,7 @@ func (b FloorBook) observe(g features.GPU, c config.Idle) {
 		m = &ModelFloor{Watts: map[int]int{}, GPUs: map[string]int{}}
 		b[g.Model] = m
 	}
-	if !rawIdle(g, c) {
+	if !idleWithContext(g, c) {
 		return
 	}
 	m.Watts[int(math.Round(g.PowerW))]++

@@ -179,3 +179,26 @@ func TestFloorBookKeepsAcrossCycles(t *testing.T) {
 		t.Errorf("halved: %+v, want 50 samples and the same 39 W", got)
 	}
 }
+
+// TestBareBoardsTeachNoFloor: spare L4s without a context draw 16 W; were
+// they learnt from, a fleet of many spares would put the floor there and
+// veto every idle holder at 35 W again. Only boards holding a context
+// teach the floor.
+func TestBareBoardsTeachNoFloor(t *testing.T) {
+	c := config.Default().Idle
+	b := FloorBook{}
+	for i := range 1000 {
+		g := *l4Idle(16)(0)
+		g.FBMaxMiB = 0
+		g.Host, g.Device, g.UUID = "n1", "GPU-spare", "GPU-spare"
+		b.observe(g, c)
+		if i%10 == 0 {
+			g := *l4Idle(float64(34 + i%3))(0)
+			g.Host, g.Device, g.UUID = "n1", "GPU-nb", "GPU-nb"
+			b.observe(g, c)
+		}
+	}
+	if f := b.floor(l4, c); !f.Learned || f.Samples != 100 || f.GPUs != 1 || f.Watts < 34 {
+		t.Errorf("floor %+v, want one learnt from the 100 steps holding a context (34-36 W)", f)
+	}
+}
