@@ -70,10 +70,13 @@ type Idle struct {
 	// of its whole GPUs in steps where they hold a context (framebuffer in
 	// use) and do nothing: mean util at most 2 % (housekeeping's blips), SM
 	// activity below sm_active and memory-copy util at most 1 %, where
-	// exported. Default 0.95: idle draw differs between boards of one
-	// model (cooling, firmware, how many contexts they hold), and the
-	// floor must cover the warmer boards, while the top 5 % leaves out the
-	// odd step that moved data without a kernel.
+	// exported. Default 0.5, the median: it is the draw the model's
+	// boards typically hold, and the margins judged above it (the veto's
+	// 0.3 of the range, the spin's 0.25) cover the spread between boards
+	// (up to 10 % of idle draw). A high quantile let a few idle boards with
+	// locked clocks (0.35 of TDP, doing nothing) lift the whole model's
+	// floor until hardware-decoder work at 0.45 of TDP read idle and a
+	// serial kernel read as a hang.
 	FloorQuantile Ratio `yaml:"floor_quantile"`
 	// FloorMinSamples: the idle steps a model needs before its learnt floor
 	// replaces the published figure. Default 36: three GPU-hours of
@@ -271,7 +274,7 @@ func Default() Config {
 			SMActive:            0.01,
 			MemoryHeldMiB:       1024,
 			PowerVetoAboveFloor: 0.3,
-			FloorQuantile:       0.95,
+			FloorQuantile:       0.5,
 			FloorMinSamples:     36,
 		},
 		Patterns: Patterns{
