@@ -6,6 +6,7 @@
 package config
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"time"
@@ -50,13 +51,38 @@ type Idle struct {
 	// holding a warp; the DCGM user guide ("Profiling Metrics") reads SM
 	// activity under 0.5 as likely ineffective use, so 0.01 is no use.
 	SMActive Ratio `yaml:"sm_active"`
-	// PowerVetoRatio: a GPU drawing more than this fraction of its power limit
-	// (or its model's TDP) on average is never idle, whatever util says.
-	// Default 0.4: nvidia-smi shows idle A100 SXM boards near 50-60 W of
-	// their 400 W data-sheet TDP and idle H100 SXM near 70 W of 700 W (0.15
-	// at most, see analyzer/gpumodel), while MLPerf Training power results
-	// show busy boards at 0.7-0.95. Ignored when power is not exported.
-	PowerVetoRatio Ratio `yaml:"power_veto_ratio"`
+	// PowerVetoAboveFloor: a GPU whose mean draw sits more than this share
+	// of the way from its model's idle floor (0) to its power limit (1) is
+	// never idle, whatever util says. The floor is learnt from the fleet
+	// (FloorQuantile, FloorMinSamples), else the model's published idle
+	// figure (analyzer/gpumodel); the limit is DCGM_FI_DEV_POWER_MGMT_LIMIT,
+	// else the model's TDP. Default 0.3: it keeps the line where a fixed 0.4
+	// of TDP put it on the parts that share was set on (idle A100 SXM near
+	// 55 W of 400 W: (160-55)/(400-55) = 0.30; idle H100 SXM near 70 W of
+	// 700 W: 0.33), while MLPerf Training power results show busy boards at
+	// 0.7-0.95 of TDP. A share of TDP failed on inference parts whose idle
+	// draw with contexts is itself near half their TDP (an L4 at about 35 W
+	// of 72 W). Ignored when power is not exported. Replaces
+	// power_veto_ratio (a share of the limit for every part), which is
+	// refused with a pointer here.
+	PowerVetoAboveFloor Ratio `yaml:"power_veto_above_floor"`
+	// FloorQuantile: a model's idle floor is this quantile of the mean draws
+	// of its whole GPUs in steps where they hold a context (framebuffer in
+	// use) and do nothing: mean util at most 2 % (housekeeping's blips), SM
+	// activity below sm_active and memory-copy util at most 1 %, where
+	// exported. Default 0.5, the median: it is the draw the model's
+	// boards typically hold, and the margins judged above it (the veto's
+	// 0.3 of the range, the spin's 0.25) cover the spread between boards
+	// (up to 10 % of idle draw). A high quantile let a few idle boards with
+	// locked clocks (0.35 of TDP, doing nothing) lift the whole model's
+	// floor until hardware-decoder work at 0.45 of TDP read idle and a
+	// serial kernel read as a hang.
+	FloorQuantile Ratio `yaml:"floor_quantile"`
+	// FloorMinSamples: the idle steps a model needs before its learnt floor
+	// replaces the published figure. Default 36: three GPU-hours of
+	// 5-minute steps, enough for the quantile to rest on more than one
+	// board's quiet spell.
+	FloorMinSamples int `yaml:"floor_min_samples"`
 	// MemoryHeldMiB: framebuffer use above this means a process holds the
 	// GPU. Default 1024: nvidia-smi shows a bare CUDA context at a few
 	// hundred MiB per process, and any loaded model holds more.
@@ -126,9 +152,10 @@ type Stuck struct {
 	// nvmlUtilization_t), so a kernel that never returns reads 100 on every
 	// sample; 90 leaves room for the sampling of a 60 s scrape.
 	SpinUtilPercent Percent `yaml:"spin_util_percent"`
-	// SpinPowerRatio: mean power at most this far from the GPU's idle
-	// baseline towards its power limit (0 = idle, 1 = limit). The baseline
-	// is learnt per GPU from its own idle steps; the limit is
+	// SpinPowerRatio: mean power at most this far from the GPU model's idle
+	// floor towards its power limit (0 = floor, 1 = limit). The floor is
+	// learnt from the fleet's idle steps (idle.floor_quantile), else the
+	// model's published idle figure; the limit is
 	// DCGM_FI_DEV_POWER_MGMT_LIMIT, or the model's TDP where the data has
 	// none (dcgm-exporter's default counters). Default 0.25: MLPerf
 	// Training power submissions show busy A100/H100 boards at 70-95% of
@@ -243,10 +270,12 @@ func Default() Config {
 		Step:        Duration(5 * time.Minute),
 		MinCoverage: 0.5,
 		Idle: Idle{
-			UtilPercent:    5,
-			SMActive:       0.01,
-			PowerVetoRatio: 0.4,
-			MemoryHeldMiB:  1024,
+			UtilPercent:         5,
+			SMActive:            0.01,
+			MemoryHeldMiB:       1024,
+			PowerVetoAboveFloor: 0.3,
+			FloorQuantile:       0.5,
+			FloorMinSamples:     36,
 		},
 		Patterns: Patterns{
 			CPUOnly:       CPUOnly{MinDuration: Duration(2 * time.Hour)},
@@ -279,7 +308,7 @@ func Parse(name string, data []byte) (Config, error) {
 	c := Default()
 	doc, err := configfile.Decode(name, data, &c)
 	if err != nil {
-		return Config{}, err
+		return Config{}, explainRetired(err)
 	}
 	if c.Patterns.Overlong.MaxRuntime == nil {
 		c.Patterns.Overlong.MaxRuntime = map[string]Duration{}
@@ -290,6 +319,30 @@ func Parse(name string, data []byte) (Config, error) {
 	return c, nil
 }
 
+// retired maps a key path gpuwatch no longer reads to why, and what to
+// write instead: a key whose meaning changed is refused, never read under
+// its new meaning.
+var retired = map[string]string{
+	"idle.power_veto_ratio": "retired: power is no longer judged as one share of the power limit for every part " +
+		"(an idle L4 holding contexts draws 0.49 of its TDP); set idle.power_veto_above_floor, the share of the way " +
+		"from the model's idle floor to its limit (default 0.3), or remove the key",
+}
+
+// explainRetired turns "unknown key" errors on retired keys into what
+// replaced them.
+func explainRetired(err error) error {
+	var es configfile.Errors
+	if !errors.As(err, &es) {
+		return err
+	}
+	for _, e := range es {
+		if why, ok := retired[e.Path]; ok && strings.HasPrefix(e.Msg, "unknown key") {
+			e.Msg = why
+		}
+	}
+	return es
+}
+
 // check holds the cross-field rules that a single value cannot.
 func (c *Config) check(doc *configfile.Doc) configfile.Errors {
 	var errs configfile.Errors
@@ -298,6 +351,12 @@ func (c *Config) check(doc *configfile.Doc) configfile.Errors {
 	}
 	if c.MinCoverage == 0 {
 		errs = append(errs, doc.Errorf("min_coverage", "must be above 0: a step without data is unknown, never idle"))
+	}
+	if c.Idle.FloorQuantile == 0 {
+		errs = append(errs, doc.Errorf("idle.floor_quantile", "must be above 0: the floor must cover the idle boards' draws"))
+	}
+	if c.Idle.FloorMinSamples < 1 {
+		errs = append(errs, doc.Errorf("idle.floor_min_samples", "%d: must be at least 1", c.Idle.FloorMinSamples))
 	}
 	if c.Idle.MemoryHeldMiB < 0 {
 		errs = append(errs, doc.Errorf("idle.memory_held_mib", "must not be negative"))

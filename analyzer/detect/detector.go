@@ -45,8 +45,8 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 		st.Origin = s.Start
 	}
 	known := func(dev string) bool { return s.Known(dev, float64(d.cfg.MinCoverage)) }
-	if st.Power == nil {
-		st.Power = PowerBook{}
+	if st.Floors == nil {
+		st.Floors = FloorBook{}
 	}
 	rows := d.groupRows(st, s, known)
 	d.endMissing(st, s, rows, known, &res)
@@ -63,13 +63,13 @@ func (d *Detector) Step(st *State, s features.Step) Result {
 	return res
 }
 
-// groupRows groups this step's rows by allocation; every row, allocated or
-// not, teaches its GPU's power range.
+// groupRows groups this step's rows by allocation; every known row,
+// allocated or not, teaches its model's idle floor.
 func (d *Detector) groupRows(st *State, s features.Step, known func(string) bool) map[string][]features.GPU {
 	rows := map[string][]features.GPU{}
 	for _, g := range s.GPUs {
 		if known(features.DeviceID(g.Host, g.Device)) {
-			st.Power.observe(g, !d.active(st, g))
+			st.Floors.observe(g, d.cfg.Idle)
 		}
 		if g.Job == "" {
 			continue
@@ -251,8 +251,10 @@ func run(since time.Time, cond bool, at time.Time) time.Time {
 // active decides whether a GPU did work in a step: its mean util above the
 // idle threshold (a mean, not every sample: an idle context reads a percent
 // or two now and then), SM activity where exported, graphics-engine
-// activity on MIG instances (which have no util of their own); power above
-// the veto overrides an idle reading.
+// activity on MIG instances (which have no util of their own); power too far
+// above its model's idle floor overrides an idle reading: judged against
+// the floor, not as a share of the limit, since a board holding contexts
+// draws a model-specific share of its TDP (FloorBook).
 func (d *Detector) active(st *State, g features.GPU) bool {
 	idle := true
 	if g.HasUtil {
@@ -264,7 +266,7 @@ func (d *Detector) active(st *State, g features.GPU) bool {
 	case g.HasGR && !g.HasUtil:
 		idle = idle && g.GRAvg < float64(d.cfg.Idle.SMActive)
 	}
-	if r, ok := st.Power.ratio(g); ok && r > float64(d.cfg.Idle.PowerVetoRatio) {
+	if r, ok := st.Floors.aboveFloor(g, d.cfg.Idle); ok && r > float64(d.cfg.Idle.PowerVetoAboveFloor) {
 		idle = false
 	}
 	return !idle

@@ -155,8 +155,9 @@ type State struct {
 	Origin  time.Time
 	Allocs  map[string]*Alloc
 	Orphans map[string]*OrphanState
-	// Power is every GPU's learnt power range.
-	Power PowerBook
+	// Floors is every GPU model's idle floor of power, learnt from the
+	// fleet's idle steps.
+	Floors FloorBook
 	// Window, when set, is the start of the window whose waste is counted
 	// (gpuwatch analyze's --from): steps before it inform every judgement
 	// (how long a GPU has been idle, that it was never used), but each
@@ -183,7 +184,7 @@ type State struct {
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{Allocs: map[string]*Alloc{}, Orphans: map[string]*OrphanState{}, Power: PowerBook{}, Memory: features.NewMemory()}
+	return &State{Allocs: map[string]*Alloc{}, Orphans: map[string]*OrphanState{}, Floors: FloorBook{}, Memory: features.NewMemory()}
 }
 
 // Result is what one step produced.

@@ -44,8 +44,8 @@ func judgeStuck(j *judge) *verdict {
 // spin is the hung-collective signature on one GPU in one step: the engine
 // reads busy (util, or graphics-engine activity on MIG) while everything
 // that real work moves stays at rest. Each signal present must agree; at
-// least one that measures work (SM or DRAM activity, or power against a
-// known idle-to-limit range) must be present, because util alone cannot
+// least one that measures work (SM or DRAM activity, or power against its
+// model's idle floor and limit, FloorBook) must be present, because util alone cannot
 // tell a spin from work. Tensor activity and memory-copy util, where
 // exported, can only veto.
 //
@@ -93,7 +93,7 @@ func (d *Detector) spin(st *State, g features.GPU) bool {
 	if g.HasMemCopy && g.MemCopyAvg > float64(c.SpinMemCopyPercent) {
 		return false
 	}
-	if r, ok := st.Power.aboveIdle(g); ok {
+	if r, ok := st.Floors.aboveFloor(g, d.cfg.Idle); ok {
 		if r > float64(c.SpinPowerRatio) {
 			return false
 		}

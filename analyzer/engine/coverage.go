@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
+	"github.com/gpuwatch/gpuwatch/analyzer/detect"
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 )
 
@@ -30,6 +31,10 @@ type Coverage struct {
 	// Exporters lists the pods taken for GPU exporters' own (scrape
 	// targets), with the evidence: never jobs, never findings.
 	Exporters []features.Exporter `json:"exporters"`
+	// IdleFloors is the idle floor of power each GPU model was judged by
+	// (the power veto, the hang's spin signature): learnt from the fleet's
+	// idle steps, or the published figure.
+	IdleFloors []detect.IdleFloor `json:"idle_floors,omitempty"`
 }
 
 // coverageCounter accumulates Coverage over steps.

@@ -210,6 +210,7 @@ func (e *Engine) analyzeGrid(ctx context.Context, from time.Time, n int) (Analys
 	}
 	c := cov.result(from, end, len(fs))
 	c.Exporters = mem.Exporters.List()
+	c.IdleFloors = st.Floors.Floors(e.o.Config.Idle)
 	return Analysis{Findings: fs, Coverage: c, Book: ledger.Close()}, nil
 }
 
@@ -467,7 +468,11 @@ type meta struct {
 	Cursor  time.Time                      `json:"cursor"`
 	Origin  time.Time                      `json:"origin"`
 	Orphans map[string]*detect.OrphanState `json:"orphans"`
-	Power   detect.PowerBook               `json:"power,omitempty"`
+	// Floors is each GPU model's learnt idle floor. It replaced "power",
+	// per-GPU baselines learnt only from steps already judged idle: a
+	// state that still has them loads without them (the key is no field
+	// any more), and the floors are learnt afresh.
+	Floors detect.FloorBook `json:"idle_floors,omitempty"`
 	// Memory is what the fetches learnt: exporters' pods, device cadences.
 	Memory *features.Memory `json:"memory,omitempty"`
 }
@@ -491,8 +496,8 @@ func (e *Engine) load(ctx context.Context) (*detect.State, time.Time, error) {
 	if m.Orphans != nil {
 		st.Orphans = m.Orphans
 	}
-	if m.Power != nil {
-		st.Power = m.Power
+	if m.Floors != nil {
+		st.Floors = m.Floors
 	}
 	if m.Memory != nil {
 		st.Memory = m.Memory
@@ -540,7 +545,7 @@ func (e *Engine) save(ctx context.Context, st *detect.State, cursor time.Time) e
 			return fmt.Errorf("save allocation %s: %w", k, err)
 		}
 	}
-	m, err := json.Marshal(meta{Cursor: cursor, Origin: st.Origin, Orphans: st.Orphans, Power: st.Power, Memory: st.Memory})
+	m, err := json.Marshal(meta{Cursor: cursor, Origin: st.Origin, Orphans: st.Orphans, Floors: st.Floors, Memory: st.Memory})
 	if err != nil {
 		return fmt.Errorf("encode analyzer state: %w", err)
 	}

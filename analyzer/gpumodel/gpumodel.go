@@ -1,8 +1,8 @@
 // Package gpumodel knows the GPU models a fleet is made of: memory, MIG
 // profiles, board power limit (TDP) and typical idle draw. The analyzer uses
 // the power figures when the data carries no power limit (dcgm-exporter's
-// default counter set has none) and before it has learnt a GPU's own idle
-// baseline; reports use the memory and MIG figures for right-sizing advice.
+// default counter set has none) and before the fleet's own idle steps have
+// taught it a model's idle floor; reports use the memory and MIG figures for right-sizing advice.
 //
 // Model names are matched by substring on dcgm-exporter's modelName label
 // ("NVIDIA A100-SXM4-80GB"), most specific entry first.
@@ -29,6 +29,12 @@ type Model struct {
 	// TDPWatts is the board's default power limit; IdleWatts a typical draw
 	// with no context and no work, as nvidia-smi shows it on a quiet node.
 	TDPWatts, IdleWatts float64
+	// ContextWatts is the draw of a board that holds CUDA contexts and runs
+	// nothing, where it is known to sit well above IdleWatts: a context
+	// keeps the board out of its deepest power state, which on small
+	// inference parts is a large share of their TDP. 0 where the table has
+	// no such figure (IdleWatts stands in). See IdleFloorWatts.
+	ContextWatts float64
 	// MaxSMClockMHz is the board's maximum (boost) SM clock, from the same
 	// data sheets (A100 1410 MHz, H100/H200 SXM 1980, H100 PCIe 1755, H100
 	// NVL 1785, L40S 2520, L4 2040, A10 1695, A30 1440, A40 1740, T4 1590,
@@ -46,7 +52,8 @@ type Model struct {
 // nvidia-smi on idle, persistence-mode boards in public benchmarks and
 // vendor forums (A100 SXM ≈ 50–60 W, H100 SXM ≈ 70 W, L40S ≈ 30–35 W, T4
 // ≈ 10 W): they are only a starting point, since the analyzer learns each
-// GPU's own baseline from its history.
+// model's idle floor from what the fleet's GPUs of that model draw while
+// their utilization is 0.
 var models = []Model{
 	{Match: []string{"A100", "80GB", "PCIE"}, MemGiB: 80, TDPWatts: 300, IdleWatts: 45, MaxSMClockMHz: 1410, MIG: a100x80},
 	{Match: []string{"A100", "80GB"}, MemGiB: 80, TDPWatts: 400, IdleWatts: 55, MaxSMClockMHz: 1410, MIG: a100x80},
@@ -61,7 +68,10 @@ var models = []Model{
 	{Match: []string{"A30"}, MemGiB: 24, TDPWatts: 165, IdleWatts: 30, MaxSMClockMHz: 1440, MIG: []MIGProfile{{"1g.6gb", 6, 1}, {"2g.12gb", 12, 2}, {"4g.24gb", 24, 4}}},
 	{Match: []string{"L40"}, MemGiB: 48, TDPWatts: 350, IdleWatts: 35, MaxSMClockMHz: 2520},
 	{Match: []string{"A40"}, MemGiB: 48, TDPWatts: 300, IdleWatts: 30, MaxSMClockMHz: 1740},
-	{Match: []string{"L4"}, MemGiB: 24, TDPWatts: 72, IdleWatts: 16, MaxSMClockMHz: 2040},
+	// L4 idle with contexts: about 35 W (0.49 of its 72 W TDP), the draw
+	// measured on a fleet's L4s holding idle notebooks' CUDA contexts
+	// (gpuwatch issue #56, "Idle is judged by a fixed share of TDP").
+	{Match: []string{"L4"}, MemGiB: 24, TDPWatts: 72, IdleWatts: 16, ContextWatts: 35, MaxSMClockMHz: 2040},
 	{Match: []string{"A10"}, MemGiB: 24, TDPWatts: 150, IdleWatts: 20, MaxSMClockMHz: 1695},
 	{Match: []string{"T4"}, MemGiB: 16, TDPWatts: 70, IdleWatts: 10, MaxSMClockMHz: 1590},
 	{Match: []string{"V100", "32GB"}, MemGiB: 32, TDPWatts: 300, IdleWatts: 40, MaxSMClockMHz: 1530},
@@ -80,6 +90,12 @@ var smaller = []struct {
 	name   string
 	memGiB float64
 }{{"T4 (16 GB)", 16}, {"L4 (24 GB)", 24}, {"L40S (48 GB)", 48}}
+
+// IdleFloorWatts is the published draw of an idle board of the model that
+// may hold contexts: ContextWatts where the table has it, else IdleWatts.
+// The analyzer uses it as a model's idle floor until the fleet's own idle
+// steps have taught one (analyzer/detect's FloorBook).
+func (m Model) IdleFloorWatts() float64 { return max(m.IdleWatts, m.ContextWatts) }
 
 // Lookup returns the model's entry.
 func Lookup(name string) (Model, bool) {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
+	"github.com/gpuwatch/gpuwatch/analyzer/detect"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -132,6 +133,7 @@ func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage, book *accoun
 	}
 	if cov != nil {
 		tail = append(tail, CoverageLine(*cov))
+		tail = append(tail, FloorLines(cov.IdleFloors)...)
 		tail = append(tail, ExporterLines(cov.Exporters)...)
 	}
 	for _, l := range tail {
@@ -151,6 +153,28 @@ func CoverageLine(c engine.Coverage) string {
 		s += " No findings: " + c.Reason + "."
 	}
 	return s
+}
+
+// FloorLines says, per GPU model, which idle floor of power judged it (the
+// power veto on idle, the hang's spin signature): learnt from the fleet,
+// and from how much, or the published figure, and why.
+func FloorLines(fs []detect.IdleFloor) []string {
+	out := make([]string, 0, len(fs))
+	for _, f := range fs {
+		var s string
+		switch {
+		case f.Learned:
+			s = fmt.Sprintf("Idle floor of %s: %.0f W, learnt from %d idle steps of %d GPUs.", f.Model, f.Watts, f.Samples, f.GPUs)
+		case f.Watts > 0:
+			s = fmt.Sprintf("Idle floor of %s: %.0f W, published (analyzer/gpumodel): %d idle steps seen, %d needed to learn it.",
+				f.Model, f.Watts, f.Samples, f.Needed)
+		default:
+			s = fmt.Sprintf("Idle floor of %s: none (a model the table does not know, %d idle steps of %d needed): power judged nothing on it.",
+				f.Model, f.Samples, f.Needed)
+		}
+		out = append(out, termsafe.String(s))
+	}
+	return out
 }
 
 // maxExporterLines bounds the exporter pods a table names one by one: a

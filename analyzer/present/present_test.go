@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
+	"github.com/gpuwatch/gpuwatch/analyzer/detect"
+	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 )
@@ -152,5 +154,36 @@ func TestTableSaysWhatDecidedTheKind(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestTableSaysWhichIdleFloor: analyze's table says, per GPU model, which
+// idle floor of power judged it: learnt from how many idle steps of how
+// many GPUs, or the published figure and why, or none.
+func TestTableSaysWhichIdleFloor(t *testing.T) {
+	cov := &engine.Coverage{From: time.Unix(0, 0), To: time.Unix(3600, 0), IdleFloors: []detect.IdleFloor{
+		{Model: "NVIDIA L4", Watts: 36, Learned: true, Samples: 480, GPUs: 4, Needed: 36},
+		{Model: "NVIDIA A100-SXM4-80GB", Watts: 55, Samples: 12, Needed: 36},
+		{Model: "NVIDIA X9000", Needed: 36},
+	}}
+	var b bytes.Buffer
+	if err := Table(&b, nil, cov, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Idle floor of NVIDIA L4: 36 W, learnt from 480 idle steps of 4 GPUs.",
+		"Idle floor of NVIDIA A100-SXM4-80GB: 55 W, published (analyzer/gpumodel): 12 idle steps seen, 36 needed to learn it.",
+		"Idle floor of NVIDIA X9000: none (a model the table does not know, 0 idle steps of 36 needed): power judged nothing on it.",
+	} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := JSON(&b, nil, cov, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"idle_floors"`) || !strings.Contains(b.String(), `"learned": true`) {
+		t.Errorf("JSON lacks the idle floors:\n%s", b.String())
 	}
 }

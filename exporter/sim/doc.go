@@ -32,7 +32,7 @@
 //	  board_idle_spread: 0.1       # each board's idle draw: the model's × (1 ± up to this), 0-0.5
 //	fleet:                        # one or more node groups
 //	  - hostnames: [a100-01, a100-02]   # or hostname: a100-01
-//	    model: A100-SXM4-80GB      # A100-SXM4-80GB, H100-SXM5-80GB, H200, L40S
+//	    model: A100-SXM4-80GB      # A100-SXM4-80GB, H100-SXM5-80GB, H200, L40S, L4
 //	    gpus: 8                    # 1-16, default 8
 //	    mig: [{gpu: 7, profiles: [3g.40gb, 3g.40gb]}]   # optional MIG GPUs (GI ids 1..n)
 //	workloads:                    # allocations: a job holding GPUs of one node over a time span

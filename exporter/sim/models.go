@@ -7,19 +7,23 @@ import "strings"
 // busy machines, so dashboards and thresholds tuned on the simulator are
 // not far off on real hardware.
 type Model struct {
-	Key          string  // name used in scenario files
-	Name         string  // NVML device name, published as modelName
-	MemoryMiB    float64 // total framebuffer
-	ReservedMiB  float64 // reserved by the driver
-	IdlePowerW   float64
-	MaxPowerW    float64 // typical draw at full load
-	PowerLimitW  float64
-	SMClockIdle  float64 // MHz
-	SMClockMax   float64
-	MemClock     float64
-	TempIdle     float64 // °C at idle
-	TempMax      float64 // °C at sustained full load (below throttling)
-	TempThrottle float64
+	Key         string  // name used in scenario files
+	Name        string  // NVML device name, published as modelName
+	MemoryMiB   float64 // total framebuffer
+	ReservedMiB float64 // reserved by the driver
+	IdlePowerW  float64
+	// ContextPowerW is the draw of a board whose process holds a CUDA
+	// context and runs nothing, where that is well above IdlePowerW (small
+	// inference parts leave their deepest power state); 0: IdlePowerW.
+	ContextPowerW float64
+	MaxPowerW     float64 // typical draw at full load
+	PowerLimitW   float64
+	SMClockIdle   float64 // MHz
+	SMClockMax    float64
+	MemClock      float64
+	TempIdle      float64 // °C at idle
+	TempMax       float64 // °C at sustained full load (below throttling)
+	TempThrottle  float64
 	// MemTempIdle and MemTempMax are zero for GDDR boards whose memory
 	// temperature NVML does not report: the metric is left out then.
 	MemTempIdle float64
@@ -77,6 +81,18 @@ var models = []*Model{
 		IdlePowerW: 36, MaxPowerW: 330, PowerLimitW: 350,
 		SMClockIdle: 210, SMClockMax: 2520, MemClock: 9001,
 		TempIdle: 30, TempMax: 74, TempThrottle: 87,
+		NVLinks: 0, BusIDs: pcieBusIDs, PCIeGBps: 25,
+	},
+	{
+		// NVIDIA L4 data sheet: 24 GB GDDR6, 72 W maximum power, 2040 MHz
+		// boost; idle near 16 W in P8, and about 35 W (0.49 of TDP) while
+		// a process holds a context doing nothing, as a fleet's L4s under
+		// idle notebooks read (gpuwatch issue #56).
+		Key: "L4", Name: "NVIDIA L4",
+		MemoryMiB: 23034, ReservedMiB: 430,
+		IdlePowerW: 16, ContextPowerW: 35, MaxPowerW: 70, PowerLimitW: 72,
+		SMClockIdle: 210, SMClockMax: 2040, MemClock: 6251,
+		TempIdle: 34, TempMax: 72, TempThrottle: 87,
 		NVLinks: 0, BusIDs: pcieBusIDs, PCIeGBps: 25,
 	},
 }

@@ -72,6 +72,7 @@ type simDevice struct {
 	xidLabel [][]string // label values, parallel to xids
 	tempOff  float64    // per-board offset: no two GPUs run at the same temperature
 	idleW    float64    // this board's idle draw (the model's, spread by Noise)
+	ctxW     float64    // its draw holding a context and running nothing (ContextPowerW, spread alike)
 
 	// Integrated between collections.
 	init     bool
@@ -127,6 +128,7 @@ func (s *Source) buildNode(ni int, n *Node) *simNode {
 			model: n.Model, memMiB: n.Model.MemoryMiB,
 			tempOff: 3 * sym(s.seed, id, 0x7e3f),
 			idleW:   n.Model.IdlePowerW * (1 + s.sc.Noise.BoardIdleSpread*sym(s.seed, id, 0x1d1e)),
+			ctxW:    n.Model.ContextPowerW * (1 + s.sc.Noise.BoardIdleSpread*sym(s.seed, id, 0x1d1e)),
 		}
 		d.key = source.DeviceKey(d.uuid, nil)
 		sn.devs = append(sn.devs, d)
@@ -524,7 +526,14 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 	}
 
 	jitter := max(1.2, s.sc.Noise.PowerJitterW)
-	power := d.idleW + (m.MaxPowerW-d.idleW)*l.power + jitter*nz.sym(chPower+50)
+	// A process holding a context keeps the board out of its deepest
+	// power state: its quiet draw is then the context figure, where the
+	// model has one.
+	base := d.idleW
+	if l.process {
+		base = max(base, d.ctxW)
+	}
+	power := base + (m.MaxPowerW-base)*l.power + jitter*nz.sym(chPower+50)
 	if fs.power {
 		power = m.PowerLimitW * (0.985 + 0.01*nz.unit(chPower+51))
 	}
