@@ -149,6 +149,10 @@ func fitsSlice(util, mem, hours float64) []Label {
 // pin says a case's reading sits at at near the threshold key.
 func pin(key string, at float64) []Pin { return []Pin{{Key: key, At: at}} }
 
+// aboveIdle is a draw of ofTDP of m's TDP as a share of the way from its
+// idle draw to its TDP, the unit of idle.power_veto_above_floor.
+func (m Model) aboveIdle(ofTDP float64) float64 { return (ofTDP*m.TDPW - m.IdleW) / (m.TDPW - m.IdleW) }
+
 // pinD is pin for a duration.
 func pinD(key string, d time.Duration) []Pin { return pin(key, float64(d)) }
 
@@ -265,14 +269,17 @@ func idleBorder() []Work {
 		{Case: "sparse kernels on a few SMs, util 3.5 %, SM activity 0.011", Node: "edge-a01", GPUs: []int{3}, Holder: slurm("81004"), Start: 1 * h, End: 7 * h,
 			Shape: steady(signals{util: 3.5, sm: 0.011, dram: 0.006, memCopy: 1, fbMiB: 900, above: 0.03}),
 			Waste: lightUse(3.5, 6), Why: whyLight, Profiling: true, Pins: pin("idle.sm_active", 0.011)},
-		// idle.power_veto_ratio (0.4 of TDP).
+		// idle.power_veto_above_floor (0.3 of the way from the model's idle
+		// floor to its limit): pinned against the board's bare idle draw,
+		// a few watts under the floor the analyzer learns from the site's
+		// idle holders, so a pin reads a little above where it is judged.
 		{Case: "CPU job on a GPU with locked clocks, 0.35 of TDP", Node: "edge-a01", GPUs: []int{4}, Holder: slurm("81005"), Start: 1 * h, End: 7 * h,
 			Shape: steady(signals{util: 0.05, sm: 0.002, dram: 0.001, fbMiB: 520, ofTDP: 0.35}),
-			Waste: waste(schema.CPUOnly, 6), Also: light, Why: whyLockedClocks, Pins: pin("idle.power_veto_ratio", 0.35)},
+			Waste: waste(schema.CPUOnly, 6), Also: light, Why: whyLockedClocks, Pins: pin("idle.power_veto_above_floor", A100.aboveIdle(0.35))},
 		{Case: "training, then 90 minutes decoding on the hardware decoders at 0.45 of TDP", Node: "edge-a01", GPUs: []int{5}, Holder: slurm("81006"),
 			Start: 1 * h, End: 4*h + 30*m,
 			Shape: then(Training(95), 2*h, steady(signals{util: 2, sm: 0.004, dram: 0.03, memCopy: 2, fbMiB: 6 * 1024, ofTDP: 0.45})),
-			Why:   whyDecoder, Pins: pin("idle.power_veto_ratio", 0.45)},
+			Why:   whyDecoder, Pins: pin("idle.power_veto_above_floor", A100.aboveIdle(0.45))},
 		// idle.memory_held_mib (1024).
 		{Case: "CPU job with a cuDNN workspace, 900 MiB", Node: "edge-a01", GPUs: []int{6}, Holder: slurm("81007"), Start: 1 * h, End: 7 * h,
 			Shape: steady(signals{util: 0.05, sm: 0.001, fbMiB: 900, above: 0.015}),
@@ -307,7 +314,7 @@ func spinBorder() []Work {
 		{Case: "launch-bound tiny kernels at util 78 %", Node: "edge-a02", GPUs: []int{4}, Holder: slurm("81011"), Start: 1 * h, End: 7 * h,
 			Shape: steady(signals{util: 78, sm: 0.03, dram: 0.02, memCopy: 2, fbMiB: 5 * 1024, above: 0.15}),
 			Also:  light, Why: whyLaunchBound, Pins: pin("patterns.stuck.spin_util_percent", 78)},
-		// stuck.spin_power_ratio (0.25 of the way from idle to TDP).
+		// stuck.spin_power_ratio (0.25 of the way from the model's idle floor to its limit).
 		{Case: "hung collective drawing 0.215 above idle", Node: "edge-a02", GPUs: []int{5, 6}, Holder: slurm("81012"), Start: 1 * h, End: 8 * h,
 			Shape: hangAfter(2*h, spin(0.02, 0.003, 0.3, 0.215)), Waste: waste(schema.Stuck, 2*5), Why: whyHung,
 			Pins: append(pin("patterns.stuck.spin_power_ratio", 0.215), pin("patterns.stuck.spin_util_percent", 100)...)},
