@@ -102,6 +102,10 @@ type Allocation struct {
 	Totals
 	// Active is the raw GPU-active time before waste is taken out.
 	Active float64
+	// WholeGPUHours is the allocation's GPUs times its usage intervals,
+	// each GPU counted whole: Allocated / WholeGPUHours is its share of
+	// the GPUs it held (below 1 on a time-sliced GPU).
+	WholeGPUHours float64 `json:"-"`
 }
 
 // Book is the accounting of a window.
@@ -163,6 +167,7 @@ func (l *Ledger) AddUsage(u *store.Usage) {
 	}
 	a.Allocated += u.AllocatedGPUHours
 	a.Active += u.ActiveGPUHours
+	a.WholeGPUHours += float64(u.GPUs) * u.End.Sub(u.Start).Hours()
 	if u.Start.After(l.last[k]) {
 		l.last[k] = u.Start
 	}

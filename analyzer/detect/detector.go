@@ -186,7 +186,7 @@ func (d *Detector) stepGPUs(st *State, a *Alloc, s features.Step, gs []features.
 			act.allSpin = false
 		}
 		if !unknown {
-			d.gpu(a, g, active)
+			d.gpu(a, g, active, frac*stepH)
 		}
 		gst := a.GPUs[g.Device]
 		if gst == nil {
@@ -286,13 +286,14 @@ func forgetIdleStuck(a *Alloc) {
 	a.Closed = kept
 }
 
-func (d *Detector) gpu(a *Alloc, g features.GPU, act bool) {
+func (d *Detector) gpu(a *Alloc, g features.GPU, act bool, held float64) {
 	gs := a.GPUs[g.Device]
 	if gs == nil {
 		gs = &GPUState{UUID: g.UUID, Model: g.Model}
 		a.GPUs[g.Device] = gs
 	}
 	gs.KnownSteps++
+	gs.HeldHours += held
 	if act {
 		gs.ActiveSteps++
 	}
@@ -315,7 +316,7 @@ func (d *Detector) gpu(a *Alloc, g features.GPU, act bool) {
 func (d *Detector) newAlloc(st *State, s features.Step, gs []features.GPU, known func(string) bool) *Alloc {
 	g := gs[0]
 	a := &Alloc{Host: g.Host, Job: g.Job, Cluster: g.Cluster, Namespace: g.NS, Pod: g.Pod, Model: g.Model,
-		GPUs: map[string]*GPUState{}, Open: map[schema.Pattern]*finding.Finding{}, Held: HeldHours{Tracked: true}}
+		GPUs: map[string]*GPUState{}, Open: map[schema.Pattern]*finding.Finding{}, Held: HeldHours{Tracked: true, PerGPU: true}}
 	frac := 0.0
 	for _, x := range gs {
 		frac = math.Max(frac, s.Share(features.DeviceID(x.Host, x.Device), x.Samples))

@@ -28,10 +28,12 @@ type judge struct {
 // history summarises the per-GPU record for the cumulative patterns.
 type history struct {
 	idleGPUs, usedGPUs float64
-	lowAll, lowAny     bool
-	sumRatio, steps    float64
-	peak               float64
-	usesSM             bool
+	// idleHeld is the GPU-hours the idle GPUs were held, by share.
+	idleHeld        float64
+	lowAll, lowAny  bool
+	sumRatio, steps float64
+	peak            float64
+	usesSM          bool
 }
 
 func (d *Detector) newJudge(a *Alloc, t time.Time) *judge {
@@ -51,6 +53,7 @@ func (d *Detector) newJudge(a *Alloc, t time.Time) *judge {
 		ratio := float64(g.ActiveSteps) / float64(g.KnownSteps)
 		if ratio <= float64(c.OverRequested.MaxActiveRatio) {
 			h.idleGPUs++
+			h.idleHeld += g.HeldHours
 		} else {
 			h.usedGPUs++
 		}

@@ -30,7 +30,7 @@ func judgeLowUtilization(j *judge) *verdict {
 	} else {
 		ev["mean_util_percent"] = mean * 100
 	}
-	return &verdict{from: j.a.Start, wasted: j.n * knownH * (1 - mean), evidence: ev,
+	return &verdict{from: j.a.Start, wasted: j.heldKnown() * (1 - mean), evidence: ev,
 		advice: fmt.Sprintf("Mean use %.0f%% of %d GPU(s), peak memory %.0f of %.0f MiB: a MIG slice or a smaller GPU would do.",
 			mean*100, int(j.n), j.fbMax, j.fbTotal)}
 }

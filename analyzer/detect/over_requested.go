@@ -28,7 +28,12 @@ func judgeOverRequested(j *judge) *verdict {
 	if j.n < 2 || h.idleGPUs < 1 || h.usedGPUs < 1 || knownH < c.MinDuration.D().Hours() {
 		return nil
 	}
-	return &verdict{from: j.a.Start, wasted: h.idleGPUs * knownH,
+	// The idle GPUs' hours by the allocation's share of each.
+	wasted := h.idleHeld
+	if !j.a.Held.PerGPU {
+		wasted = h.idleGPUs * knownH
+	}
+	return &verdict{from: j.a.Start, wasted: wasted,
 		evidence: map[string]float64{"gpus": j.n, "idle_gpus": h.idleGPUs, "known_hours": knownH,
 			"max_active_ratio": float64(c.MaxActiveRatio)},
 		advice: fmt.Sprintf("%d of %d GPUs unused: request %d.", int(h.idleGPUs), int(j.n), int(h.usedGPUs))}

@@ -36,7 +36,9 @@ func judgeOverlong(j *judge) *verdict {
 	if !j.t.After(limit) {
 		return nil
 	}
-	over := j.n * hours(limit, j.t)
+	// Its share of the GPUs past the limit: four holders of one
+	// time-sliced GPU are over by the GPU's hours once between them.
+	over := j.gpusHeld() * hours(limit, j.t)
 	advice := fmt.Sprintf("Running %s, past the %s limit for %s jobs: checkpoint and release.", dur(j.t.Sub(a.Start)), dur(maxRun), a.Kind)
 	if scheduler == 1 {
 		advice = fmt.Sprintf("Running %s, past its scheduler time limit of %s: checkpoint and release.", dur(j.t.Sub(a.Start)), dur(maxRun))

@@ -13,8 +13,11 @@ import "time"
 type HeldHours struct {
 	// Tracked is false on an allocation restored from a state written
 	// before shares were counted; its runs then count whole GPUs.
-	Tracked bool    `json:"tracked,omitempty"`
-	Total   float64 `json:"total,omitempty"`
+	Tracked bool `json:"tracked,omitempty"`
+	// PerGPU is false on an allocation restored from a state written
+	// before each GPU's held hours were counted (GPUState.HeldHours).
+	PerGPU bool    `json:"per_gpu,omitempty"`
+	Total  float64 `json:"total,omitempty"`
 	// Idle, IdleHeld and Spin mark Total where IdleSince, IdleHeldSince
 	// and SpinSince began; FirstActive where the first activity was.
 	Idle        float64 `json:"idle,omitempty"`
@@ -52,6 +55,26 @@ func (j *judge) heldSince(since time.Time, mark float64) float64 {
 		return j.n * j.since(since).Hours()
 	}
 	return j.a.Held.Total - mark
+}
+
+// heldKnown is the GPU-hours the allocation held in all its known steps by
+// its share of each GPU; whole GPUs on an allocation from an older state.
+func (j *judge) heldKnown() float64 {
+	if !j.a.Held.Tracked {
+		return j.n * j.a.KnownHours
+	}
+	return j.a.Held.Total
+}
+
+// gpusHeld is the GPUs the allocation held, by its share of each, averaged
+// over its known steps: four holders of one time-sliced GPU hold a quarter
+// each. Whole GPUs on an allocation from an older state or with no known
+// step.
+func (j *judge) gpusHeld() float64 {
+	if !j.a.Held.Tracked || j.a.KnownHours <= 0 {
+		return j.n
+	}
+	return j.a.Held.Total / j.a.KnownHours
 }
 
 // heldToFirstActive is the GPU-hours the allocation held from its start to

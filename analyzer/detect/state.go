@@ -33,6 +33,9 @@ type GPUState struct {
 	FBMaxMiB    float64 `json:"fb_max_mib"`
 	FBTotalMiB  float64 `json:"fb_total_mib"`
 	PeakUtil    float64 `json:"peak_util"`
+	// HeldHours is the GPU-hours the allocation held this GPU in its known
+	// steps, by the accounting's share of it (HeldHours.PerGPU).
+	HeldHours float64 `json:"held_hours,omitempty"`
 	// Health is the GPU's throttling and faults (health.go).
 	Health GPUHealth `json:"health,omitzero"`
 }

@@ -85,10 +85,11 @@ func Build(ctx context.Context, o Options, ref Ref) (*Report, error) {
 	// The findings do not depend on the figures: they are read side by
 	// side, and the figures must be in place before the sparklines.
 	var fs []Finding
+	var held heldShare
 	done := make(chan error, 1)
 	go func() {
 		var err error
-		fs, err = findings(ctx, o, ref, r.Start, r.End, devs)
+		fs, held, err = findings(ctx, o, ref, r.Start, r.End, devs)
 		done <- err
 	}()
 	err = figures(ctx, o, ref, r, devs, w)
@@ -111,19 +112,35 @@ func Build(ctx context.Context, o Options, ref Ref) (*Report, error) {
 		}
 	}
 	r.finish(o)
+	r.Totals.GPUHours *= held.fraction()
 	return r, nil
 }
 
+// heldShare is what the accounting's book of the job's analysis says it
+// held: GPU-hours by its share of each GPU, and the same steps counted
+// with whole GPUs.
+type heldShare struct{ shared, whole float64 }
+
+// fraction is the part of its GPUs' time the job held: 1 on GPUs of its
+// own, a quarter as one of four holders of a time-sliced GPU; 1 when the
+// book has no step of it.
+func (h heldShare) fraction() float64 {
+	if h.whole <= 0 {
+		return 1
+	}
+	return min(1, h.shared/h.whole)
+}
+
 // findings runs the analyzer's engine over the job's devices in its window
-// and keeps the findings on the job.
-func findings(ctx context.Context, o Options, ref Ref, start, end time.Time, devs []device) ([]Finding, error) {
+// and keeps the findings on the job, and what the accounting says it held.
+func findings(ctx context.Context, o Options, ref Ref, start, end time.Time, devs []device) ([]Finding, heldShare, error) {
 	uuids := make([]string, 0, len(devs))
 	for _, d := range devs {
 		uuids = append(uuids, d.uuid)
 	}
 	sq, err := newScoped(o.Querier, uuids)
 	if err != nil {
-		return nil, err
+		return nil, heldShare{}, err
 	}
 	step := o.Config.Step.D()
 	// Steps are (end-step, end]: the first one must hold the first sample,
@@ -139,14 +156,21 @@ func findings(ctx context.Context, o Options, ref Ref, start, end time.Time, dev
 	}
 	e, err := engine.New(engine.Options{Querier: sq, Config: o.Config, ChunkSteps: maxSteps})
 	if err != nil {
-		return nil, err
+		return nil, heldShare{}, err
 	}
-	all, err := e.Analyze(ctx, from, to)
+	an, err := e.AnalyzeWindow(ctx, from, to)
 	if err != nil {
-		return nil, err
+		return nil, heldShare{}, err
+	}
+	var held heldShare
+	for _, a := range an.Book.Allocations {
+		if a.Job == ref.String() {
+			held.shared += a.Allocated
+			held.whole += a.WholeGPUHours
+		}
 	}
 	var out []Finding
-	for _, f := range all {
+	for _, f := range an.Findings {
 		if f.Job != ref.String() {
 			continue
 		}
@@ -154,7 +178,7 @@ func findings(ctx context.Context, o Options, ref Ref, start, end time.Time, dev
 		jf.Advice = report.Advise(&f)
 		out = append(out, jf)
 	}
-	return out, nil
+	return out, held, nil
 }
 
 // finish fills the totals, the state and the verdict on coverage.

@@ -130,6 +130,10 @@ type Finding struct {
 
 // Totals of the job.
 type Totals struct {
+	// GPUHours is what the job held: its GPUs times its span, each GPU by
+	// the job's share of it as the accounting splits a time-sliced GPU
+	// between its holders (so that four notebooks on one GPU hold its
+	// hours once between them).
 	GPUHours       float64 `json:"gpu_hours"`
 	WastedGPUHours float64 `json:"wasted_gpu_hours"`
 	// DegradedGPUHours: slowed by throttled or faulty GPUs (the

@@ -48,6 +48,9 @@ type compact struct {
 	GPUs     []cgpu  `json:"g,omitempty"`
 	CPU      *CPU    `json:"p,omitempty"`
 	Finds    []cfind `json:"f,omitempty"`
+	// Held is Totals.GPUHours where the job held less than its GPUs'
+	// whole time (a share of a time-sliced GPU); absent, GPUs × span.
+	Held float64 `json:"gh,omitempty"`
 }
 
 type cgpu struct {
@@ -95,6 +98,9 @@ func EncodeSummary(r *Report, note string, maxBytes int) (string, error) {
 			Coverage: math.Round(r.Coverage*1000) / 1000, Short: r.NotEnoughData, Note: note, CPU: r.CPU}
 		if !r.Start.IsZero() {
 			c.Start, c.End = r.Start.Unix(), r.End.Unix()
+		}
+		if whole := float64(len(r.GPUs)) * r.DurationHours; r.Totals.GPUHours < whole-1e-3 {
+			c.Held = math.Round(r.Totals.GPUHours*1000) / 1000
 		}
 		for _, g := range r.GPUs {
 			c.GPUs = append(c.GPUs, cgpu{Index: g.Index, UUID: g.UUID, Model: g.Model, Samples: g.Samples, UMean: r3(g.UtilMean),
@@ -215,6 +221,9 @@ func DecodeSummary(s string) (*Report, error) {
 		}
 	}
 	r.Totals.GPUHours = float64(len(r.GPUs)) * r.DurationHours
+	if c.Held > 0 {
+		r.Totals.GPUHours = c.Held
+	}
 	model := ""
 	if len(r.Models) > 0 {
 		model = r.Models[0]

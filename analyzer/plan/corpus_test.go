@@ -29,9 +29,11 @@ type scenarioGPU struct {
 	host string
 	idx  int
 	at   func(m int) (job string, sm, fb float64)
-	// kind, when set, is published with the job on the allocation info
-	// series, as gpuwatch's exporter does.
+	// kind and user, when set, are published with the job on the
+	// allocation info series, as gpuwatch's exporter does; user is a
+	// function of the job, which may change hands.
 	kind string
+	user func(job string) string
 }
 
 // writeScenario writes the GPUs' series at 60 s into one TSDB block under
@@ -80,7 +82,7 @@ func writeScenario(t *testing.T, dir string, from time.Time, span time.Duration,
 			add(g, schema.GPUUtil.Name, job, ts, math.Round(100*sm))
 			add(g, schema.FBUsed.Name, job, ts, fb)
 			add(g, schema.FBFree.Name, job, ts, 81559-fb)
-			if g.kind != "" && job != "" {
+			if (g.kind != "" || g.user != nil) && job != "" {
 				key := "info" + g.host + strconv.Itoa(g.idx) + job
 				b := labels.NewScratchBuilder(8)
 				b.Add("__name__", schema.AllocationInfo.Name)
@@ -88,7 +90,12 @@ func writeScenario(t *testing.T, dir string, from time.Time, span time.Duration,
 				b.Add(schema.LabelGPU, strconv.Itoa(g.idx))
 				b.Add(hostLabel, g.host)
 				b.Add(schema.LabelJob, job)
-				b.Add(schema.LabelKind, g.kind)
+				if g.kind != "" {
+					b.Add(schema.LabelKind, g.kind)
+				}
+				if g.user != nil {
+					b.Add(schema.LabelUser, g.user(job))
+				}
 				b.Sort()
 				ref, err := app.Append(refs[key], b.Labels(), ts, 1)
 				if err != nil {
@@ -123,7 +130,7 @@ func nodeGroupsScenario() []scenarioGPU {
 				sm := 0.036 + 0.004*noise(k, m, 1)
 				fb := 8250 + 250*math.Sin(2*math.Pi*float64(m)/240+float64(k))
 				return "svc-" + strconv.Itoa(k), sm, math.Round(fb)
-			}})
+			}, user: func(string) string { return "svc" }})
 		}
 	}
 	for h := 1; h <= 2; h++ {
@@ -143,24 +150,36 @@ func nodeGroupsScenario() []scenarioGPU {
 			case 7:
 				at = func(int) (string, float64, float64) { return "idle-1", 0, 3000 }
 			}
-			gpus = append(gpus, scenarioGPU{host: fmt.Sprintf("train-%02d", h), idx: i, at: at})
+			// One user's training: the idle allocation may share a GPU
+			// with a job of its own user's.
+			gpus = append(gpus, scenarioGPU{host: fmt.Sprintf("train-%02d", h), idx: i, at: at, user: func(string) string { return "trainer" }})
 		}
 	}
 	return gpus
 }
 
 // notebooksScenario: 24 light notebooks (8,000 MiB, compute about 0.05) on
-// 24 GPUs of one node group. Sharing needs 3 GPUs (eight notebooks' memory
-// to a GPU), MIG 4 (seven 1g.10gb slices to a GPU): interactive sessions
-// take MIG, the same work as batch jobs is time-sliced.
-func notebooksScenario(kind string) []scenarioGPU {
+// 24 GPUs of one node group, notebook nb-k of user(k). Sharing needs 3 GPUs
+// (eight notebooks' memory to a GPU), MIG 4 (seven 1g.10gb slices to a
+// GPU).
+func notebooksScenario(kind string, user func(k int) string) []scenarioGPU {
 	var gpus []scenarioGPU
 	for k := 0; k < 24; k++ {
-		gpus = append(gpus, scenarioGPU{host: fmt.Sprintf("nb-%02d", k/8), idx: k % 8, kind: kind, at: func(m int) (string, float64, float64) {
-			return "nb-" + strconv.Itoa(k), 0.045 + 0.005*noise(k, m, 3), 8000
-		}})
+		gpus = append(gpus, scenarioGPU{host: fmt.Sprintf("nb-%02d", k/8), idx: k % 8, kind: kind,
+			user: func(string) string { return user(k) },
+			at: func(m int) (string, float64, float64) {
+				return "nb-" + strconv.Itoa(k), 0.045 + 0.005*noise(k, m, 3), 8000
+			}})
 	}
 	return gpus
+}
+
+// notebookUser is the user of notebook nb-k: each its own, or one for all.
+func notebookUser(oneUser bool) func(k int) string {
+	if oneUser {
+		return func(int) string { return "ann" }
+	}
+	return func(k int) string { return fmt.Sprintf("u%02d", k) }
 }
 
 // testCorpusThroughPrometheus holds the known answers of the scenarios
@@ -242,50 +261,114 @@ func testCorpusThroughPrometheus(t *testing.T) {
 	}
 }
 
-// testNotebooksIsolation: the slicing rule weighs isolation: interactive
-// sessions take MIG where every one has a slice, at one GPU more than
-// sharing; the same demand as batch jobs is time-sliced; both answers are
-// shown with what each gives up (24 slices on 4 GPUs strand 4).
+// notebookCase is one plan of the notebooks: its data, the operator's
+// key, and the answer.
+type notebookCase struct {
+	kind        string
+	oneUser     bool
+	acrossUsers bool
+	strategy    string
+	needed, ts  int
+}
+
+// testNotebooksIsolation: time-slicing puts only one user's work on a
+// GPU, so the 24 notebooks of 24 users are isolated by MIG (4 GPUs of
+// 1g.10gb) whatever their kind, where mixing them would time-slice them
+// onto 3 GPUs whose tenants share memory and faults; with the operator's
+// --pool.time-slice-across-users that layout returns (for work not known to
+// be interactive, which takes MIG whenever each session has a slice), and
+// one user's 24 notebooks are time-sliced together on 3. Both answers are
+// shown with what each gives up (24 slices on 4 GPUs strand 4), and each
+// layout GPU says what its tenants share.
 func testNotebooksIsolation(t *testing.T) {
 	t.Parallel()
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
 	span := 6 * time.Hour
-	for _, c := range []struct {
-		kind, strategy string
-		needed         int
-	}{{schema.KindInteractive, "mig", 4}, {schema.KindBatch, "time_slice", 3}} {
-		for _, stock := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/stock=%v", c.kind, stock), func(t *testing.T) {
+	cases := []notebookCase{
+		{kind: schema.KindInteractive, strategy: "mig", needed: 4, ts: 24},
+		{kind: schema.KindInteractive, acrossUsers: true, strategy: "mig", needed: 4, ts: 3},
+		{kind: schema.KindBatch, strategy: "mig", needed: 4, ts: 24},
+		{kind: schema.KindBatch, acrossUsers: true, strategy: "time_slice", needed: 3, ts: 3},
+		{kind: schema.KindBatch, oneUser: true, strategy: "time_slice", needed: 3, ts: 3},
+	}
+	for _, stock := range []bool{false, true} {
+		for _, data := range []struct {
+			kind    string
+			oneUser bool
+		}{{schema.KindInteractive, false}, {schema.KindBatch, false}, {schema.KindBatch, true}} {
+			t.Run(fmt.Sprintf("%s/one-user=%v/stock=%v", data.kind, data.oneUser, stock), func(t *testing.T) {
 				t.Parallel()
-				data := filepath.Join(t.TempDir(), "data")
-				writeScenario(t, data, from, span, notebooksScenario(c.kind), stock)
-				ps := startPrometheus(t, data)
+				dir := filepath.Join(t.TempDir(), "data")
+				writeScenario(t, dir, from, span, notebooksScenario(data.kind, notebookUser(data.oneUser)), stock)
+				ps := startPrometheus(t, dir)
 				q, err := promapi.New(ps.URL, promapi.Options{Timeout: time.Minute})
 				if err != nil {
 					t.Fatal(err)
 				}
-				// Six hours of sessions: less than the default minimum history.
-				p, err := Build(context.Background(), q, from, from.Add(span), Options{MinHistory: span})
-				if err != nil {
-					t.Fatal(err)
+				for _, c := range cases {
+					if c.kind != data.kind || c.oneUser != data.oneUser {
+						continue
+					}
+					// Six hours of sessions: less than the default minimum history.
+					p, err := Build(context.Background(), q, from, from.Add(span), Options{MinHistory: span, TimeSliceAcrossUsers: c.acrossUsers})
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkNotebooksPlan(t, p, c)
 				}
-				if len(p.Pools) != 1 {
-					t.Fatalf("%d pools, want 1", len(p.Pools))
-				}
-				pl := p.Pools[0]
-				t.Logf("%s: %s", pl.Name, pl.Tradeoff)
-				if pl.Strategy != c.strategy || pl.Needed != c.needed || pl.TimeSliceGPUs != 3 || pl.MIGGPUs != 4 {
-					t.Errorf("%s on %d GPUs (time-slice %d, MIG %d), want %s on %d (3 and 4)", pl.Strategy, pl.Needed,
-						pl.TimeSliceGPUs, pl.MIGGPUs, c.strategy, c.needed)
-				}
-				if !strings.Contains(pl.Tradeoff, "time-slicing: 3 GPUs") || !strings.Contains(pl.Tradeoff, "MIG: 4 GPUs") ||
-					!strings.Contains(pl.Tradeoff, "share memory and faults") || !strings.Contains(pl.Tradeoff, "4 compute slices stranded") {
-					t.Errorf("tradeoff %q", pl.Tradeoff)
-				}
-				checkLayouts(t, p)
 			})
 		}
 	}
+}
+
+// checkNotebooksPlan holds one plan of the notebooks to c's answer.
+func checkNotebooksPlan(t *testing.T, p *Plan, c notebookCase) {
+	t.Helper()
+	if len(p.Pools) != 1 {
+		t.Fatalf("%d pools, want 1", len(p.Pools))
+	}
+	pl := p.Pools[0]
+	t.Logf("across users %v: %s: %s", c.acrossUsers, pl.Name, pl.Tradeoff)
+	if pl.Strategy != c.strategy || pl.Needed != c.needed || pl.TimeSliceGPUs != c.ts || pl.MIGGPUs != 4 {
+		t.Errorf("across users %v: %s on %d GPUs (time-slice %d, MIG %d), want %s on %d (%d and 4)", c.acrossUsers, pl.Strategy, pl.Needed,
+			pl.TimeSliceGPUs, pl.MIGGPUs, c.strategy, c.needed, c.ts)
+	}
+	scope := "each user's work only with that user's own (the team's or namespace's where no user is known)"
+	if c.acrossUsers {
+		scope = "different users' work mixed (allowed by --pool.time-slice-across-users)"
+	}
+	if !strings.Contains(pl.Tradeoff, fmt.Sprintf("time-slicing: %d GPUs, %s", c.ts, scope)) || !strings.Contains(pl.Tradeoff, "MIG: 4 GPUs") ||
+		!strings.Contains(pl.Tradeoff, "share memory and faults") || !strings.Contains(pl.Tradeoff, "memory and faults isolated") ||
+		!strings.Contains(pl.Tradeoff, "4 compute slices stranded") {
+		t.Errorf("tradeoff %q", pl.Tradeoff)
+	}
+	user := notebookUser(c.oneUser)
+	for i, g := range pl.Layout {
+		want := IsolatedMIG
+		if g.Mode != "mig" {
+			want = SharedTimeSlice
+		}
+		users := map[string]bool{}
+		for _, job := range g.Jobs {
+			k, _ := strconv.Atoi(strings.TrimPrefix(job, "nb-"))
+			users[user(k)] = true
+		}
+		if g.Isolation != want || g.Mode != "mig" && len(users) > 1 && !c.acrossUsers {
+			t.Errorf("GPU %d: %s, %q, jobs %v of %d users; want %q, one user's jobs where time-sliced", i, g.Mode, g.Isolation, g.Jobs, len(users), want)
+		}
+	}
+	var out strings.Builder
+	if err := Table(&out, p); err != nil {
+		t.Fatal(err)
+	}
+	want := SharedTimeSlice
+	if c.strategy == "mig" {
+		want = IsolatedMIG
+	}
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("table does not say what the layout's tenants share (%q):\n%s", want, out.String())
+	}
+	checkLayouts(t, p)
 }
 
 // mondayPeakScenario: eight GPUs held by eight jobs the whole time (flat

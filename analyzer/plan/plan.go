@@ -65,6 +65,13 @@ type Options struct {
 	// IsolationMargin is how many GPUs more than time-slicing a pool's MIG
 	// answer may cost and still be chosen, for its isolation (0).
 	IsolationMargin int
+	// TimeSliceAcrossUsers lets time-slicing put different owners' work
+	// on one GPU (false: each owner's work is time-sliced only with that
+	// owner's own; the owner is the user, else the team or the Kubernetes
+	// namespace where the data names no user, and work of none is alone).
+	// Tenants of a time-sliced GPU share its memory and its faults; MIG
+	// isolates them.
+	TimeSliceAcrossUsers bool
 	// Rules: whether to read the planner's recording rules (see
 	// demand.Rules; default auto).
 	Rules demand.Rules
@@ -145,11 +152,21 @@ type GPU struct {
 	Jobs    []string       `json:"jobs"`
 	Devices []string       `json:"devices"`
 	Layout  []mig.Instance `json:"layout,omitempty"`
+	// Isolation is what the GPU's tenants share: IsolatedMIG or
+	// SharedTimeSlice (or Alone, one job on a time-sliced GPU).
+	Isolation string `json:"isolation"`
 	// P95Load is the highest hourly sum of the co-located p95 compute.
 	P95Load float64 `json:"p95_load"`
 	// ContendedHours counts hours whose summed peaks exceed the GPU.
 	ContendedHours int `json:"contended_hours"`
 }
+
+// What a layout GPU's tenants share (GPU.Isolation).
+const (
+	IsolatedMIG     = "MIG: memory and faults isolated per instance"
+	SharedTimeSlice = "time-sliced: memory and faults shared by its jobs"
+	Alone           = "time-sliced, one job: nothing shared"
+)
 
 // Pool is the plan of one node pool (model + node group).
 type Pool struct {
@@ -350,6 +367,23 @@ func presentHours(it *demand.Item) float64 {
 // gpuKey is the physical GPU of an item (a MIG instance's parent).
 func gpuKey(it *demand.Item) string { return it.Host + "|" + it.UUID }
 
+// owner is whose work an item is, for time-slicing: its user; where the
+// data names none (stock dcgm-exporter series, without gpuwatch's
+// allocation info), its team, else its Kubernetes namespace (gpuwatch's
+// team for a pod); else "", an owner of its own.
+func owner(it *demand.Item) string {
+	switch {
+	case it.User != "":
+		return "user " + it.User
+	case it.Team != "":
+		return "team " + it.Team
+	}
+	if ns, _, ok := strings.Cut(it.Job, "/"); ok && ns != "" {
+		return "namespace " + ns
+	}
+	return ""
+}
+
 // sized is the demand a pack sizes for: per hour, the p95 of SM activity
 // (a share of the SMs, which co-located work needs at the same time), or
 // on util-only data the mean util (a share of time, which time-sliced work
@@ -357,7 +391,7 @@ func gpuKey(it *demand.Item) string { return it.Host + "|" + it.UUID }
 func (o *Options) sized(it *demand.Item, g *mig.Model) pack.Demand {
 	n := len(it.HourP95)
 	d := pack.Demand{ID: it.Key(), Compute: make([]float64, n), Peak: make([]float64, n), Present: make([]bool, n),
-		Memory: it.Memory.Peak * o.MemoryHeadroom}
+		Memory: it.Memory.Peak * o.MemoryHeadroom, Owner: owner(it)}
 	hourly := it.HourP95
 	if it.TimeShare {
 		hourly = it.HourMean
@@ -411,7 +445,7 @@ func (o *Options) pool(name string, items []*demand.Item, res *demand.Result) Po
 	if memTotal == 0 {
 		capa.Memory = 1
 	}
-	ts := pack.TimeSlice(ds, capa)
+	ts := o.timeSlice(ds, capa)
 	pl.TimeSliceGPUs = len(ts)
 	layout := o.timeSliceGPUs(ts, ds, nil)
 	pl.Strategy = "time_slice"
@@ -487,7 +521,7 @@ func (o *Options) weighMIG(pl *Pool, g *mig.Model, known []*demand.Item, ds []pa
 	for i, k := range rest {
 		restDs[i] = ds[k]
 	}
-	rts := pack.TimeSlice(restDs, capa)
+	rts := o.timeSlice(restDs, capa)
 	pl.MIGGPUs = len(mb) + len(rts)
 	for _, b := range mb {
 		used := 0
@@ -511,7 +545,7 @@ func (o *Options) weighMIG(pl *Pool, g *mig.Model, known []*demand.Item, ds []pa
 		pl.Strategy = "mig"
 		var migGPUs []GPU
 		for _, b := range mb {
-			gp := GPU{Mode: "mig", Layout: b.Layout}
+			gp := GPU{Mode: "mig", Layout: b.Layout, Isolation: IsolatedMIG}
 			for _, i := range b.Items {
 				gp.place(ds[i].ID)
 			}
@@ -519,8 +553,8 @@ func (o *Options) weighMIG(pl *Pool, g *mig.Model, known []*demand.Item, ds []pa
 		}
 		pl.TimeSliceLayout, layout = layout, append(migGPUs, o.timeSliceGPUs(rts, restDs, nil)...)
 	}
-	pl.Tradeoff = fmt.Sprintf("time-slicing: %d GPUs, tenants share memory and faults (one out-of-memory or Xid error reaches all); "+
-		"MIG: %d GPUs, memory and faults isolated, %d compute slices stranded", pl.TimeSliceGPUs, pl.MIGGPUs, pl.StrandedSlices)
+	pl.Tradeoff = fmt.Sprintf("time-slicing: %d GPUs, %s, tenants share memory and faults (one out-of-memory or Xid error reaches all); "+
+		"MIG: %d GPUs, memory and faults isolated, %d compute slices stranded", pl.TimeSliceGPUs, o.sharingScope(), pl.MIGGPUs, pl.StrandedSlices)
 	pl.Tradeoff += "; " + slicingChoice(useMIG, interactive, len(mb) > 0, pl.MIGGPUs, pl.TimeSliceGPUs, o.IsolationMargin)
 	return layout
 }
@@ -561,10 +595,30 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
+// timeSlice packs ds for time-slicing: each user's work on GPUs of its
+// own unless the operator lets users share (TimeSliceAcrossUsers).
+func (o *Options) timeSlice(ds []pack.Demand, capa pack.Capacity) []pack.Bin {
+	if o.TimeSliceAcrossUsers {
+		return pack.TimeSlice(ds, capa)
+	}
+	return pack.TimeSliceByOwner(ds, capa)
+}
+
+// sharingScope says whose work a time-sliced GPU may mix.
+func (o *Options) sharingScope() string {
+	if o.TimeSliceAcrossUsers {
+		return "different users' work mixed (allowed by --pool.time-slice-across-users)"
+	}
+	return "each user's work only with that user's own (the team's or namespace's where no user is known)"
+}
+
 func (o *Options) timeSliceGPUs(bins []pack.Bin, ds []pack.Demand, _ []int) []GPU {
 	out := make([]GPU, 0, len(bins))
 	for _, b := range bins {
-		gp := GPU{Mode: "time_slice", P95Load: b.P95Load(), ContendedHours: b.ContendedHours()}
+		gp := GPU{Mode: "time_slice", P95Load: b.P95Load(), ContendedHours: b.ContendedHours(), Isolation: SharedTimeSlice}
+		if len(b.Items) == 1 {
+			gp.Isolation = Alone
+		}
 		for _, i := range b.Items {
 			gp.place(ds[i].ID)
 		}

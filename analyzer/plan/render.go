@@ -56,7 +56,7 @@ func Table(w io.Writer, p *Plan) error {
 			fmt.Fprintf(w, "Slicing: %s\n", pl.Tradeoff)
 		}
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		row("GPU", "MODE", "LAYOUT", "P95_LOAD", "CONTENDED_H", "JOBS")
+		row("GPU", "MODE", "LAYOUT", "ISOLATION", "P95_LOAD", "CONTENDED_H", "JOBS")
 		for i, g := range pl.Layout {
 			var lay []string
 			for _, in := range g.Layout {
@@ -65,7 +65,7 @@ func Table(w io.Writer, p *Plan) error {
 			if g.Mode != "mig" {
 				lay = []string{"whole GPU, shared by " + itoa(len(g.Jobs))}
 			}
-			row(itoa(i), g.Mode, dash(strings.Join(lay, " ")), pct(g.P95Load), itoa(g.ContendedHours), jobs(g.Jobs))
+			row(itoa(i), g.Mode, dash(strings.Join(lay, " ")), dash(g.Isolation), pct(g.P95Load), itoa(g.ContendedHours), jobs(g.Jobs))
 		}
 		tw.Flush()
 		if pl.Heat != nil {

@@ -85,14 +85,14 @@ func (o *Options) teamNeed(its []*demand.Item) (int, int) {
 		memTotal = max(memTotal, it.TotalMiB)
 	}
 	capa := pack.Capacity{Compute: o.TargetLoad, Memory: max(1, memTotal*o.TargetLoad)}
-	need := len(pack.TimeSlice(ds, capa))
+	need := len(o.timeSlice(ds, capa))
 	if g != nil {
 		mb, rest := pack.MIG(ds, g)
 		restDs := make([]pack.Demand, len(rest))
 		for i, k := range rest {
 			restDs[i] = ds[k]
 		}
-		need = min(need, len(mb)+len(pack.TimeSlice(restDs, capa)))
+		need = min(need, len(mb)+len(o.timeSlice(restDs, capa)))
 	}
 	return len(held), min(len(held), need+len(unknown))
 }

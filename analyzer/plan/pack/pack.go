@@ -12,6 +12,7 @@ package pack
 import (
 	"math"
 	"sort"
+	"strconv"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/plan/mig"
 )
@@ -27,6 +28,9 @@ type Demand struct {
 	Present []bool
 	// Profile is the MIG profile the demand fits, "" when none does.
 	Profile string
+	// Owner is whose work the demand is (TimeSliceByOwner co-locates only
+	// one owner's demands); "" is an owner no other demand shares.
+	Owner string
 }
 
 // Capacity of one GPU for time-slicing: compute share (≤ 1, less leaves
@@ -152,6 +156,42 @@ func TimeSlice(ds []Demand, c Capacity) []Bin {
 		return cf
 	}
 	return ff
+}
+
+// TimeSliceByOwner packs each owner's demands by TimeSlice on GPUs of
+// their own: tenants of a time-sliced GPU share its memory and its faults
+// (one out-of-memory or Xid error reaches all), which one owner may accept
+// for its own work but not impose on another's. A demand with no owner is
+// packed alone. Bins index ds, and come in the order of the owners' names.
+func TimeSliceByOwner(ds []Demand, c Capacity) []Bin {
+	groups := map[string][]int{}
+	var owners []string
+	for i := range ds {
+		o := ds[i].Owner
+		if o == "" {
+			o = "\x00" + strconv.Itoa(i) // a group of its own, which no name can be
+		}
+		if _, ok := groups[o]; !ok {
+			owners = append(owners, o)
+		}
+		groups[o] = append(groups[o], i)
+	}
+	sort.Strings(owners)
+	var out []Bin
+	for _, o := range owners {
+		idx := groups[o]
+		sub := make([]Demand, len(idx))
+		for k, i := range idx {
+			sub[k] = ds[i]
+		}
+		for _, b := range TimeSlice(sub, c) {
+			for k, i := range b.Items {
+				b.Items[k] = idx[i]
+			}
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // complementBudget bounds the complement fill, which weighs every demand

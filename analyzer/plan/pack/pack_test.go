@@ -227,3 +227,52 @@ func TestTimeSliceIsFirstFit(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeSliceByOwner: each owner's demands share GPUs only with their
+// own, an ownerless demand gets a GPU alone, every demand is placed once,
+// and one owner's demands pack exactly as TimeSlice packs them.
+func TestTimeSliceByOwner(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	c := Capacity{Compute: 0.9, Memory: 72000}
+	ds := randomDemands(rng, 30)
+	for i := range ds {
+		switch {
+		case i%10 == 9:
+			ds[i].Owner = "" // unknown owner
+		case i%2 == 0:
+			ds[i].Owner = "ann"
+		default:
+			ds[i].Owner = "bob"
+		}
+	}
+	bins := TimeSliceByOwner(ds, c)
+	checkBins(t, ds, bins, c)
+	var ann []Demand
+	annBins := 0
+	for k, b := range bins {
+		owners := map[string]bool{}
+		for _, i := range b.Items {
+			owners[ds[i].Owner] = true
+		}
+		if len(owners) != 1 {
+			t.Errorf("GPU %d holds the work of %d owners %v", k, len(owners), owners)
+		}
+		if owners[""] && len(b.Items) != 1 {
+			t.Errorf("GPU %d holds an ownerless demand with %d others", k, len(b.Items)-1)
+		}
+		if owners["ann"] {
+			annBins++
+		}
+	}
+	for i := range ds {
+		if ds[i].Owner == "ann" {
+			ann = append(ann, ds[i])
+		}
+	}
+	if want := len(TimeSlice(ann, c)); annBins != want {
+		t.Errorf("ann's work on %d GPUs, want %d as packed on its own", annBins, want)
+	}
+	if mixed := len(TimeSlice(ds, c)); len(bins) <= mixed {
+		t.Errorf("by owner %d GPUs, mixed %d: the owners' separation cost nothing on a case built to need it", len(bins), mixed)
+	}
+}

@@ -17,6 +17,7 @@ import (
 type PoolFlags struct {
 	Label, MapFile, NodeLabel   string
 	NodeLabels, SlurmPartitions bool
+	AcrossUsers                 bool
 }
 
 // RegisterPoolFlags adds the pool flags to cmd.
@@ -29,6 +30,8 @@ func RegisterPoolFlags(cmd *kingpin.CmdClause) *PoolFlags {
 		"cloud.google.com/gke-nodepool, eks.amazonaws.com/nodegroup, kubernetes.azure.com/agentpool, karpenter.sh/nodepool, node.kubernetes.io/instance-type), read from the API server; needs Kubernetes access.").BoolVar(&f.NodeLabels)
 	cmd.Flag("pool.kubernetes-node-label", "The Node label naming the pool for --pool.kubernetes-nodes.").StringVar(&f.NodeLabel)
 	cmd.Flag("pool.slurm-partitions", "Name pools from the Slurm partitions each node is in (sinfo --json, --slurm.sinfo); a node in several is in the pool named by all of them, joined with +.").BoolVar(&f.SlurmPartitions)
+	cmd.Flag("pool.time-slice-across-users", "Let the plan time-slice different users' work on one GPU, where its tenants share memory and faults (one out-of-memory or Xid error reaches all). "+
+		"Off: a time-sliced GPU holds one user's work only (where the data names no user, one team's or one Kubernetes namespace's; else one allocation's), and work of different users shares a GPU only through MIG slices, which isolate them.").BoolVar(&f.AcrossUsers)
 	return f
 }
 
@@ -36,6 +39,7 @@ func RegisterPoolFlags(cmd *kingpin.CmdClause) *PoolFlags {
 // sl the Slurm client.
 func (f *PoolFlags) Apply(o *plan.Options, kc *kube.Client, sl pools.SlurmNodes) error {
 	o.PoolLabel = f.Label
+	o.TimeSliceAcrossUsers = f.AcrossUsers
 	if f.MapFile != "" {
 		m, err := pools.LoadMap(f.MapFile)
 		if err != nil {
