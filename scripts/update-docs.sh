@@ -3,7 +3,7 @@
 # test that otherwise checks it (UPDATE_DOCS=1 is how those tests are told
 # to write instead of compare): the CLI references, the metrics catalogue,
 # the NVML reads table, the query page of docs/scaling.md, the threshold
-# sensitivity page (every row of every table: the suite computes a subset),
+# sensitivity page (every row of every table, which the suite checks),
 # the Prometheus rules and the Grafana dashboards. Commit what it changes.
 #
 #   bash scripts/update-docs.sh
