@@ -50,38 +50,43 @@ func TestL4IdleNotebooksJudgedByTheirFloor(t *testing.T) {
 		{"gpuwatch's counters", simload.Format{}},
 		{"dcgm-exporter's default counters", simload.Format{Stock: true, Counters: simload.DCGMDefault}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			a := l4Analysis(t, c.format)
-			got := map[string]map[schema.Pattern]bool{}
-			for _, f := range a.Findings {
-				if got[f.Job] == nil {
-					got[f.Job] = map[schema.Pattern]bool{}
-				}
-				got[f.Job][f.Pattern] = true
-			}
-			for _, nb := range []string{"hub/jupyter-ann", "hub/jupyter-bob"} {
-				if !got[nb][schema.IdleSession] {
-					t.Errorf("%s, idle holding its context on an L4: %v, want idle_session", nb, got[nb])
-				}
-			}
-			if s := got["serve/llm-serve"]; s[schema.IdleSession] || s[schema.CPUOnly] || s[schema.Stuck] {
-				t.Errorf("the serving L4: %v, want no idle or stuck finding", s)
-			}
-			if !got["6101"][schema.Stuck] {
-				t.Errorf("the hung job on an L4: %v, want stuck", got["6101"])
-			}
-			var l4 *detect.IdleFloor
-			for i, f := range a.Coverage.IdleFloors {
-				if f.Model == "NVIDIA L4" {
-					l4 = &a.Coverage.IdleFloors[i]
-				}
-			}
-			// The two notebooks' idle steps teach it (the hung job's and
-			// the service's are busy, the spare holds no context).
-			if l4 == nil || !l4.Learned || l4.GPUs != 2 || l4.Watts < 33 || l4.Watts > 40 {
-				t.Errorf("L4 floor %+v, want learnt from the 2 notebooks' GPUs, near 35 W", l4)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkL4Idle(t, l4Analysis(t, c.format)) })
+	}
+}
+
+// checkL4Idle holds an analysis of l4IdleScenario to its judgement: both
+// notebooks idle sessions, the service not idle, the hang stuck, and the
+// L4's floor learnt from the notebooks' idle steps.
+func checkL4Idle(t *testing.T, a Analysis) {
+	t.Helper()
+	got := map[string]map[schema.Pattern]bool{}
+	for _, f := range a.Findings {
+		if got[f.Job] == nil {
+			got[f.Job] = map[schema.Pattern]bool{}
+		}
+		got[f.Job][f.Pattern] = true
+	}
+	for _, nb := range []string{"hub/jupyter-ann", "hub/jupyter-bob"} {
+		if !got[nb][schema.IdleSession] {
+			t.Errorf("%s, idle holding its context on an L4: %v, want idle_session", nb, got[nb])
+		}
+	}
+	if s := got["serve/llm-serve"]; s[schema.IdleSession] || s[schema.CPUOnly] || s[schema.Stuck] {
+		t.Errorf("the serving L4: %v, want no idle or stuck finding", s)
+	}
+	if !got["6101"][schema.Stuck] {
+		t.Errorf("the hung job on an L4: %v, want stuck", got["6101"])
+	}
+	var l4 *detect.IdleFloor
+	for i, f := range a.Coverage.IdleFloors {
+		if f.Model == "NVIDIA L4" {
+			l4 = &a.Coverage.IdleFloors[i]
+		}
+	}
+	// The two notebooks' idle steps teach it (the hung job's and
+	// the service's are busy, the spare holds no context).
+	if l4 == nil || !l4.Learned || l4.GPUs != 2 || l4.Watts < 33 || l4.Watts > 40 {
+		t.Errorf("L4 floor %+v, want learnt from the 2 notebooks' GPUs, near 35 W", l4)
 	}
 }
 

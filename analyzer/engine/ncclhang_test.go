@@ -48,20 +48,25 @@ func TestNCCLHangSignature(t *testing.T) {
 		{"dcgm-exporter's DCP counters", simload.Format{Stock: true, Counters: simload.DCGMDCP, Host: schema.LabelHostname}},
 		{"dcgm-exporter's default counters", simload.Format{Stock: true, Counters: simload.DCGMDefault}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			stuck := map[string]bool{}
-			for _, f := range ncclHangFindings(t, c.format) {
-				if f.Pattern == schema.Stuck {
-					stuck[f.Job] = true
-				}
-				if f.Job != "5101" && f.Action == schema.ActionReclaim {
-					t.Errorf("look-alike %s: reclaiming finding %s, evidence %v", f.Job, f.Pattern, f.Evidence)
-				}
-			}
-			if !stuck["5101"] {
-				t.Errorf("the hung job 5101 is not stuck")
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkNCCLHang(t, ncclHangFindings(t, c.format)) })
+	}
+}
+
+// checkNCCLHang holds the findings of ncclHangScenario to its judgement:
+// the hung job stuck, no reclaiming finding on a look-alike.
+func checkNCCLHang(t *testing.T, fs []finding.Finding) {
+	t.Helper()
+	stuck := map[string]bool{}
+	for _, f := range fs {
+		if f.Pattern == schema.Stuck {
+			stuck[f.Job] = true
+		}
+		if f.Job != "5101" && f.Action == schema.ActionReclaim {
+			t.Errorf("look-alike %s: reclaiming finding %s, evidence %v", f.Job, f.Pattern, f.Evidence)
+		}
+	}
+	if !stuck["5101"] {
+		t.Errorf("the hung job 5101 is not stuck")
 	}
 }
 

@@ -33,12 +33,7 @@ func TestSharedGPUIdleHoursCountedOnce(t *testing.T) {
 		t.Skip("replays 4 simulated hours per case")
 	}
 	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	// The other three end with jupyter-ann, so that the four hold the
-	// device for the same time.
-	end := origin.Add(4 * time.Hour)
-	pods := []simload.Pod{{Name: "jupyter-ben", Namespace: "hub", Container: "notebook", To: end},
-		{Name: "jupyter-cat", Namespace: "hub", Container: "notebook", To: end},
-		{Name: "jupyter-dan", Namespace: "hub", Container: "notebook", To: end}}
+	pods := sharedIdlePods(origin)
 	for _, c := range []struct {
 		name   string
 		format simload.Format
@@ -48,38 +43,54 @@ func TestSharedGPUIdleHoursCountedOnce(t *testing.T) {
 		{"dcgm-exporter's default counters, 60 s scrapes", simload.Format{Stock: true, Counters: simload.DCGMDefault, Interval: time.Minute}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fs := timeSlicedFindings(t, sharedIdleScenario, "nb-01", 5, origin, 4*time.Hour+10*time.Minute, c.format, pods)
-			idle := map[string]*finding.Finding{}
-			for i := range fs {
-				if f := &fs[i]; f.Pattern == schema.IdleSession {
-					idle[f.Job] = f
-				}
-			}
-			sole := idle["hub/jupyter-sol"]
-			if sole == nil {
-				t.Fatalf("no idle_session of the notebook alone on GPU 1: %v", idle)
-			}
-			// Alone on a whole GPU: one GPU times its idle time.
-			if want := sole.Evidence["idle_minutes"] / 60; math.Abs(sole.WastedGPUHours-want) > 0.01 {
-				t.Errorf("alone on a GPU: %.3f GPU-h wasted, want its idle time %.3f h", sole.WastedGPUHours, want)
-			}
-			sum := 0.0
-			for _, job := range []string{"hub/jupyter-ann", "hub/jupyter-ben", "hub/jupyter-cat", "hub/jupyter-dan"} {
-				f := idle[job]
-				if f == nil {
-					t.Fatalf("no idle_session of %s on the shared GPU: %v", job, idle)
-				}
-				// Each holds a quarter of the device.
-				if q := f.WastedGPUHours / sole.WastedGPUHours; q < 0.22 || q > 0.28 {
-					t.Errorf("%s: %.3f GPU-h wasted, %.2f of the whole GPU's %.3f, want a quarter", job, f.WastedGPUHours, q, sole.WastedGPUHours)
-				}
-				sum += f.WastedGPUHours
-			}
-			// The shared GPU idled as long as the other: its holders'
-			// waste sums to the device's hours once.
-			if math.Abs(sum-sole.WastedGPUHours) > 0.03*sole.WastedGPUHours {
-				t.Errorf("the shared GPU's four findings waste %.3f GPU-h together, want the device's %.3f once", sum, sole.WastedGPUHours)
-			}
+			checkSharedIdle(t, timeSlicedFindings(t, sharedIdleScenario, "nb-01", 5, origin, 4*time.Hour+10*time.Minute, c.format, pods))
 		})
+	}
+}
+
+// sharedIdlePods are the three notebooks time-sliced onto jupyter-ann's
+// GPU in sharedIdleScenario. They end with jupyter-ann, so that the four
+// hold the device for the same time.
+func sharedIdlePods(origin time.Time) []simload.Pod {
+	end := origin.Add(4 * time.Hour)
+	return []simload.Pod{{Name: "jupyter-ben", Namespace: "hub", Container: "notebook", To: end},
+		{Name: "jupyter-cat", Namespace: "hub", Container: "notebook", To: end},
+		{Name: "jupyter-dan", Namespace: "hub", Container: "notebook", To: end}}
+}
+
+// checkSharedIdle holds the findings of sharedIdleScenario, its GPU 0
+// time-sliced four ways, to a quarter of the device's idle hours each.
+func checkSharedIdle(t *testing.T, fs []finding.Finding) {
+	t.Helper()
+	idle := map[string]*finding.Finding{}
+	for i := range fs {
+		if f := &fs[i]; f.Pattern == schema.IdleSession {
+			idle[f.Job] = f
+		}
+	}
+	sole := idle["hub/jupyter-sol"]
+	if sole == nil {
+		t.Fatalf("no idle_session of the notebook alone on GPU 1: %v", idle)
+	}
+	// Alone on a whole GPU: one GPU times its idle time.
+	if want := sole.Evidence["idle_minutes"] / 60; math.Abs(sole.WastedGPUHours-want) > 0.01 {
+		t.Errorf("alone on a GPU: %.3f GPU-h wasted, want its idle time %.3f h", sole.WastedGPUHours, want)
+	}
+	sum := 0.0
+	for _, job := range []string{"hub/jupyter-ann", "hub/jupyter-ben", "hub/jupyter-cat", "hub/jupyter-dan"} {
+		f := idle[job]
+		if f == nil {
+			t.Fatalf("no idle_session of %s on the shared GPU: %v", job, idle)
+		}
+		// Each holds a quarter of the device.
+		if q := f.WastedGPUHours / sole.WastedGPUHours; q < 0.22 || q > 0.28 {
+			t.Errorf("%s: %.3f GPU-h wasted, %.2f of the whole GPU's %.3f, want a quarter", job, f.WastedGPUHours, q, sole.WastedGPUHours)
+		}
+		sum += f.WastedGPUHours
+	}
+	// The shared GPU idled as long as the other: its holders'
+	// waste sums to the device's hours once.
+	if math.Abs(sum-sole.WastedGPUHours) > 0.03*sole.WastedGPUHours {
+		t.Errorf("the shared GPU's four findings waste %.3f GPU-h together, want the device's %.3f once", sum, sole.WastedGPUHours)
 	}
 }

@@ -46,6 +46,24 @@ func TestSharedGPUHoursInEveryPattern(t *testing.T) {
 		t.Skip("replays 3 simulated hours per case")
 	}
 	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	shared, cfg := sharedPatternsSetup(origin)
+	for _, c := range []struct {
+		name   string
+		format simload.Format
+	}{
+		{"gpuwatch's series", simload.Format{}},
+		{"stock dcgm-exporter", simload.Format{Stock: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			checkSharedPatterns(t, sharedFindings(t, sharedPatternsScenario, shared, origin, 200*time.Minute, c.format, cfg))
+		})
+	}
+}
+
+// sharedPatternsSetup is sharedPatternsScenario's time-slicing, its
+// three more holders of GPUs 0 and 3 to the end at 3h, and the config it
+// is judged under: every kind's run-time limit 1 h, so overlong shows.
+func sharedPatternsSetup(origin time.Time) ([]simload.TimeSliced, config.Config) {
 	to := origin.Add(3 * time.Hour)
 	pods := func(ns, prefix string) []simload.Pod {
 		var ps []simload.Pod
@@ -59,54 +77,50 @@ func TestSharedGPUHoursInEveryPattern(t *testing.T) {
 	for _, k := range []string{schema.KindBatch, schema.KindInteractive, schema.KindService} {
 		cfg.Patterns.Overlong.MaxRuntime[k] = config.Duration(time.Hour)
 	}
-	for _, c := range []struct {
-		name   string
-		format simload.Format
-	}{
-		{"gpuwatch's series", simload.Format{}},
-		{"stock dcgm-exporter", simload.Format{Stock: true}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			fs := sharedFindings(t, sharedPatternsScenario, shared, origin, 200*time.Minute, c.format, cfg)
-			by := map[schema.Pattern]map[string]*finding.Finding{}
-			for i := range fs {
-				f := &fs[i]
-				if by[f.Pattern] == nil {
-					by[f.Pattern] = map[string]*finding.Finding{}
-				}
-				by[f.Pattern][f.Job] = f
-			}
-			overLimit := func(f *finding.Finding) float64 { return f.Evidence["over_limit_gpu_hours"] }
-			// The GPUs over the limit: its GPU-hours over it per hour over it
-			// (a holder that joins a shared GPU is given a start of its own,
-			// so the holders' hours past their limits differ a little).
-			gpusOver := func(f *finding.Finding) float64 {
-				return overLimit(f) / (f.Evidence["runtime_hours"] - f.Evidence["max_runtime_hours"])
-			}
-			wasted := func(f *finding.Finding) float64 { return f.WastedGPUHours }
-			four := []string{"svc/lu-shared", "svc/lu-b", "svc/lu-c", "svc/lu-d"}
-			checkQuarters(t, by[schema.LowUtilization], "svc/lu-sol", four, wasted)
-			checkQuarters(t, by[schema.Overlong], "svc/lu-sol", four, gpusOver)
-			// The two-GPU jobs: the idle GPU's hours by share.
-			or := by[schema.OverRequested]
-			sh, sol := or["train/pg-shared"], or["train/pg-sol"]
-			if sh == nil || sol == nil {
-				t.Fatalf("over_requested of the two-GPU jobs: shared %v, alone %v (%v)", sh, sol, heldBy(or))
-			}
-			if q := sh.WastedGPUHours / sol.WastedGPUHours; q < 0.22 || q > 0.28 {
-				t.Errorf("over_requested: %.3f GPU-h with its idle GPU shared by four, %.3f alone (%.2f), want a quarter",
-					sh.WastedGPUHours, sol.WastedGPUHours, q)
-			}
-			ol := by[schema.Overlong]
-			sh, sol = ol["train/pg-shared"], ol["train/pg-sol"]
-			if sh == nil || sol == nil {
-				t.Fatalf("overlong of the two-GPU jobs: shared %v, alone %v", sh, sol)
-			}
-			if math.Abs(gpusOver(sh)-1.25) > 0.03 || math.Abs(gpusOver(sol)-2) > 0.03 {
-				t.Errorf("overlong: %.3f GPUs over the limit with one of two GPUs shared by four, %.3f alone, want 1.25 and 2",
-					gpusOver(sh), gpusOver(sol))
-			}
-		})
+	return shared, cfg
+}
+
+// checkSharedPatterns holds the findings of sharedPatternsScenario, under
+// sharedPatternsSetup's config, to each holder's share of its time-sliced GPUs.
+func checkSharedPatterns(t *testing.T, fs []finding.Finding) {
+	t.Helper()
+	by := map[schema.Pattern]map[string]*finding.Finding{}
+	for i := range fs {
+		f := &fs[i]
+		if by[f.Pattern] == nil {
+			by[f.Pattern] = map[string]*finding.Finding{}
+		}
+		by[f.Pattern][f.Job] = f
+	}
+	overLimit := func(f *finding.Finding) float64 { return f.Evidence["over_limit_gpu_hours"] }
+	// The GPUs over the limit: its GPU-hours over it per hour over it
+	// (a holder that joins a shared GPU is given a start of its own,
+	// so the holders' hours past their limits differ a little).
+	gpusOver := func(f *finding.Finding) float64 {
+		return overLimit(f) / (f.Evidence["runtime_hours"] - f.Evidence["max_runtime_hours"])
+	}
+	wasted := func(f *finding.Finding) float64 { return f.WastedGPUHours }
+	four := []string{"svc/lu-shared", "svc/lu-b", "svc/lu-c", "svc/lu-d"}
+	checkQuarters(t, by[schema.LowUtilization], "svc/lu-sol", four, wasted)
+	checkQuarters(t, by[schema.Overlong], "svc/lu-sol", four, gpusOver)
+	// The two-GPU jobs: the idle GPU's hours by share.
+	or := by[schema.OverRequested]
+	sh, sol := or["train/pg-shared"], or["train/pg-sol"]
+	if sh == nil || sol == nil {
+		t.Fatalf("over_requested of the two-GPU jobs: shared %v, alone %v (%v)", sh, sol, heldBy(or))
+	}
+	if q := sh.WastedGPUHours / sol.WastedGPUHours; q < 0.22 || q > 0.28 {
+		t.Errorf("over_requested: %.3f GPU-h with its idle GPU shared by four, %.3f alone (%.2f), want a quarter",
+			sh.WastedGPUHours, sol.WastedGPUHours, q)
+	}
+	ol := by[schema.Overlong]
+	sh, sol = ol["train/pg-shared"], ol["train/pg-sol"]
+	if sh == nil || sol == nil {
+		t.Fatalf("overlong of the two-GPU jobs: shared %v, alone %v", sh, sol)
+	}
+	if math.Abs(gpusOver(sh)-1.25) > 0.03 || math.Abs(gpusOver(sol)-2) > 0.03 {
+		t.Errorf("overlong: %.3f GPUs over the limit with one of two GPUs shared by four, %.3f alone, want 1.25 and 2",
+			gpusOver(sh), gpusOver(sol))
 	}
 }
 
