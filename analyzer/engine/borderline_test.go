@@ -150,7 +150,7 @@ var oneWay = map[string]string{
 // still shows them move.
 var unpinned = map[string]string{
 	"patterns.orphan_process.min_duration": "fieldgen writes no per-process series, so no orphan process exists on the site",
-	"idle.floor_quantile": floorQuantileFixed,
+	"idle.floor_quantile":                  floorQuantileFixed,
 }
 
 // floorQuantileFixed is why the floor's quantile has no pair and moves no

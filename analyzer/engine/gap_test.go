@@ -3,18 +3,15 @@ package engine
 import (
 	"context"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
-	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -48,23 +45,9 @@ var gapOutage = simload.Window{From: gapOrigin.Add(gapFrom), To: gapOrigin.Add(g
 // 30 s scrapes, leaving out gapOutage as an exporter restart would.
 func gapDB(t *testing.T) *embedded.DB {
 	t.Helper()
-	sc, err := sim.ParseScenario("gap.yaml", []byte(gapScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	app := db.Appender()
 	down := simload.Format{Outages: []simload.Window{gapOutage}}
-	sink := down.Sink(func(ts time.Time, f []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, f) })
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 7, Origin: gapOrigin, From: 30 * time.Second, To: gapSpan, Resolution: 30 * time.Second}, sink); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return simloadtest.Formatted(t, simloadtest.Parse(t, "gap.yaml", gapScenario),
+		simload.Options{Seed: 7, Origin: gapOrigin, From: 30 * time.Second, To: gapSpan, Resolution: 30 * time.Second}, down.Sink)
 }
 
 // cpuOnlyOf returns job 9001's one cpu_only finding.

@@ -2,17 +2,13 @@ package engine
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/detect"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
-	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -92,23 +88,11 @@ func checkL4Idle(t *testing.T, a Analysis) {
 
 func l4Analysis(t *testing.T, f simload.Format) Analysis {
 	t.Helper()
-	sc, err := sim.ParseScenario("l4-idle.yaml", []byte(l4IdleScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	app := db.Appender()
 	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	sink := f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) })
 	span := 4*time.Hour + 10*time.Minute
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 7, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, sink); err != nil {
-		t.Fatal(err)
-	}
+	db := simloadtest.Formatted(t, simloadtest.Parse(t, "l4-idle.yaml", l4IdleScenario),
+		simload.Options{Seed: 7, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, f.Sink)
+	ctx := context.Background()
 	e, err := New(Options{Querier: db, Config: config.Default()})
 	if err != nil {
 		t.Fatal(err)

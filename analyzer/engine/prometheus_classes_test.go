@@ -7,15 +7,14 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
-	"github.com/gpuwatch/gpuwatch/exporter/sim"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -122,25 +121,12 @@ func TestPrometheusJudgementClasses(t *testing.T) {
 // a promapi client of the Prometheus.
 func classStores(t *testing.T, r classReplay, f simload.Format) (*embedded.DB, query.Querier) {
 	t.Helper()
-	sc, err := sim.ParseScenario("class.yaml", []byte(r.scenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	app := db.Appender()
-	sink := f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) })
+	wraps := []simloadtest.Wrap{f.Sink}
 	for _, s := range r.shared {
-		sink = s.Sink(sink)
+		wraps = append(wraps, s.Sink)
 	}
-	o := simload.Options{Seed: r.seed, Origin: r.origin, From: 30 * time.Second, To: r.span, Resolution: 30 * time.Second}
-	if _, err := simload.Replay(ctx, sc, o, sink); err != nil {
-		t.Fatal(err)
-	}
+	db := simloadtest.Formatted(t, simloadtest.Parse(t, "class.yaml", r.scenario),
+		simload.Options{Seed: r.seed, Origin: r.origin, From: 30 * time.Second, To: r.span, Resolution: 30 * time.Second}, wraps...)
 	data := filepath.Join(t.TempDir(), "data")
 	if err := db.TSDB().Snapshot(data, true); err != nil {
 		t.Fatalf("snapshot of the embedded store: %v", err)

@@ -2,20 +2,16 @@ package engine
 
 import (
 	"context"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/health"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
-	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -101,22 +97,10 @@ func TestSharedGPUFaultFindings(t *testing.T) {
 // it: the shared-GPU tests' one way to make a time-sliced fleet.
 func timeSlicedFindings(t *testing.T, scenario, host string, seed int64, origin time.Time, span time.Duration, f simload.Format, pods []simload.Pod) []finding.Finding {
 	t.Helper()
-	sc, err := sim.ParseScenario(host+".yaml", []byte(scenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := simloadtest.Formatted(t, simloadtest.Parse(t, host+".yaml", scenario),
+		simload.Options{Seed: seed, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second},
+		f.Sink, simload.TimeSliced{Host: host, GPU: 0, Pods: pods}.Sink)
 	ctx := context.Background()
-	app := db.Appender()
-	sink := simload.TimeSliced{Host: host, GPU: 0, Pods: pods}.Sink(
-		f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) }))
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: seed, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, sink); err != nil {
-		t.Fatal(err)
-	}
 	e, err := New(Options{Querier: db, Config: config.Default()})
 	if err != nil {
 		t.Fatal(err)

@@ -4,17 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
-	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 
@@ -160,24 +156,13 @@ func heldBy(fs map[string]*finding.Finding) []string {
 // dcgm-exporter publishes them, and analyzes it under cfg.
 func sharedFindings(t *testing.T, scenario string, shared []simload.TimeSliced, origin time.Time, span time.Duration, f simload.Format, cfg config.Config) []finding.Finding {
 	t.Helper()
-	sc, err := sim.ParseScenario("shared.yaml", []byte(scenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	app := db.Appender()
-	sink := f.Sink(func(ts time.Time, fams []*dto.MetricFamily) error { return app.AppendFamilies(ctx, ts, fams) })
+	wraps := []simloadtest.Wrap{f.Sink}
 	for _, s := range shared {
-		sink = s.Sink(sink)
+		wraps = append(wraps, s.Sink)
 	}
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 7, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, sink); err != nil {
-		t.Fatal(err)
-	}
+	db := simloadtest.Formatted(t, simloadtest.Parse(t, "shared.yaml", scenario),
+		simload.Options{Seed: 7, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, wraps...)
+	ctx := context.Background()
 	e, err := New(Options{Querier: db, Config: cfg})
 	if err != nil {
 		t.Fatal(err)

@@ -3,16 +3,12 @@ package jobview_test
 import (
 	"context"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
-	"github.com/gpuwatch/gpuwatch/exporter/sim"
 )
 
 // sharedFleet: GPU 0 of nb-01 is jupyter-ann's and time-sliced with three
@@ -33,29 +29,15 @@ workloads:
 // used to be given the whole GPU's), and the end-of-job summary keeps it.
 func TestSharedGPUHoursInJobView(t *testing.T) {
 	t.Parallel()
-	sc, err := sim.ParseScenario("shared.yaml", []byte(sharedFleet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	app := db.Appender()
 	end := origin.Add(4 * time.Hour)
 	var pods []simload.Pod
 	for _, n := range []string{"jupyter-ben", "jupyter-cat", "jupyter-dan"} {
 		pods = append(pods, simload.Pod{Name: n, Namespace: "hub", Container: "notebook", To: end})
 	}
-	sink := simload.TimeSliced{Host: "nb-01", GPU: 0, Pods: pods}.Sink(func(ts time.Time, fams []*dto.MetricFamily) error {
-		return app.AppendFamilies(ctx, ts, fams)
-	})
-	if _, err := simload.Replay(ctx, sc, simload.Options{Seed: 5, Origin: origin, From: 30 * time.Second, To: 4*time.Hour + 10*time.Minute,
-		Resolution: 30 * time.Second}, sink); err != nil {
-		t.Fatal(err)
-	}
+	db := simloadtest.Formatted(t, simloadtest.Parse(t, "shared.yaml", sharedFleet),
+		simload.Options{Seed: 5, Origin: origin, From: 30 * time.Second, To: 4*time.Hour + 10*time.Minute, Resolution: 30 * time.Second},
+		simload.TimeSliced{Host: "nb-01", GPU: 0, Pods: pods}.Sink)
+	ctx := context.Background()
 	view := func(job string) *jobview.Report {
 		ref, err := jobview.ParseRef(job)
 		if err != nil {

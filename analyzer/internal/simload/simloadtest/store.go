@@ -57,16 +57,58 @@ func Store(t testing.TB, sc *sim.Scenario, o simload.Options, eo embedded.Option
 	return db, origin
 }
 
+// Parse is sim.ParseScenario of a scenario a test writes out, failing the
+// test on an error.
+func Parse(t testing.TB, name, doc string) *sim.Scenario {
+	t.Helper()
+	sc, err := sim.ParseScenario(name, []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// Wrap passes a replay's collections through one more stage on their way
+// to the store: a counter set (simload.Format's Sink), time-sliced GPUs
+// (simload.TimeSliced's), an outage.
+type Wrap func(simload.Sink) simload.Sink
+
+// Formatted replays sc with o into a new embedded store, every collection
+// passed through wraps in order (the first nearest the store), closed when
+// the test ends. It is not cached: a wrap is code, which no key can name;
+// Store is the cached way for a replay stored as the simulator writes it.
+func Formatted(t testing.TB, sc *sim.Scenario, o simload.Options, wraps ...Wrap) *embedded.DB {
+	t.Helper()
+	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := into(db, sc, o, wraps); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// into replays sc into db through wraps and returns the source's origin.
+func into(db *embedded.DB, sc *sim.Scenario, o simload.Options, wraps []Wrap) (time.Time, error) {
+	ctx := context.Background()
+	app := db.Appender()
+	sink := simload.Sink(func(ts time.Time, fams []*dto.MetricFamily) error {
+		return app.AppendFamilies(ctx, ts, fams)
+	})
+	for _, w := range wraps {
+		sink = w(sink)
+	}
+	return simload.Replay(ctx, sc, o, sink)
+}
+
 func replay(dir string, sc *sim.Scenario, o simload.Options, eo embedded.Options) error {
 	db, err := embedded.Open(dir, eo)
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
-	app := db.Appender()
-	origin, err := simload.Replay(ctx, sc, o, func(ts time.Time, fams []*dto.MetricFamily) error {
-		return app.AppendFamilies(ctx, ts, fams)
-	})
+	origin, err := into(db, sc, o, nil)
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
