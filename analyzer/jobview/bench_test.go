@@ -38,31 +38,51 @@ func weekHours() int {
 	return 7 * 24
 }
 
+// weekBlocks writes the week job's replay as Prometheus blocks into data
+// (promtool's backfill of the OpenMetrics the simulator's collections make).
+func weekBlocks(data string) error {
+	sc, err := sim.ParseScenario("week", []byte(fmt.Sprintf(weekJob, weekHours())))
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "gpuwatch-week-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	om := simload.NewOpenMetrics(tmp)
+	if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: 1, Origin: origin, From: 0, To: time.Duration(weekHours()) * time.Hour,
+		Resolution: 30 * time.Second, Extra: []*schema.Metric{schema.TotalEnergy, schema.JobCPUSeconds}}, om.Sink); err != nil {
+		return err
+	}
+	file := filepath.Join(tmp, "week.om")
+	if err := om.Close(file); err != nil {
+		return err
+	}
+	if out, err := exec.Command("promtool", "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=256h", file, data).CombinedOutput(); err != nil {
+		return fmt.Errorf("promtool: %w\n%s", err, out)
+	}
+	return nil
+}
+
 // weekProm backfills the week into a real Prometheus (promtool) and
 // returns its URL.
 func weekProm(t testing.TB) (string, int) {
 	t.Helper()
 	testtool.Need(t, "promtool")
 	testtool.Need(t, "prometheus")
-	sc, err := sim.ParseScenario("week", []byte(fmt.Sprintf(weekJob, weekHours())))
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	om := simload.NewOpenMetrics(dir)
-	if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: 1, Origin: origin, From: 0, To: time.Duration(weekHours()) * time.Hour,
-		Resolution: 30 * time.Second, Extra: []*schema.Metric{schema.TotalEnergy, schema.JobCPUSeconds}}, om.Sink); err != nil {
+	r := testtool.Replay{Name: fmt.Sprintf("jobview-week-%dh", weekHours()),
+		Packages: []string{"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"},
+		Files:    []string{"analyzer/jobview/bench_test.go", promtool}}
+	if _, err := testtool.CachedReplay(t, r, data, func(data string) error { return weekBlocks(data) }); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "week.om")
-	if err := om.Close(file); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := exec.Command("promtool", "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=256h", file, data).CombinedOutput(); err != nil {
-		t.Fatalf("promtool: %v\n%s", err, out)
-	}
-	os.Remove(file)
 	cfg := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 30s\n"), 0o600); err != nil {
 		t.Fatal(err)
