@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/calibrate"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
@@ -151,39 +151,11 @@ const (
 // resolution from the embedded store. Targets: ≤ 60 s and ≤ 2 GiB RSS.
 func TestBenchWeekEmbedded(t *testing.T) {
 	n, timed := benchSize(t, 1000, 16, "GPUWATCH_BENCH_GPUS")
-	dir := filepath.Join(t.TempDir(), "tsdb")
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
 	span := 7 * 24 * time.Hour
 	start := time.Now()
-	// The week is ingested and compacted once per version of the code that
-	// writes it (the replay cache): the bound is on the analysis.
-	r := testtool.Replay{Name: fmt.Sprintf("bench-week-%d", n), Files: []string{"analyzer/engine/bench_test.go"},
-		Packages: []string{"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"}}
-	cached, err := testtool.CachedReplay(t, r, dir, func(dir string) error {
-		db, err := embedded.Open(dir, embedded.Options{})
-		if err != nil {
-			return err
-		}
-		samples := fillWeek(t, db, n, from, span)
-		if err := db.TSDB().Compact(context.Background()); err != nil {
-			return err
-		}
-		if err := db.Close(); err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, "samples"), []byte(strconv.Itoa(samples)), 0o600)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "samples"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := strconv.Atoi(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, samples, cached := simloadtest.Compacted(t, fmt.Sprintf("bench-week-%d", n), []string{"analyzer/engine/bench_test.go"},
+		func(db *embedded.DB) int { return fillWeek(t, db, n, from, span) })
 	t.Logf("ingested and compacted %d samples (%d GPUs, 7 days at 30s) in %s (from the replay cache: %v)", samples, n, time.Since(start).Round(time.Second), cached)
 	runtime.GC()
 	debug.FreeOSMemory()

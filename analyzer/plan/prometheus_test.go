@@ -88,7 +88,7 @@ func TestPrometheusScale(t *testing.T) {
 	cq := &query.Counting{Q: c}
 	cpu0, pcpu0 := testtool.CPUTime(), ps.cpu()
 	start = time.Now()
-	p, err := Build(context.Background(), cq, from, from.Add(span), Options{Rules: demand.RulesOff})
+	p, err := Build(context.Background(), cq, from, from.Add(span), scaleOptions(demand.RulesOff))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestPrometheusScale(t *testing.T) {
 		cq = &query.Counting{Q: c}
 		cpu0, pcpu0 = testtool.CPUTime(), ps.cpu()
 		start = time.Now()
-		pr, err := Build(context.Background(), cq, from, from.Add(span), Options{})
+		pr, err := Build(context.Background(), cq, from, from.Add(span), scaleOptions(""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +206,7 @@ func TestPrometheusScaleRecorded(t *testing.T) {
 	cq := &query.Counting{Q: c}
 	cpu0, pcpu0 := testtool.CPUTime(), ps.cpu()
 	start := time.Now()
-	p, err := Build(context.Background(), cq, from, from.Add(span), Options{Rules: demand.RulesOff})
+	p, err := Build(context.Background(), cq, from, from.Add(span), scaleOptions(demand.RulesOff))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestPrometheusScaleRecorded(t *testing.T) {
 	cq = &query.Counting{Q: timedQuerier{t, c}}
 	cpu0, pcpu0 = testtool.CPUTime(), ps.cpu()
 	start = time.Now()
-	pr, err := Build(context.Background(), cq, from, from.Add(span), Options{})
+	pr, err := Build(context.Background(), cq, from, from.Add(span), scaleOptions(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,11 +334,11 @@ func TestPrometheusFleetIndependent(t *testing.T) {
 		}
 		cq := &query.Counting{Q: c}
 		// The first plan warms Prometheus' caches; the second is measured.
-		if _, err := Build(context.Background(), c, from, from.Add(span), Options{}); err != nil {
+		if _, err := Build(context.Background(), c, from, from.Add(span), scaleOptions("")); err != nil {
 			t.Fatal(err)
 		}
 		cpu0, pcpu0 := testtool.CPUTime(), ps.cpu()
-		p, err := Build(context.Background(), cq, from, from.Add(span), Options{})
+		p, err := Build(context.Background(), cq, from, from.Add(span), scaleOptions(""))
 		if err != nil {
 			t.Fatal(err)
 		}

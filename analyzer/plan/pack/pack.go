@@ -162,8 +162,72 @@ func TimeSlice(ds []Demand, c Capacity) []Bin {
 // their own: tenants of a time-sliced GPU share its memory and its faults
 // (one out-of-memory or Xid error reaches all), which one owner may accept
 // for its own work but not impose on another's. A demand with no owner is
-// packed alone. Bins index ds, and come in the order of the owners' names.
+// packed alone. Owners may still follow one another on a GPU (a job that
+// ends, another that starts the next day): bins whose hours never meet are
+// then joined, which shares nothing at once. Bins index ds.
 func TimeSliceByOwner(ds []Demand, c Capacity) []Bin {
+	return followOneAnother(byOwner(ds, c))
+}
+
+// followOneAnother joins, first fit in order, bins that are never busy in
+// the same hour.
+func followOneAnother(bins []Bin) []Bin {
+	var out []Bin
+	var busy [][]uint64
+	for _, b := range bins {
+		hb := busyHours(&b)
+		placed := false
+		for k := range out {
+			if !meet(busy[k], hb) {
+				out[k].join(&b)
+				for w := range hb {
+					busy[k][w] |= hb[w]
+				}
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			out = append(out, b)
+			busy = append(busy, hb)
+		}
+	}
+	return out
+}
+
+// busyHours is the bit set of the hours a bin holds work in.
+func busyHours(b *Bin) []uint64 {
+	set := make([]uint64, (len(b.load)+63)/64)
+	for h := range b.load {
+		if b.load[h] > 0 || b.mem[h] > 0 {
+			set[h/64] |= 1 << (h % 64)
+		}
+	}
+	return set
+}
+
+func meet(a, b []uint64) bool {
+	for w := range a {
+		if a[w]&b[w] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// join adds o's work to b (hours that never meet, so nothing adds up).
+func (b *Bin) join(o *Bin) {
+	b.Items = append(b.Items, o.Items...)
+	for h := range b.load {
+		b.load[h] += o.load[h]
+		b.peak[h] += o.peak[h]
+		b.mem[h] += o.mem[h]
+	}
+}
+
+// byOwner is TimeSlice of each owner's demands apart, in the order of the
+// owners' names.
+func byOwner(ds []Demand, c Capacity) []Bin {
 	groups := map[string][]int{}
 	var owners []string
 	for i := range ds {

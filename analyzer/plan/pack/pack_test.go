@@ -1,6 +1,7 @@
 package pack
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -250,18 +251,12 @@ func TestTimeSliceByOwner(t *testing.T) {
 	var ann []Demand
 	annBins := 0
 	for k, b := range bins {
-		owners := map[string]bool{}
+		checkOneOwnerAtATime(t, k, ds, b)
 		for _, i := range b.Items {
-			owners[ds[i].Owner] = true
-		}
-		if len(owners) != 1 {
-			t.Errorf("GPU %d holds the work of %d owners %v", k, len(owners), owners)
-		}
-		if owners[""] && len(b.Items) != 1 {
-			t.Errorf("GPU %d holds an ownerless demand with %d others", k, len(b.Items)-1)
-		}
-		if owners["ann"] {
-			annBins++
+			if ds[i].Owner == "ann" {
+				annBins++
+				break
+			}
 		}
 	}
 	for i := range ds {
@@ -274,5 +269,58 @@ func TestTimeSliceByOwner(t *testing.T) {
 	}
 	if mixed := len(TimeSlice(ds, c)); len(bins) <= mixed {
 		t.Errorf("by owner %d GPUs, mixed %d: the owners' separation cost nothing on a case built to need it", len(bins), mixed)
+	}
+}
+
+// checkOneOwnerAtATime fails when two owners' work (or an ownerless
+// demand's and another's) is on GPU k in the same hour.
+func checkOneOwnerAtATime(t *testing.T, k int, ds []Demand, b Bin) {
+	t.Helper()
+	for h := range ds[0].Compute {
+		var at []int
+		for _, i := range b.Items {
+			if sp := spanOf(&ds[i]); h >= sp.first && h <= sp.last && (ds[i].Present == nil || ds[i].Present[h]) {
+				at = append(at, i)
+			}
+		}
+		owners := map[string]bool{}
+		for _, i := range at {
+			owners[ds[i].Owner] = true
+		}
+		if len(owners) > 1 || owners[""] && len(at) > 1 {
+			t.Errorf("GPU %d, hour %d: work of owners %v at once", k, h, owners)
+			return
+		}
+	}
+}
+
+// Owners may follow one another on a GPU: a day's job of each of seven
+// owners, one after another through a week, needs one GPU, not seven; a
+// job on a day the week's GPU is busy takes another GPU, which an
+// ownerless job on another day may then follow on.
+func TestTimeSliceByOwnerFollowOneAnother(t *testing.T) {
+	const hours = 7 * 24
+	day := func(owner string, d int) Demand {
+		x := Demand{ID: owner, Owner: owner, Compute: make([]float64, hours), Present: make([]bool, hours), Memory: 20000}
+		for h := d * 24; h < (d+1)*24; h++ {
+			x.Compute[h], x.Present[h] = 0.5, true
+		}
+		return x
+	}
+	c := Capacity{Compute: 0.9, Memory: 72000}
+	var week []Demand
+	for d := range 7 {
+		week = append(week, day(fmt.Sprintf("user%d", d), d))
+	}
+	if bins := TimeSliceByOwner(week, c); len(bins) != 1 {
+		t.Errorf("seven owners on seven days: %d GPUs, want 1", len(bins))
+	}
+	same := append(week, day("other", 3), day("", 5))
+	bins := TimeSliceByOwner(same, c)
+	if len(bins) != 2 {
+		t.Errorf("with two more jobs on days the week's GPU is busy: %d GPUs, want 2", len(bins))
+	}
+	for k, b := range bins {
+		checkOneOwnerAtATime(t, k, same, b)
 	}
 }

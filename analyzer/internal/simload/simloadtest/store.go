@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -141,3 +142,44 @@ func key(sc *sim.Scenario, o simload.Options, eo embedded.Options) (testtool.Rep
 		Extra:    inputs,
 	}, nil
 }
+
+// Compacted is a store a test fills itself (fill returns the samples it
+// wrote), compacted and closed, through the replay cache: a scale test's
+// week is written once per version of the code that writes it, and its
+// bound stays on what reads it. name and files (the test file holding
+// fill) key it besides the embedded store's code. It returns the store's
+// folder, the samples written and whether the cache served it.
+func Compacted(t testing.TB, name string, files []string, fill func(*embedded.DB) int) (string, int, bool) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tsdb")
+	r := testtool.Replay{Name: name, Files: files, Packages: []string{"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"}}
+	cached, err := testtool.CachedReplay(t, r, dir, func(dir string) error {
+		db, err := embedded.Open(dir, embedded.Options{})
+		if err != nil {
+			return err
+		}
+		samples := fill(db)
+		if err := db.TSDB().Compact(context.Background()); err != nil {
+			db.Close()
+			return err
+		}
+		if err := db.Close(); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, samplesFile), []byte(strconv.Itoa(samples)), 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, samplesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := strconv.Atoi(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, samples, cached
+}
+
+const samplesFile = "samples"
