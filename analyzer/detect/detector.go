@@ -407,14 +407,21 @@ func (d *Detector) end(a *Alloc) *finding.Finding {
 	return attributed
 }
 
-// ownerKind sets the kind the owner decided, when its scheduler said.
+// ownerKind sets the kind the owner decided, when its scheduler said. An
+// owner that could not say (o.Kind empty: JupyterHub unreachable) leaves
+// the kind last decided by an owner, else unknown (""), never a name's.
 func ownerKind(st *State, a *Alloc) {
 	key := a.Job
 	if a.Scheduler == schema.SchedulerKubernetes && a.Namespace != "" && a.Pod != "" {
 		key = a.Namespace + "/" + a.Pod
 	}
-	if o, ok := st.OwnerKinds[key]; ok && o.Kind != "" {
+	o, ok := st.OwnerKinds[key]
+	switch {
+	case !ok:
+	case o.Kind != "":
 		a.Kind, a.KindSource = o.Kind, o.Source
+	case o.Source != "" && !ownerDecided(a):
+		a.Kind, a.KindSource = "", o.Source
 	}
 }
 

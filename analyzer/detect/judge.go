@@ -40,6 +40,12 @@ func (d *Detector) newJudge(a *Alloc, t time.Time) *judge {
 	c := d.cfg.Patterns
 	j := &judge{cfg: d.cfg, a: a, t: t, n: float64(len(a.GPUs)), interactive: a.Kind == schema.KindInteractive,
 		service: a.Kind == schema.KindService || a.Resumes > 0}
+	if a.Kind == "" {
+		// The kind is unknown (its owner could not be asked): judged as
+		// neither an interactive session nor a batch job, no pattern that
+		// only one kind has opens (idle_session, stuck, startup_overhead).
+		j.service = true
+	}
 	for _, g := range a.GPUs {
 		j.fbMax = math.Max(j.fbMax, g.FBMaxMiB)
 		j.fbTotal = math.Max(j.fbTotal, g.FBTotalMiB)

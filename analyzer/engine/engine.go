@@ -451,10 +451,16 @@ func (e *Engine) podOwners(ctx context.Context, st *detect.State, steps []featur
 	ownerKinds(st, fs)
 }
 
-// ownerKinds keeps the kinds the owners decided (KindSource set), by job.
+// ownerKinds keeps the kinds the owners decided (KindSource set), by job,
+// and the kinds an owner could not say (kind missing: JupyterHub
+// unreachable), as an empty Kind with its source, so that no name decides
+// them.
 func ownerKinds(st *detect.State, fs map[string]*facts.Facts) {
 	for job, f := range fs {
-		if f == nil || f.KindSource == "" || f.Alloc.Kind == "" {
+		if f == nil || f.KindSource == "" {
+			continue
+		}
+		if _, _, missing := f.Value(schema.AttrKind); f.Alloc.Kind == "" && missing == "" {
 			continue
 		}
 		if st.OwnerKinds == nil {

@@ -271,8 +271,12 @@ func (r *Resolver) derive(fa *Facts, f *finding.Finding) {
 
 // deriveKind decides the kind: the owner's word when it gave one, then a
 // name rule, then the kind the owner implies, and batch only when nothing
-// at all says otherwise.
+// at all says otherwise. A kind the owner could not say (JupyterHub
+// unreachable for a pod no controller owns) stays missing: no name decides it.
 func (fa *Facts) deriveKind(t *teams.Config, a *source.Allocation) {
+	if _, missing := fa.Missing[schema.AttrKind]; missing {
+		return
+	}
 	if fa.known[schema.AttrKind] {
 		if fa.KindSource == "" {
 			fa.KindSource = fa.Scheduler + " (owner)"

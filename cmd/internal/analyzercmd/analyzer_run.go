@@ -168,7 +168,11 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", cmp.Or(o.Squeue, "squeue"))
 	}
 	if kc != nil {
-		kf := &kube.Facts{Core: kc.Core, Apps: kc.Apps, Batch: kc.Batch}
+		var kf facts.Source = &kube.Facts{Core: kc.Core, Apps: kc.Apps, Batch: kc.Batch}
+		if o.JupyterHubURL != "" {
+			// Pods no controller owns are notebooks when the Hub records them.
+			kf = &facts.HubKinds{Source: kf, Hub: &action.JupyterHub{URL: o.JupyterHubURL, TokenFile: o.JupyterHubTokenFile}}
+		}
 		resolver.Sources[schema.SchedulerKubernetes] = kf
 		if es, ok := src.(daemon.EngineSource); ok {
 			es.Engine.UseOwners(kf) // kinds from the pods' owners, not their names
