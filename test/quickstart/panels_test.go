@@ -41,7 +41,16 @@ var mayBeEmpty = map[string]string{
 	"gpuwatch-planner / GPUs that could be freed":           plannerHistory,
 	"gpuwatch-planner / Pools":                              plannerHistory,
 	"gpuwatch-planner / Teams":                              plannerHistory,
+	// Per-holder use is published for shared GPUs; the quickstart's
+	// simulated fleet (the default scenario) time-slices none.
+	"gpuwatch-node / gpuwatch_holder_sm_utilization_ratio":      noSharedGPU,
+	"gpuwatch-node / gpuwatch_holder_memory_utilization_ratio":  noSharedGPU,
+	"gpuwatch-node / gpuwatch_holder_encoder_utilization_ratio": noSharedGPU,
+	"gpuwatch-node / gpuwatch_holder_decoder_utilization_ratio": noSharedGPU,
+	"gpuwatch-node / gpuwatch_holder_gpu_memory_bytes":          noSharedGPU,
 }
+
+const noSharedGPU = "the quickstart's simulated fleet shares no GPU; exporter/sim's shared-timeslice scenario publishes these (TestSharedGPUPublishesEachHoldersUse)"
 
 const plannerHistory = "the planner plans on a day of history at least, the quickstart's fleet is hours old (analyzer/plan's surfaces test has them)"
 
