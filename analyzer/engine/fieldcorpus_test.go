@@ -100,17 +100,23 @@ func cachedFieldDB(t *testing.T, variant string, f fieldgen.Format) *embedded.DB
 	return db
 }
 
-func analyzeSite(t *testing.T, q query.Querier, site *fieldgen.Site) Analysis {
+// analyzeSpan is a one-shot analysis of [from, to) from q under cfg.
+func analyzeSpan(t *testing.T, q query.Querier, cfg config.Config, from, to time.Time) Analysis {
 	t.Helper()
-	e, err := New(Options{Querier: q, Config: config.Default()})
+	e, err := New(Options{Querier: q, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := e.AnalyzeWindow(context.Background(), fieldOrigin, fieldOrigin.Add(site.Span))
+	a, err := e.AnalyzeWindow(context.Background(), from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return a
+}
+
+func analyzeSite(t *testing.T, q query.Querier, site *fieldgen.Site) Analysis {
+	t.Helper()
+	return analyzeSpan(t, q, config.Default(), fieldOrigin, fieldOrigin.Add(site.Span))
 }
 
 // fieldScore is how the analyzer did on the corpus' labels.

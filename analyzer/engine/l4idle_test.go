@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -92,14 +91,5 @@ func l4Analysis(t *testing.T, f simload.Format) Analysis {
 	span := 4*time.Hour + 10*time.Minute
 	db := simloadtest.Formatted(t, simloadtest.Parse(t, "l4-idle.yaml", l4IdleScenario),
 		simload.Options{Seed: 7, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, f.Sink)
-	ctx := context.Background()
-	e, err := New(Options{Querier: db, Config: config.Default()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := e.AnalyzeWindow(ctx, origin, origin.Add(span))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return analyzeSpan(t, db, config.Default(), origin, origin.Add(span))
 }

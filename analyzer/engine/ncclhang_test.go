@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -72,14 +71,5 @@ func ncclHangFindings(t *testing.T, f simload.Format) []finding.Finding {
 	span := 5*time.Hour + 10*time.Minute
 	db := simloadtest.Formatted(t, simloadtest.Parse(t, "nccl-hang.yaml", ncclHangScenario),
 		simload.Options{Seed: 5, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, f.Sink)
-	ctx := context.Background()
-	e, err := New(Options{Querier: db, Config: config.Default()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := e.Analyze(ctx, origin, origin.Add(span))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs
+	return analyzeSpan(t, db, config.Default(), origin, origin.Add(span)).Findings
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"sort"
 	"strings"
 	"testing"
@@ -100,14 +99,5 @@ func timeSlicedFindings(t *testing.T, scenario, host string, seed int64, origin 
 	db := simloadtest.Formatted(t, simloadtest.Parse(t, host+".yaml", scenario),
 		simload.Options{Seed: seed, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second},
 		f.Sink, simload.TimeSliced{Host: host, GPU: 0, Pods: pods}.Sink)
-	ctx := context.Background()
-	e, err := New(Options{Querier: db, Config: config.Default()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := e.Analyze(ctx, origin, origin.Add(span))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs
+	return analyzeSpan(t, db, config.Default(), origin, origin.Add(span)).Findings
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -162,14 +161,5 @@ func sharedFindings(t *testing.T, scenario string, shared []simload.TimeSliced, 
 	}
 	db := simloadtest.Formatted(t, simloadtest.Parse(t, "shared.yaml", scenario),
 		simload.Options{Seed: 7, Origin: origin, From: 30 * time.Second, To: span, Resolution: 30 * time.Second}, wraps...)
-	ctx := context.Background()
-	e, err := New(Options{Querier: db, Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := e.Analyze(ctx, origin, origin.Add(span))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs
+	return analyzeSpan(t, db, cfg, origin, origin.Add(span)).Findings
 }
