@@ -93,14 +93,8 @@ type analyzerOptions struct {
 // runAnalyzer runs `gpuwatch analyzer`. Problems with flags or files are
 // *clikit.UsageError (exit 2).
 func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, version string) error {
-	pol, err := policy.LoadFile(o.PolicyFile)
+	in, err := o.inputs(logger)
 	if err != nil {
-		return &clikit.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
-	}
-	if err := daemon.ValidateSpec(o.Schedule); err != nil {
-		return &clikit.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
-	}
-	if err := clikit.ValidateWebConfig(o.Web); err != nil {
 		return err
 	}
 	// A daemon binds first: a port in use fails the start before anything
@@ -129,168 +123,52 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	if err != nil {
 		return err
 	}
-	var sender mail.Sender
-	var rcfg *report.Config
-	if o.ReportConfig != "" {
-		if rcfg, err = report.LoadConfig(o.ReportConfig); err != nil {
-			return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
-		}
-		if rcfg.SMTP.Host != "" {
-			if sender, err = mail.NewSMTP(rcfg.SMTP, logger); err != nil {
-				return &clikit.UsageError{Err: fmt.Errorf("--report.config smtp: %w", err)}
-			}
-		}
-	}
-	var tm *teams.Config
-	if o.TeamsFile != "" {
-		if tm, err = teams.Load(o.TeamsFile); err != nil {
-			return &clikit.UsageError{Err: fmt.Errorf("--teams.file: %w", err)}
-		}
-	}
 	kc, err := KubeClient(o.Kubeconfig, o.InCluster)
 	if err != nil {
 		return err
 	}
 	slurmErr := o.slurmReachable(ctx, logger)
-	slurmOK := slurmErr == nil
-	acts := o.actuators(pol, sender, kc, slurmOK, logger)
-	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
-	if _, err := exec.LookPath(cmp.Or(o.Squeue, "squeue")); err == nil && slurmOK {
-		slurm := &facts.SlurmSource{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
-		resolver.Sources[schema.SchedulerSlurm] = slurm
-		if es, ok := src.(daemon.EngineSource); ok {
-			es.Engine.UseLimits(slurm) // overlong judges by each job's own time limit
-		}
-	} else if slurmErr != nil {
-		// Decisions still name the fact that is missing, and why.
-		resolver.Sources[schema.SchedulerSlurm] = &facts.Unreachable{Name: schema.SchedulerSlurm, Err: slurmErr}
-	} else if slurmOK {
-		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", cmp.Or(o.Squeue, "squeue"))
-	}
-	if kc != nil {
-		var kf facts.Source = &kube.Facts{Core: kc.Core, Apps: kc.Apps, Batch: kc.Batch}
-		if o.JupyterHubURL != "" {
-			// Pods no controller owns are notebooks when the Hub records them.
-			kf = &facts.HubKinds{Source: kf, Hub: &action.JupyterHub{URL: o.JupyterHubURL, TokenFile: o.JupyterHubTokenFile}}
-		}
-		resolver.Sources[schema.SchedulerKubernetes] = kf
-		if es, ok := src.(daemon.EngineSource); ok {
-			es.Engine.UseOwners(kf) // kinds from the pods' owners, not their names
-		}
-	}
+	acts := o.actuators(in.policy, in.sender, kc, slurmErr == nil, logger)
+	resolver := o.resolver(src, in.teams, kc, slurmErr, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
-	esc := &daemon.Escalator{Policy: pol, Log: lg, Actuators: acts, Logger: logger, Metrics: daemon.NewMetrics(reg), Facts: resolver,
+	esc := &daemon.Escalator{Policy: in.policy, Log: lg, Actuators: acts, Logger: logger, Metrics: daemon.NewMetrics(reg), Facts: resolver,
 		SlurmCluster: o.SlurmCluster}
 	if es, ok := src.(daemon.EngineSource); ok {
 		es.Metrics = esc.Metrics.Found
 		src = es
 	}
-	ttl := o.LeaseDuration
-	if ttl <= 0 {
-		ttl = daemon.DefaultLeaseDuration
-	}
+	ttl := cmp.Or(max(o.LeaseDuration, 0), daemon.DefaultLeaseDuration)
 	storeLease := &leader.StoreLease{Store: st, Identity: leader.Identity(), TTL: ttl}
 	defer func() { _ = storeLease.Release(context.WithoutCancel(ctx)) }()
 	d := &daemon.Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger, Leader: storeLease, RenewEvery: ttl / 3,
-		Drainer: drainer(pol, lg, st, acts, esc.Metrics, logger)}
+		Drainer: drainer(in.policy, lg, st, acts, esc.Metrics, logger)}
 	if o.Once {
-		res, err := d.RunOnce(ctx)
-		// A standby takes over only once it has seen the lease unrenewed for
-		// the lease duration on its own clock; a one-shot run (the restart
-		// after a crash) watches that long, and stands by at once when the
-		// holder renews meanwhile: it lives.
-		_, firstStamp, _ := st.LeaseHolder(ctx, leader.LeaseName)
-		for deadline := time.Now().Add(ttl + ttl/10); err == nil && res.Standby && time.Now().Before(deadline); {
-			if _, stamp, _ := st.LeaseHolder(ctx, leader.LeaseName); !stamp.Equal(firstStamp) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(ttl / 10):
-			}
-			res, err = d.RunOnce(ctx)
-		}
-		if err != nil {
-			return err
-		}
-		if res.Standby {
-			holder, until, _ := st.LeaseHolder(ctx, leader.LeaseName)
-			logger.Warn("another analyzer leads on this store: nothing done", "holder", holder, "until", until)
-			return nil
-		}
-		if res.Waiting {
-			logger.Info("no analysis step completed since the last cycle: nothing judged")
-			return nil
-		}
-		logger.Info("escalation cycle", "findings", res.Findings, "unknown", res.Unknown, "exempt", res.Exempt,
-			"steps", res.Steps, "rate_limited", res.RateLimited)
-		return nil
+		return runOnce(ctx, d, st, ttl, logger)
 	}
-	// The capacity planner reads the same Prometheus: a plan of the trailing
-	// week, refreshed hourly, for the Planner tab and gpuwatch_planner_*,
-	// and a plan of each report's period for the reports.
-	var planner *plan.Refresher
-	var planSrc report.Planner
-	if o.PrometheusURL != "" {
-		pq, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger, Limits: o.QueryLimits})
-		if err != nil {
-			return &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
-		}
-		books := accounting.Books{Records: st}
-		if es, ok := src.(daemon.EngineSource); ok {
-			books.Step = es.Engine.Step() // the planner's team hours on the daemon's step grid
-		}
-		po := plan.Options{Books: books}
-		if o.Pools != nil {
-			if err := o.Pools.Apply(&po, kc, &slurm.Client{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Sinfo: o.Sinfo}); err != nil {
-				return err
-			}
-		}
-		planner = &plan.Refresher{Querier: pq, Options: po, Metrics: plan.NewMetrics(), Logger: logger, Ready: prometheusReady(pq)}
-		reg.MustRegister(planner.Metrics)
-		planSrc = &plan.Source{Querier: pq, Options: po}
-	}
-	if rcfg != nil {
-		// The report jobs send only while the daemon leads, checked right
-		// before each send (the daemon's fence, whatever leadership it ends with).
-		deps := report.Deps{Store: st, Config: rcfg, Sender: sender, Logger: logger, Planner: planSrc, Guard: d.Guard()}
-		if sender == nil {
-			return &clikit.UsageError{Err: errors.New("--report.config: the smtp section is needed to send reports")}
-		}
-		wj, err := report.WeeklyJob(ctx, deps)
-		if err != nil {
-			return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
-		}
-		d.Jobs = append(d.Jobs, daemon.Job(wj))
-		if dj, ok, err := report.DailyDigestJob(ctx, deps); err != nil {
-			return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
-		} else if ok {
-			d.Jobs = append(d.Jobs, daemon.Job(dj))
-		}
-		if rcfg.JobMail.Enabled {
-			jm, err := report.JobMailJob(ctx, deps, lg)
-			if err != nil {
-				return &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
-			}
-			d.Jobs = append(d.Jobs, daemon.Job(jm))
-		}
-	}
-	page := analyzerweb.Options{Findings: analyzerweb.StoreFindings{Store: st}, Audit: analyzerweb.AuditLog{Log: lg}, Logger: logger,
-		Title: "gpuwatch analyzer " + version, Coverage: esc.Metrics.Found}
-	if rcfg != nil {
-		rd, err := report.NewRenderer()
-		if err != nil {
-			return err
-		}
-		rb := report.NewBuilder(st, rcfg)
-		rb.Planner = planSrc
-		page.Reports = analyzerweb.BuiltReports{Builder: rb, Renderer: rd}
-		page.Accounting = analyzerweb.BuiltReports{Builder: rb, Renderer: rd}
+	planner, planSrc, err := o.planner(st, src, kc, logger)
+	if err != nil {
+		return err
 	}
 	if planner != nil {
-		page.Planner = planner
+		reg.MustRegister(planner.Metrics)
+	}
+	if in.report != nil {
+		if in.sender == nil {
+			return &clikit.UsageError{Err: errors.New("--report.config: the smtp section is needed to send reports")}
+		}
+		// The report jobs send only while the daemon leads, checked right
+		// before each send (the daemon's fence, whatever leadership it ends with).
+		deps := report.Deps{Store: st, Config: in.report, Sender: in.sender, Logger: logger, Planner: planSrc, Guard: d.Guard()}
+		jobs, err := reportJobs(ctx, deps, lg)
+		if err != nil {
+			return err
+		}
+		d.Jobs = append(d.Jobs, jobs...)
+	}
+	page, err := webPage(st, lg, in.report, planner, planSrc, esc, logger, version)
+	if err != nil {
+		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -318,8 +196,173 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	} else if len(open) > 0 {
 		logger.Warn(clikit.OpenListenerWarning, "listen", open)
 	}
-	logger.Info("analyzer started", "listen", ls.Addrs(), "schedule", o.Schedule, "dry_run", pol.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
+	logger.Info("analyzer started", "listen", ls.Addrs(), "schedule", o.Schedule, "dry_run", in.policy.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
 	return g.Run()
+}
+
+// analyzerInputs are the files the analyzer reads before it opens
+// anything: each bad one is a usage error naming its flag.
+type analyzerInputs struct {
+	policy *policy.Policy
+	report *report.Config
+	sender mail.Sender
+	teams  *teams.Config
+}
+
+func (o *analyzerOptions) inputs(logger *slog.Logger) (analyzerInputs, error) {
+	var in analyzerInputs
+	var err error
+	if in.policy, err = policy.LoadFile(o.PolicyFile); err != nil {
+		return in, &clikit.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
+	}
+	if err := daemon.ValidateSpec(o.Schedule); err != nil {
+		return in, &clikit.UsageError{Err: fmt.Errorf("--schedule: %w", err)}
+	}
+	if err := clikit.ValidateWebConfig(o.Web); err != nil {
+		return in, err
+	}
+	if o.ReportConfig != "" {
+		if in.report, err = report.LoadConfig(o.ReportConfig); err != nil {
+			return in, &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+		}
+		if in.report.SMTP.Host != "" {
+			if in.sender, err = mail.NewSMTP(in.report.SMTP, logger); err != nil {
+				return in, &clikit.UsageError{Err: fmt.Errorf("--report.config smtp: %w", err)}
+			}
+		}
+	}
+	if o.TeamsFile != "" {
+		if in.teams, err = teams.Load(o.TeamsFile); err != nil {
+			return in, &clikit.UsageError{Err: fmt.Errorf("--teams.file: %w", err)}
+		}
+	}
+	return in, nil
+}
+
+// resolver gives the escalator each scheduler's facts: Slurm's from
+// squeue when Slurm answers (else why it cannot be asked), the API
+// server's owners and nodes, a JupyterHub's record of its pods. The
+// engine judges overlong by the jobs' own limits and kinds by owners
+// from the same sources.
+func (o *analyzerOptions) resolver(src daemon.Source, tm *teams.Config, kc *kube.Client, slurmErr error, logger *slog.Logger) *facts.Resolver {
+	resolver := &facts.Resolver{Sources: map[string]facts.Source{}, Teams: tm}
+	es, isEngine := src.(daemon.EngineSource)
+	if _, err := exec.LookPath(cmp.Or(o.Squeue, "squeue")); err == nil && slurmErr == nil {
+		slurm := &facts.SlurmSource{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Squeue: o.Squeue}
+		resolver.Sources[schema.SchedulerSlurm] = slurm
+		if isEngine {
+			es.Engine.UseLimits(slurm) // overlong judges by each job's own time limit
+		}
+	} else if slurmErr != nil {
+		// Decisions still name the fact that is missing, and why.
+		resolver.Sources[schema.SchedulerSlurm] = &facts.Unreachable{Name: schema.SchedulerSlurm, Err: slurmErr}
+	} else {
+		logger.Info("no Slurm facts: squeue not found; Slurm findings match no tier that needs one", "squeue", cmp.Or(o.Squeue, "squeue"))
+	}
+	if kc != nil {
+		var kf facts.Source = &kube.Facts{Core: kc.Core, Apps: kc.Apps, Batch: kc.Batch}
+		if o.JupyterHubURL != "" {
+			// Pods no controller owns are notebooks when the Hub records them.
+			kf = &facts.HubKinds{Source: kf, Hub: &action.JupyterHub{URL: o.JupyterHubURL, TokenFile: o.JupyterHubTokenFile}}
+		}
+		resolver.Sources[schema.SchedulerKubernetes] = kf
+		if isEngine {
+			es.Engine.UseOwners(kf) // kinds from the pods' owners, not their names
+		}
+	}
+	return resolver
+}
+
+// runOnce is --once: one cycle, or standing by while another analyzer
+// leads on the store.
+func runOnce(ctx context.Context, d *daemon.Daemon, st *store.Store, ttl time.Duration, logger *slog.Logger) error {
+	res, err := d.RunOnceOrStandBy(ctx, st, leader.LeaseName, ttl)
+	switch {
+	case err != nil:
+		return err
+	case ctx.Err() != nil:
+		return nil
+	case res.Standby:
+		holder, until, _ := st.LeaseHolder(ctx, leader.LeaseName)
+		logger.Warn("another analyzer leads on this store: nothing done", "holder", holder, "until", until)
+	case res.Waiting:
+		logger.Info("no analysis step completed since the last cycle: nothing judged")
+	default:
+		logger.Info("escalation cycle", "findings", res.Findings, "unknown", res.Unknown, "exempt", res.Exempt,
+			"steps", res.Steps, "rate_limited", res.RateLimited)
+	}
+	return nil
+}
+
+// planner is the capacity planner on the same Prometheus: a plan of the
+// trailing week, refreshed hourly, for the Planner tab and
+// gpuwatch_planner_*, and a plan of each report's period for the reports.
+// Without --prometheus.url there is none.
+func (o *analyzerOptions) planner(st *store.Store, src daemon.Source, kc *kube.Client, logger *slog.Logger) (*plan.Refresher, report.Planner, error) {
+	if o.PrometheusURL == "" {
+		return nil, nil, nil
+	}
+	pq, err := promapi.New(o.PrometheusURL, promapi.Options{Logger: logger, Limits: o.QueryLimits})
+	if err != nil {
+		return nil, nil, &clikit.UsageError{Err: fmt.Errorf("--prometheus.url: %w", err)}
+	}
+	books := accounting.Books{Records: st}
+	if es, ok := src.(daemon.EngineSource); ok {
+		books.Step = es.Engine.Step() // the planner's team hours on the daemon's step grid
+	}
+	po := plan.Options{Books: books}
+	if o.Pools != nil {
+		if err := o.Pools.Apply(&po, kc, &slurm.Client{Runner: execrun.Exec{Timeout: o.CommandTimeout}, Sinfo: o.Sinfo}); err != nil {
+			return nil, nil, err
+		}
+	}
+	r := &plan.Refresher{Querier: pq, Options: po, Metrics: plan.NewMetrics(), Logger: logger, Ready: prometheusReady(pq)}
+	return r, &plan.Source{Querier: pq, Options: po}, nil
+}
+
+// reportJobs are the weekly report, the daily digest where configured,
+// and the end-of-job mail where enabled.
+func reportJobs(ctx context.Context, deps report.Deps, lg *audit.Log) ([]daemon.Job, error) {
+	wj, err := report.WeeklyJob(ctx, deps)
+	if err != nil {
+		return nil, &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+	}
+	jobs := []daemon.Job{daemon.Job(wj)}
+	if dj, ok, err := report.DailyDigestJob(ctx, deps); err != nil {
+		return nil, &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+	} else if ok {
+		jobs = append(jobs, daemon.Job(dj))
+	}
+	if deps.Config.JobMail.Enabled {
+		jm, err := report.JobMailJob(ctx, deps, lg)
+		if err != nil {
+			return nil, &clikit.UsageError{Err: fmt.Errorf("--report.config: %w", err)}
+		}
+		jobs = append(jobs, daemon.Job(jm))
+	}
+	return jobs, nil
+}
+
+// webPage is the analyzer's page: findings, audit, and with a report
+// configuration the reports and accounting tabs, with a planner its tab.
+func webPage(st *store.Store, lg *audit.Log, rcfg *report.Config, planner *plan.Refresher, planSrc report.Planner,
+	esc *daemon.Escalator, logger *slog.Logger, version string) (analyzerweb.Options, error) {
+	page := analyzerweb.Options{Findings: analyzerweb.StoreFindings{Store: st}, Audit: analyzerweb.AuditLog{Log: lg}, Logger: logger,
+		Title: "gpuwatch analyzer " + version, Coverage: esc.Metrics.Found}
+	if rcfg != nil {
+		rd, err := report.NewRenderer()
+		if err != nil {
+			return page, err
+		}
+		rb := report.NewBuilder(st, rcfg)
+		rb.Planner = planSrc
+		page.Reports = analyzerweb.BuiltReports{Builder: rb, Renderer: rd}
+		page.Accounting = analyzerweb.BuiltReports{Builder: rb, Renderer: rd}
+	}
+	if planner != nil {
+		page.Planner = planner
+	}
+	return page, nil
 }
 
 func (o *analyzerOptions) source(st *store.Store, logger *slog.Logger) (daemon.Source, error) {
