@@ -48,37 +48,8 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 			return &clikit.UsageError{Err: fmt.Errorf("--step must be positive, --cycle-interval not negative and --fleet.copies at least 1 (got %s, %s, %d)", o.Step, o.CycleEvery, copies)}
 		}
 		o.Logger, o.Stdout, o.Version = loggerFrom(ctx), os.Stdout, version
-		if scenario != "" {
-			sc, err := sim.LoadScenario(scenario)
-			if err != nil {
-				return &clikit.UsageError{Err: fmt.Errorf("--sim.scenario: %w", err)}
-			}
-			o.Scenario = sc
-		}
-		if copies != 1 {
-			sc := o.Scenario
-			if sc == nil {
-				sc = sim.DefaultScenario()
-			}
-			big, err := sc.Replicate(copies)
-			if err != nil {
-				return &clikit.UsageError{Err: fmt.Errorf("--fleet.copies: %w", err)}
-			}
-			o.Scenario = big
-		}
-		if start != "" {
-			t, err := time.Parse(time.RFC3339, start)
-			if err != nil {
-				return &clikit.UsageError{Err: fmt.Errorf("--start: %w", err)}
-			}
-			o.Origin = t
-		}
-		if policyFile != "" {
-			p, err := policy.LoadFile(policyFile)
-			if err != nil {
-				return &clikit.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
-			}
-			o.Policy = p
+		if err := demoInputs(&o, scenario, copies, start, policyFile); err != nil {
+			return err
 		}
 		o.Config = demo.SiteConfig()
 		if cfgAt != "" {
@@ -103,6 +74,44 @@ func demoCommand(app *kingpin.Application) (string, func(ctx context.Context) er
 		}
 		return demo.Run(ctx, o)
 	}
+}
+
+// demoInputs reads the scenario (repeated copies times), the start and
+// the policy into o; each bad one is a usage error naming its flag.
+func demoInputs(o *demo.RunOptions, scenario string, copies int, start, policyFile string) error {
+	if scenario != "" {
+		sc, err := sim.LoadScenario(scenario)
+		if err != nil {
+			return &clikit.UsageError{Err: fmt.Errorf("--sim.scenario: %w", err)}
+		}
+		o.Scenario = sc
+	}
+	if copies != 1 {
+		sc := o.Scenario
+		if sc == nil {
+			sc = sim.DefaultScenario()
+		}
+		big, err := sc.Replicate(copies)
+		if err != nil {
+			return &clikit.UsageError{Err: fmt.Errorf("--fleet.copies: %w", err)}
+		}
+		o.Scenario = big
+	}
+	if start != "" {
+		t, err := time.Parse(time.RFC3339, start)
+		if err != nil {
+			return &clikit.UsageError{Err: fmt.Errorf("--start: %w", err)}
+		}
+		o.Origin = t
+	}
+	if policyFile != "" {
+		p, err := policy.LoadFile(policyFile)
+		if err != nil {
+			return &clikit.UsageError{Err: fmt.Errorf("--policy.file: %w", err)}
+		}
+		o.Policy = p
+	}
+	return nil
 }
 
 // demoStateDir is where the demo writes without --out: gpuwatch/demo under

@@ -81,33 +81,40 @@ func jobCommand(app *kingpin.Application) (string, func(ctx context.Context) err
 			defer cancel()
 			return jobview.WriteSummary(bctx, ctx, slurm, opts, ref, logger)
 		}
-		var sched *jobview.Scheduler
-		if slurm != nil {
-			if sched, err = slurm.Job(ctx, ref.Slurm); err != nil {
-				logger.Debug("slurm does not say", "job", ref, "err", err)
-			}
-		}
-		opts.Scheduler = sched
-		r, err := jobview.Build(ctx, opts, ref)
-		if err != nil {
-			// Prometheus forgot the job (or is away): the summary the
-			// epilog left in AdminComment is what remains.
-			if sched == nil || sched.AdminComment == "" {
-				return err
-			}
-			dec, derr := sched.Summary()
-			if derr != nil {
-				return fmt.Errorf("%w; and its AdminComment: %w", err, derr)
-			}
-			logger.Info("showing the end-of-job summary from AdminComment", "reason", err)
-			r = dec
-		}
-		switch format {
-		case "json":
-			return jobview.JSON(os.Stdout, r)
-		case "html":
-			return jobview.HTML(os.Stdout, r)
-		}
-		return jobview.Text(os.Stdout, r)
+		return showJob(ctx, slurm, opts, ref, format)
 	}
+}
+
+// showJob prints the job's view in format: from Prometheus, with what
+// Slurm says of it; when Prometheus forgot the job (or is away), the
+// summary the epilog left in its AdminComment.
+func showJob(ctx context.Context, slurm *jobview.Slurm, opts jobview.Options, ref jobview.Ref, format string) error {
+	logger := loggerFrom(ctx)
+	var sched *jobview.Scheduler
+	if slurm != nil {
+		var err error
+		if sched, err = slurm.Job(ctx, ref.Slurm); err != nil {
+			logger.Debug("slurm does not say", "job", ref, "err", err)
+		}
+	}
+	opts.Scheduler = sched
+	r, err := jobview.Build(ctx, opts, ref)
+	if err != nil {
+		if sched == nil || sched.AdminComment == "" {
+			return err
+		}
+		dec, derr := sched.Summary()
+		if derr != nil {
+			return fmt.Errorf("%w; and its AdminComment: %w", err, derr)
+		}
+		logger.Info("showing the end-of-job summary from AdminComment", "reason", err)
+		r = dec
+	}
+	switch format {
+	case "json":
+		return jobview.JSON(os.Stdout, r)
+	case "html":
+		return jobview.HTML(os.Stdout, r)
+	}
+	return jobview.Text(os.Stdout, r)
 }

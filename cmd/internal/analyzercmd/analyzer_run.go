@@ -115,76 +115,110 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 		return err
 	}
 	defer st.Close()
-	lg, err := audit.Open(ctx, st)
-	if err != nil {
+	r := &analyzerRun{o: &o, in: in, st: st, logger: logger, reg: prometheus.NewRegistry()}
+	if err := r.wire(ctx); err != nil {
 		return err
 	}
-	src, err := o.source(st, logger)
-	if err != nil {
+	defer func() { _ = r.lease.Release(context.WithoutCancel(ctx)) }()
+	if o.Once {
+		return runOnce(ctx, r.d, st, r.lease.TTL, logger)
+	}
+	return r.serve(ctx, ls, version)
+}
+
+// analyzerRun is the analyzer's parts once wired: the store and its audit
+// log, the source of findings, the daemon with its escalator, and the
+// registry its metrics go to.
+type analyzerRun struct {
+	o      *analyzerOptions
+	in     analyzerInputs
+	st     *store.Store
+	lg     *audit.Log
+	src    daemon.Source
+	kc     *kube.Client
+	esc    *daemon.Escalator
+	d      *daemon.Daemon
+	lease  *leader.StoreLease
+	logger *slog.Logger
+	reg    *prometheus.Registry
+	acts   int
+}
+
+// wire builds the daemon: the findings' source, the actuators, the facts
+// each step's target is proven by, and the store lease that fences it.
+func (r *analyzerRun) wire(ctx context.Context) error {
+	o, logger := r.o, r.logger
+	var err error
+	if r.lg, err = audit.Open(ctx, r.st); err != nil {
 		return err
 	}
-	kc, err := KubeClient(o.Kubeconfig, o.InCluster)
-	if err != nil {
+	if r.src, err = o.source(r.st, logger); err != nil {
+		return err
+	}
+	if r.kc, err = KubeClient(o.Kubeconfig, o.InCluster); err != nil {
 		return err
 	}
 	slurmErr := o.slurmReachable(ctx, logger)
-	acts := o.actuators(in.policy, in.sender, kc, slurmErr == nil, logger)
-	resolver := o.resolver(src, in.teams, kc, slurmErr, logger)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
-	esc := &daemon.Escalator{Policy: in.policy, Log: lg, Actuators: acts, Logger: logger, Metrics: daemon.NewMetrics(reg), Facts: resolver,
+	acts := o.actuators(r.in.policy, r.in.sender, r.kc, slurmErr == nil, logger)
+	r.acts = len(acts)
+	resolver := o.resolver(r.src, r.in.teams, r.kc, slurmErr, logger)
+	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
+	r.esc = &daemon.Escalator{Policy: r.in.policy, Log: r.lg, Actuators: acts, Logger: logger, Metrics: daemon.NewMetrics(r.reg), Facts: resolver,
 		SlurmCluster: o.SlurmCluster}
-	if es, ok := src.(daemon.EngineSource); ok {
-		es.Metrics = esc.Metrics.Found
-		src = es
+	if es, ok := r.src.(daemon.EngineSource); ok {
+		es.Metrics = r.esc.Metrics.Found
+		r.src = es
 	}
 	ttl := cmp.Or(max(o.LeaseDuration, 0), daemon.DefaultLeaseDuration)
-	storeLease := &leader.StoreLease{Store: st, Identity: leader.Identity(), TTL: ttl}
-	defer func() { _ = storeLease.Release(context.WithoutCancel(ctx)) }()
-	d := &daemon.Daemon{Source: src, Escalator: esc, Spec: o.Schedule, Logger: logger, Leader: storeLease, RenewEvery: ttl / 3,
-		Drainer: drainer(in.policy, lg, st, acts, esc.Metrics, logger)}
-	if o.Once {
-		return runOnce(ctx, d, st, ttl, logger)
-	}
-	planner, planSrc, err := o.planner(st, src, kc, logger)
+	r.lease = &leader.StoreLease{Store: r.st, Identity: leader.Identity(), TTL: ttl}
+	r.d = &daemon.Daemon{Source: r.src, Escalator: r.esc, Spec: o.Schedule, Logger: logger, Leader: r.lease, RenewEvery: ttl / 3,
+		Drainer: drainer(r.in.policy, r.lg, r.st, acts, r.esc.Metrics, logger)}
+	return nil
+}
+
+// serve runs the daemon, its report jobs and planner, and the page, until
+// ctx ends.
+func (r *analyzerRun) serve(ctx context.Context, ls *clikit.Listeners, version string) error {
+	o, logger, d := r.o, r.logger, r.d
+	planner, planSrc, err := o.planner(r.st, r.src, r.kc, logger)
 	if err != nil {
 		return err
 	}
 	if planner != nil {
-		reg.MustRegister(planner.Metrics)
+		r.reg.MustRegister(planner.Metrics)
 	}
-	if in.report != nil {
-		if in.sender == nil {
+	if r.in.report != nil {
+		if r.in.sender == nil {
 			return &clikit.UsageError{Err: errors.New("--report.config: the smtp section is needed to send reports")}
 		}
 		// The report jobs send only while the daemon leads, checked right
 		// before each send (the daemon's fence, whatever leadership it ends with).
-		deps := report.Deps{Store: st, Config: in.report, Sender: in.sender, Logger: logger, Planner: planSrc, Guard: d.Guard()}
-		jobs, err := reportJobs(ctx, deps, lg)
+		deps := report.Deps{Store: r.st, Config: r.in.report, Sender: r.in.sender, Logger: logger, Planner: planSrc, Guard: d.Guard()}
+		jobs, err := reportJobs(ctx, deps, r.lg)
 		if err != nil {
 			return err
 		}
 		d.Jobs = append(d.Jobs, jobs...)
 	}
-	page, err := webPage(st, lg, in.report, planner, planSrc, esc, logger, version)
+	page, err := webPage(r.st, r.lg, r.in.report, planner, planSrc, r.esc, logger, version)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{Registry: r.reg}))
 	mux.Handle("/healthz", d.HealthHandler())
 	mux.Handle("/", analyzerweb.Handler(page))
 	// Every goroutine below is joined before the command returns: the
 	// lease is released, the listeners shut down and the cycle in flight
 	// finished before the process exits.
 	g := rungroup.New(ctx)
-	if kc != nil && o.LeaseNamespace != "" {
-		kl, err := kube.NewLease(kube.LeaseOptions{Coordination: kc.Coordination, Namespace: o.LeaseNamespace, Identity: storeLease.Identity, ReleaseOnCancel: true})
+	if r.kc != nil && o.LeaseNamespace != "" {
+		kl, err := kube.NewLease(kube.LeaseOptions{Coordination: r.kc.Coordination, Namespace: o.LeaseNamespace, Identity: r.lease.Identity, ReleaseOnCancel: true})
 		if err != nil {
 			return err
 		}
 		g.Loop(kl.Run)
-		d.Leader = leader.Both{kl, storeLease}
+		d.Leader = leader.Both{kl, r.lease}
 	}
 	g.Go(func(ctx context.Context) error { return ls.Serve(ctx, mux, logger) })
 	g.Go(d.Run)
@@ -196,7 +230,7 @@ func runAnalyzer(ctx context.Context, o analyzerOptions, logger *slog.Logger, ve
 	} else if len(open) > 0 {
 		logger.Warn(clikit.OpenListenerWarning, "listen", open)
 	}
-	logger.Info("analyzer started", "listen", ls.Addrs(), "schedule", o.Schedule, "dry_run", in.policy.DryRun, "actuators", len(acts), "jobs", len(d.Jobs))
+	logger.Info("analyzer started", "listen", ls.Addrs(), "schedule", o.Schedule, "dry_run", r.in.policy.DryRun, "actuators", r.acts, "jobs", len(d.Jobs))
 	return g.Run()
 }
 

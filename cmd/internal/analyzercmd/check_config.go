@@ -50,74 +50,100 @@ func checkConfig(app *kingpin.Application, checkScenario func(path string) error
 		if *pol == "" && *cfg == "" && *rep == "" && *tm == "" && *webCfg == "" && *scenario == "" {
 			return &clikit.UsageError{Err: errors.New("nothing to check: give " + flags)}
 		}
-		var errs []error
-		var teamsCfg *teams.Config
-		ok := func(path string) { fmt.Fprintf(os.Stdout, "%s: OK\n", path) }
-		if *rep != "" {
-			if _, err := report.LoadConfig(*rep); err != nil {
-				errs = append(errs, err)
-			} else {
-				ok(*rep)
-			}
+		c := configCheck{report: *rep, teams: *tm, web: *webCfg, scenario: *scenario, policy: *pol, thresholds: *cfg, checkScenario: checkScenario}
+		return c.run()
+	}
+}
+
+// configCheck is one check-config run: the files given (empty: not
+// checked), each checked whatever the others' errors, so that every
+// error is reported at once.
+type configCheck struct {
+	report, teams, web, scenario, policy, thresholds string
+	checkScenario                                    func(path string) error
+	errs                                             []error
+}
+
+func (c *configCheck) run() error {
+	var teamsCfg *teams.Config
+	if c.report != "" {
+		_, err := report.LoadConfig(c.report)
+		c.note(c.report, err)
+	}
+	if c.teams != "" {
+		teamsCfg = c.checkTeams()
+	}
+	if c.web != "" {
+		c.checkWeb()
+	}
+	if c.scenario != "" {
+		c.note(c.scenario, c.checkScenario(c.scenario))
+	}
+	if c.policy != "" {
+		if err := c.checkPolicy(teamsCfg); err != nil {
+			return err
 		}
-		if *tm != "" {
-			if t, err := teams.Load(*tm); err != nil {
-				errs = append(errs, err)
-			} else {
-				ok(*tm)
-				teamsCfg = t
-				for _, w := range t.Warnings {
-					fmt.Fprintf(os.Stderr, "warning: %s\n", w)
-				}
-			}
-		}
-		if *webCfg != "" {
-			if err := clikit.ValidateWebConfig(&web.FlagConfig{WebConfigFile: webCfg}); err != nil {
-				errs = append(errs, err)
-			} else if auth, err := clikit.WebConfigAuth(*webCfg); err != nil {
-				errs = append(errs, err)
-			} else {
-				ok(*webCfg)
-				if !auth {
-					fmt.Fprintf(os.Stderr, "warning: %s enables no authentication (no basic_auth_users, no required client certificate): anyone who reaches the listener reads the findings and the audit log; listen on 127.0.0.1 only, or add basic_auth_users\n", *webCfg)
-				}
-			}
-		}
-		if *scenario != "" {
-			if err := checkScenario(*scenario); err != nil {
-				errs = append(errs, err)
-			} else {
-				ok(*scenario)
-			}
-		}
-		if *pol != "" {
-			p, err := policy.LoadFile(*pol)
-			if err != nil {
-				errs = append(errs, err)
-			} else {
-				fmt.Fprintf(os.Stdout, "%s: OK (%d tiers, %d exemptions, dry_run=%v)\n", *pol, len(p.Tiers), len(p.Exemptions), p.DryRun)
-				if err := p.WriteEffective(os.Stdout); err != nil {
-					return err
-				}
-				warnings := p.Warnings()
-				if teamsCfg != nil {
-					warnings = append(warnings, p.PodLabelTeamWarnings(teamsCfg.Team.PodLabel)...)
-				}
-				for _, w := range warnings {
-					fmt.Fprintf(os.Stderr, "warning: %s\n", w)
-				}
-			}
-		}
-		if *cfg != "" {
-			if _, err := config.Load(*cfg); err != nil {
-				errs = append(errs, err)
-			} else {
-				fmt.Fprintf(os.Stdout, "%s: OK\n", *cfg)
-			}
-		}
-		if len(errs) > 0 {
-			return &clikit.UsageError{Err: errors.Join(errs...)}
-		}
+	}
+	if c.thresholds != "" {
+		_, err := config.Load(c.thresholds)
+		c.note(c.thresholds, err)
+	}
+	if len(c.errs) > 0 {
+		return &clikit.UsageError{Err: errors.Join(c.errs...)}
+	}
+	return nil
+}
+
+// note keeps err, or says path is OK.
+func (c *configCheck) note(path string, err error) bool {
+	if err != nil {
+		c.errs = append(c.errs, err)
+		return false
+	}
+	fmt.Fprintf(os.Stdout, "%s: OK\n", path)
+	return true
+}
+
+func (c *configCheck) checkTeams() *teams.Config {
+	t, err := teams.Load(c.teams)
+	if !c.note(c.teams, err) {
 		return nil
 	}
+	for _, w := range t.Warnings {
+		fmt.Fprintf(os.Stderr, "warning: %s\n", w)
+	}
+	return t
+}
+
+func (c *configCheck) checkWeb() {
+	if err := clikit.ValidateWebConfig(&web.FlagConfig{WebConfigFile: &c.web}); err != nil {
+		c.errs = append(c.errs, err)
+		return
+	}
+	auth, err := clikit.WebConfigAuth(c.web)
+	if c.note(c.web, err) && !auth {
+		fmt.Fprintf(os.Stderr, "warning: %s enables no authentication (no basic_auth_users, no required client certificate): anyone who reaches the listener reads the findings and the audit log; listen on 127.0.0.1 only, or add basic_auth_users\n", c.web)
+	}
+}
+
+// checkPolicy prints the effective policy and its warnings (with the
+// teams file's, those about a team taken from a pod label).
+func (c *configCheck) checkPolicy(teamsCfg *teams.Config) error {
+	p, err := policy.LoadFile(c.policy)
+	if err != nil {
+		c.errs = append(c.errs, err)
+		return nil
+	}
+	fmt.Fprintf(os.Stdout, "%s: OK (%d tiers, %d exemptions, dry_run=%v)\n", c.policy, len(p.Tiers), len(p.Exemptions), p.DryRun)
+	if err := p.WriteEffective(os.Stdout); err != nil {
+		return err
+	}
+	warnings := p.Warnings()
+	if teamsCfg != nil {
+		warnings = append(warnings, p.PodLabelTeamWarnings(teamsCfg.Team.PodLabel)...)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(os.Stderr, "warning: %s\n", w)
+	}
+	return nil
 }

@@ -65,25 +65,9 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 				return err
 			}
 		}
-		var body []byte
-		switch *format {
-		case "json":
-			if body, err = report.JSON(r); err != nil {
-				return err
-			}
-		default:
-			rd, err := report.NewRenderer()
-			if err != nil {
-				return err
-			}
-			x, err := rd.Render(r, report.ImagesDataURI)
-			if err != nil {
-				return err
-			}
-			body = []byte(x.HTML)
-			if *format == "text" {
-				body = []byte(x.Text)
-			}
+		body, err := renderReport(r, *format)
+		if err != nil {
+			return err
 		}
 		if *out == "" || *out == "-" {
 			_, err = os.Stdout.Write(body)
@@ -95,6 +79,26 @@ func Report(app *kingpin.Application) (string, func(ctx context.Context) error) 
 		command.LoggerFrom(ctx).Info("report written", "path", *out, "team", *team, "period", p.Label, "format", *format)
 		return nil
 	}
+}
+
+// renderReport is r as format: json, text, or html with its charts
+// embedded.
+func renderReport(r *report.Report, format string) ([]byte, error) {
+	if format == "json" {
+		return report.JSON(r)
+	}
+	rd, err := report.NewRenderer()
+	if err != nil {
+		return nil, err
+	}
+	x, err := rd.Render(r, report.ImagesDataURI)
+	if err != nil {
+		return nil, err
+	}
+	if format == "text" {
+		return []byte(x.Text), nil
+	}
+	return []byte(x.HTML), nil
 }
 
 // explainEmpty says in one line on standard error why a report is all
