@@ -88,17 +88,9 @@ func main() {
 
 // report copies the run's output to w as described above and tallies it.
 // failed is true when any test or package failed, or a build failed.
-func report(r io.Reader, w io.Writer, verbose bool, slowest int) (c counts, failed bool, err error) {
-	c.reasons = map[string]int{}
-	// Output of the tests still running, by package and test ("" is the
-	// package's own), printed if they fail and dropped if they pass.
-	held := map[string][]string{}
-	key := func(e event) string { return e.Package + "\x00" + e.Test }
-	type timing struct {
-		name string
-		s    float64
-	}
-	var times []timing
+func report(r io.Reader, w io.Writer, verbose bool, slowest int) (counts, bool, error) {
+	rp := &reporter{w: w, verbose: verbose, slowest: slowest, held: map[string][]string{}}
+	rp.c.reasons = map[string]int{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -109,72 +101,105 @@ func report(r io.Reader, w io.Writer, verbose bool, slowest int) (c counts, fail
 			fmt.Fprintf(w, "%s\n", line)
 			continue
 		}
-		switch e.Action {
-		case "build-output":
-			fmt.Fprint(w, e.Output)
-		case "build-fail":
-			failed = true
-		case "output":
-			if verbose {
-				fmt.Fprint(w, e.Output)
-			} else if e.Test == "" {
-				// The package's own lines: "ok", "FAIL", "?", a panic, a timeout.
-				if isResultLine(e.Output) {
-					fmt.Fprint(w, e.Output)
-				} else {
-					held[key(e)] = append(held[key(e)], e.Output)
-				}
-			} else {
-				held[key(e)] = append(held[key(e)], e.Output)
-			}
-		case "pass", "fail", "skip":
-			k := key(e)
-			out := held[k]
-			delete(held, k)
-			if e.Test == "" {
-				if e.Action == "fail" {
-					failed = true
-					if !verbose {
-						// A package that fails outside a test (a panic, a
-						// timeout, TestMain) left its lines, and those of the
-						// tests it cut short, held: print them all.
-						printHeld(w, e.Package, held, out)
-					}
-				}
-				continue
-			}
-			switch e.Action {
-			case "pass":
-				c.passed++
-			case "fail":
-				c.failed++
-				failed = true
-				if !verbose {
-					fmt.Fprint(w, strings.Join(out, ""))
-				}
-			case "skip":
-				c.skipped++
-				c.reasons[skipReason(out)]++
-			}
-			if slowest > 0 && !strings.Contains(e.Test, "/") {
-				times = append(times, timing{e.Package + " " + e.Test, e.Elapsed})
-			}
-		}
+		rp.event(e)
 	}
 	if err := sc.Err(); err != nil {
-		return c, true, err
+		return rp.c, true, err
 	}
-	if slowest > 0 {
-		sort.Slice(times, func(i, j int) bool { return times[i].s > times[j].s })
-		if len(times) > slowest {
-			times = times[:slowest]
+	rp.printSlowest()
+	return rp.c, rp.failed, nil
+}
+
+// reporter follows one go test -json stream.
+type reporter struct {
+	w       io.Writer
+	verbose bool
+	slowest int
+	c       counts
+	failed  bool
+	// held is the output of the tests still running, by package and test
+	// ("" is the package's own), printed if they fail and dropped if they
+	// pass.
+	held  map[string][]string
+	times []timing
+}
+
+type timing struct {
+	name string
+	s    float64
+}
+
+func heldKey(e event) string { return e.Package + "\x00" + e.Test }
+
+func (rp *reporter) event(e event) {
+	switch e.Action {
+	case "build-output":
+		fmt.Fprint(rp.w, e.Output)
+	case "build-fail":
+		rp.failed = true
+	case "output":
+		switch {
+		case rp.verbose:
+			fmt.Fprint(rp.w, e.Output)
+		case e.Test == "" && isResultLine(e.Output):
+			// The package's own lines: "ok", "FAIL", "?", a panic, a timeout.
+			fmt.Fprint(rp.w, e.Output)
+		default:
+			rp.held[heldKey(e)] = append(rp.held[heldKey(e)], e.Output)
 		}
-		fmt.Fprintf(w, "slowest tests:\n")
-		for _, t := range times {
-			fmt.Fprintf(w, "%8.1f s  %s\n", t.s, t.name)
-		}
+	case "pass", "fail", "skip":
+		rp.end(e)
 	}
-	return c, failed, nil
+}
+
+// end counts a test's (or a package's) end and prints a failure's output.
+func (rp *reporter) end(e event) {
+	k := heldKey(e)
+	out := rp.held[k]
+	delete(rp.held, k)
+	if e.Test == "" {
+		if e.Action == "fail" {
+			rp.failed = true
+			if !rp.verbose {
+				// A package that fails outside a test (a panic, a
+				// timeout, TestMain) left its lines, and those of the
+				// tests it cut short, held: print them all.
+				printHeld(rp.w, e.Package, rp.held, out)
+			}
+		}
+		return
+	}
+	switch e.Action {
+	case "pass":
+		rp.c.passed++
+	case "fail":
+		rp.c.failed++
+		rp.failed = true
+		if !rp.verbose {
+			fmt.Fprint(rp.w, strings.Join(out, ""))
+		}
+	case "skip":
+		rp.c.skipped++
+		rp.c.reasons[skipReason(out)]++
+	}
+	if rp.slowest > 0 && !strings.Contains(e.Test, "/") {
+		rp.times = append(rp.times, timing{e.Package + " " + e.Test, e.Elapsed})
+	}
+}
+
+func (rp *reporter) printSlowest() {
+	if rp.slowest <= 0 {
+		return
+	}
+	times := rp.times
+	sort.Slice(times, func(i, j int) bool { return times[i].s > times[j].s })
+	if len(times) > rp.slowest {
+		times = times[:rp.slowest]
+	}
+	fmt.Fprintf(rp.w, "slowest tests:\n")
+	for _, t := range times {
+		fmt.Fprintf(rp.w, "%8.1f s  %s\n", t.s, t.name)
+	}
 }
 
 // isResultLine says whether a package-level output line is the one go test
