@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"github.com/gpuwatch/gpuwatch/schema"
 
 	"fmt"
@@ -65,88 +66,13 @@ func (v *validator) scenario(raw *scenarioFile) *Scenario {
 		sc.Origin = raw.Origin.T()
 	}
 	sc.Repeat = time.Duration(raw.Repeat)
-	sc.Noise = Noise{IdleUtilPercent: raw.Noise.IdleUtilPercent, PowerJitterW: raw.Noise.PowerJitterW,
-		BoardIdleSpread: raw.Noise.BoardIdleSpread}
-	if n := raw.Noise.IdleUtilPercent; n < 0 || n > 10 {
-		v.failf(path("noise", "idle_util_percent"), "must be between 0 and 10, got %v", n)
-	}
-	if n := raw.Noise.PowerJitterW; n < 0 || n > 50 {
-		v.failf(path("noise", "power_jitter_w"), "must be between 0 and 50, got %v", n)
-	}
-	if n := raw.Noise.BoardIdleSpread; n < 0 || n > 0.5 {
-		v.failf(path("noise", "board_idle_spread"), "must be between 0 and 0.5, got %v", n)
-	}
+	sc.Noise = v.noise(raw.Noise)
 	if len(raw.Fleet) == 0 {
 		v.fail("at least one node is needed", "fleet")
 	}
-	nodes := map[string]*Node{}
+	nodes := map[string]bool{}
 	for i := range raw.Fleet {
-		g := &raw.Fleet[i]
-		p := path("fleet", i)
-		m, ok := LookupModel(string(g.Model))
-		if !ok {
-			v.failf(p, "model is required (known: %s)", strings.Join(ModelKeys(), ", "))
-			continue
-		}
-		n := g.GPUs
-		if n == 0 {
-			n = 8
-		}
-		if n < 1 || n > 16 {
-			v.failf(append(p, "gpus"), "must be between 1 and 16, got %d", g.GPUs)
-			continue
-		}
-		names := g.Hostnames
-		if g.Hostname != "" {
-			if len(names) > 0 {
-				v.failf(append(p, "hostnames"), "set hostname or hostnames, not both")
-			}
-			names = []string{g.Hostname}
-		}
-		if len(names) == 0 {
-			v.failf(p, "hostname or hostnames is required")
-		}
-		mig := map[int][]string{}
-		for j, mg := range g.MIG {
-			mp := append(append([]any{}, p...), "mig", j)
-			if mg.GPU < 0 || mg.GPU >= n {
-				v.failf(append(mp, "gpu"), "GPU index %d out of range 0-%d", mg.GPU, n-1)
-				continue
-			}
-			if _, dup := mig[mg.GPU]; dup {
-				v.failf(append(mp, "gpu"), "GPU %d listed twice", mg.GPU)
-			}
-			if len(mg.Profiles) == 0 || len(mg.Profiles) > 7 {
-				v.failf(append(mp, "profiles"), "between 1 and 7 profiles needed")
-			}
-			var used float64
-			profiles := make([]string, len(mg.Profiles))
-			for k, prof := range mg.Profiles {
-				gib, _ := migProfileGiB(string(prof)) // checked as decoded
-				used += gib * 1024
-				profiles[k] = string(prof)
-			}
-			if used > m.MemoryMiB {
-				v.failf(append(mp, "profiles"), "profiles need %.0f MiB, the GPU has %.0f", used, m.MemoryMiB)
-			}
-			mig[mg.GPU] = profiles
-		}
-		for j, h := range names {
-			hp := append(append([]any{}, p...), "hostname")
-			if len(g.Hostnames) > 0 {
-				hp = append(append([]any{}, p...), "hostnames", j)
-			}
-			if h == "" || strings.ContainsAny(h, " \t\n\"\\") {
-				v.failf(hp, "invalid hostname %q", h)
-				continue
-			}
-			if _, dup := nodes[h]; dup {
-				v.failf(hp, "hostname %q defined twice", h)
-				continue
-			}
-			sc.Nodes = append(sc.Nodes, Node{Hostname: h, Model: m, GPUs: n, MIG: mig})
-			nodes[h] = &sc.Nodes[len(sc.Nodes)-1]
-		}
+		v.nodeGroup(&raw.Fleet[i], path("fleet", i), sc, nodes)
 	}
 	total := 0
 	for _, n := range sc.Nodes {
@@ -155,20 +81,20 @@ func (v *validator) scenario(raw *scenarioFile) *Scenario {
 	if total > maxFleetGPUs {
 		v.failf(path("fleet"), "%d GPUs: a simulated fleet has at most %d", total, maxFleetGPUs)
 	}
-	// Re-point after appends may have moved the slice.
-	for i := range sc.Nodes {
-		nodes[sc.Nodes[i].Hostname] = &sc.Nodes[i]
-	}
 	if len(v.errs) > 0 {
 		return sc
 	}
+	byName := map[string]*Node{}
+	for i := range sc.Nodes {
+		byName[sc.Nodes[i].Hostname] = &sc.Nodes[i]
+	}
 	for i := range raw.Workloads {
-		if w, ok := v.workload(&raw.Workloads[i], i, nodes); ok {
+		if w, ok := v.workload(&raw.Workloads[i], i, byName); ok {
 			sc.Workloads = append(sc.Workloads, w)
 		}
 	}
 	for i := range raw.Faults {
-		if f, ok := v.fault(&raw.Faults[i], i, nodes); ok {
+		if f, ok := v.fault(&raw.Faults[i], i, byName); ok {
 			sc.Faults = append(sc.Faults, f)
 		}
 	}
@@ -176,6 +102,95 @@ func (v *validator) scenario(raw *scenarioFile) *Scenario {
 		v.overlaps(sc)
 	}
 	return sc
+}
+
+func (v *validator) noise(raw noiseFile) Noise {
+	if n := raw.IdleUtilPercent; n < 0 || n > 10 {
+		v.failf(path("noise", "idle_util_percent"), "must be between 0 and 10, got %v", n)
+	}
+	if n := raw.PowerJitterW; n < 0 || n > 50 {
+		v.failf(path("noise", "power_jitter_w"), "must be between 0 and 50, got %v", n)
+	}
+	if n := raw.BoardIdleSpread; n < 0 || n > 0.5 {
+		v.failf(path("noise", "board_idle_spread"), "must be between 0 and 0.5, got %v", n)
+	}
+	return Noise(raw)
+}
+
+// nodeGroup adds the nodes of one fleet entry (at p) to sc; seen holds
+// the host names defined so far.
+func (v *validator) nodeGroup(g *nodeGroupFile, p []any, sc *Scenario, seen map[string]bool) {
+	m, ok := LookupModel(string(g.Model))
+	if !ok {
+		v.failf(p, "model is required (known: %s)", strings.Join(ModelKeys(), ", "))
+		return
+	}
+	n := g.GPUs
+	if n == 0 {
+		n = 8
+	}
+	if n < 1 || n > 16 {
+		v.failf(append(p, "gpus"), "must be between 1 and 16, got %d", g.GPUs)
+		return
+	}
+	names := g.Hostnames
+	if g.Hostname != "" {
+		if len(names) > 0 {
+			v.failf(append(p, "hostnames"), "set hostname or hostnames, not both")
+		}
+		names = []string{g.Hostname}
+	}
+	if len(names) == 0 {
+		v.failf(p, "hostname or hostnames is required")
+	}
+	mig := v.migLayout(g, p, n, m)
+	for j, h := range names {
+		hp := append(append([]any{}, p...), "hostname")
+		if len(g.Hostnames) > 0 {
+			hp = append(append([]any{}, p...), "hostnames", j)
+		}
+		if h == "" || strings.ContainsAny(h, " \t\n\"\\") {
+			v.failf(hp, "invalid hostname %q", h)
+			continue
+		}
+		if seen[h] {
+			v.failf(hp, "hostname %q defined twice", h)
+			continue
+		}
+		sc.Nodes = append(sc.Nodes, Node{Hostname: h, Model: m, GPUs: n, MIG: mig})
+		seen[h] = true
+	}
+}
+
+// migLayout is a fleet entry's MIG profiles per GPU index, each GPU's
+// profiles within its memory.
+func (v *validator) migLayout(g *nodeGroupFile, p []any, n int, m *Model) map[int][]string {
+	mig := map[int][]string{}
+	for j, mg := range g.MIG {
+		mp := append(append([]any{}, p...), "mig", j)
+		if mg.GPU < 0 || mg.GPU >= n {
+			v.failf(append(mp, "gpu"), "GPU index %d out of range 0-%d", mg.GPU, n-1)
+			continue
+		}
+		if _, dup := mig[mg.GPU]; dup {
+			v.failf(append(mp, "gpu"), "GPU %d listed twice", mg.GPU)
+		}
+		if len(mg.Profiles) == 0 || len(mg.Profiles) > 7 {
+			v.failf(append(mp, "profiles"), "between 1 and 7 profiles needed")
+		}
+		var used float64
+		profiles := make([]string, len(mg.Profiles))
+		for k, prof := range mg.Profiles {
+			gib, _ := migProfileGiB(string(prof)) // checked as decoded
+			used += gib * 1024
+			profiles[k] = string(prof)
+		}
+		if used > m.MemoryMiB {
+			v.failf(append(mp, "profiles"), "profiles need %.0f MiB, the GPU has %.0f", used, m.MemoryMiB)
+		}
+		mig[mg.GPU] = profiles
+	}
+	return mig
 }
 
 func contains[T comparable](s []T, v T) bool {
@@ -224,73 +239,13 @@ func (v *validator) workload(r *workloadFile, i int, nodes map[string]*Node) (Wo
 		v.fail("behaviour is required", p()...)
 		return w, false
 	}
-	if w.Scheduler == "" {
-		w.Scheduler = schema.SchedulerSlurm
-	}
-	if w.Scheduler == schema.SchedulerKubernetes {
-		if w.Namespace == "" {
-			w.Namespace = "default"
-		}
-		if w.Container == "" {
-			w.Container = "main"
-		}
-	} else if w.Namespace != "" || w.Container != "" {
-		v.failf(p("namespace"), "namespace and container are for scheduler kubernetes")
-	}
-	if w.User == "" {
-		v.fail("user is required", p()...)
-	}
-	if w.Team == "" {
-		w.Team = w.Account
-	}
-	if w.Account == "" {
-		w.Account = w.Team
-	}
-	if w.JobName == "" {
-		w.JobName = string(w.Behaviour)
-	}
-	if w.Kind == "" {
-		switch w.Behaviour {
-		case IdleNotebook, Notebook:
-			w.Kind = schema.KindInteractive
-		case InferenceDaily:
-			w.Kind = schema.KindService
-		default:
-			w.Kind = schema.KindBatch
-		}
-	}
-	if (w.Behaviour == IdleNotebook || w.Behaviour == Notebook) && w.Kind != schema.KindInteractive {
-		v.failf(p("kind"), "behaviour %s needs kind interactive", w.Behaviour)
-	}
+	v.owner(&w, p)
 	n, ok := nodes[w.Node]
 	if !ok {
 		v.failf(p("node"), "unknown node %q", w.Node)
 		return w, false
 	}
-	if r.MIG != nil {
-		if len(r.GPUs) > 0 {
-			v.failf(p("mig"), "set gpus or mig, not both")
-		}
-		profs, ok := n.MIG[r.MIG.GPU]
-		if !ok {
-			v.failf(p("mig", "gpu"), "GPU %d of %s is not in MIG mode", r.MIG.GPU, n.Hostname)
-		} else if r.MIG.Instance < 1 || r.MIG.Instance > len(profs) {
-			v.failf(p("mig", "instance"), "instance %d out of range 1-%d", r.MIG.Instance, len(profs))
-		}
-		w.MIG = &MIGRef{GPU: r.MIG.GPU, Instance: r.MIG.Instance}
-		w.GPUs = nil
-	} else {
-		if len(w.GPUs) == 0 {
-			v.fail("gpus (or mig) is required", p()...)
-		}
-		v.gpuList(w.GPUs, n, p("gpus"))
-		for _, g := range w.GPUs {
-			if _, isMIG := n.MIG[g]; isMIG {
-				v.failf(p("gpus"), "GPU %d of %s is in MIG mode: use mig", g, n.Hostname)
-				break
-			}
-		}
-	}
+	v.placement(r, &w, n, p)
 	w.Start = time.Duration(r.Start)
 	switch {
 	case r.End != nil && r.Duration != nil:
@@ -310,6 +265,69 @@ func (v *validator) workload(r *workloadFile, i int, nodes map[string]*Node) (Wo
 	}
 	w.Params = v.params(&r.Params, &w, p("params"))
 	return w, v.clean(mark)
+}
+
+// owner checks a workload's scheduler and owner and fills their
+// defaults: Slurm, the team as the account (and back), the behaviour as
+// the job name, the kind its behaviour implies.
+func (v *validator) owner(w *Workload, p func(k ...any) []any) {
+	if w.Scheduler == "" {
+		w.Scheduler = schema.SchedulerSlurm
+	}
+	if w.Scheduler == schema.SchedulerKubernetes {
+		w.Namespace = cmp.Or(w.Namespace, "default")
+		w.Container = cmp.Or(w.Container, "main")
+	} else if w.Namespace != "" || w.Container != "" {
+		v.failf(p("namespace"), "namespace and container are for scheduler kubernetes")
+	}
+	if w.User == "" {
+		v.fail("user is required", p()...)
+	}
+	w.Team = cmp.Or(w.Team, w.Account)
+	w.Account = cmp.Or(w.Account, w.Team)
+	w.JobName = cmp.Or(w.JobName, string(w.Behaviour))
+	if w.Kind == "" {
+		switch w.Behaviour {
+		case IdleNotebook, Notebook:
+			w.Kind = schema.KindInteractive
+		case InferenceDaily:
+			w.Kind = schema.KindService
+		default:
+			w.Kind = schema.KindBatch
+		}
+	}
+	if (w.Behaviour == IdleNotebook || w.Behaviour == Notebook) && w.Kind != schema.KindInteractive {
+		v.failf(p("kind"), "behaviour %s needs kind interactive", w.Behaviour)
+	}
+}
+
+// placement checks where on node n a workload runs: whole GPUs, or one
+// MIG instance of a GPU in MIG mode.
+func (v *validator) placement(r *workloadFile, w *Workload, n *Node, p func(k ...any) []any) {
+	if r.MIG != nil {
+		if len(r.GPUs) > 0 {
+			v.failf(p("mig"), "set gpus or mig, not both")
+		}
+		profs, ok := n.MIG[r.MIG.GPU]
+		if !ok {
+			v.failf(p("mig", "gpu"), "GPU %d of %s is not in MIG mode", r.MIG.GPU, n.Hostname)
+		} else if r.MIG.Instance < 1 || r.MIG.Instance > len(profs) {
+			v.failf(p("mig", "instance"), "instance %d out of range 1-%d", r.MIG.Instance, len(profs))
+		}
+		w.MIG = &MIGRef{GPU: r.MIG.GPU, Instance: r.MIG.Instance}
+		w.GPUs = nil
+		return
+	}
+	if len(w.GPUs) == 0 {
+		v.fail("gpus (or mig) is required", p()...)
+	}
+	v.gpuList(w.GPUs, n, p("gpus"))
+	for _, g := range w.GPUs {
+		if _, isMIG := n.MIG[g]; isMIG {
+			v.failf(p("gpus"), "GPU %d of %s is in MIG mode: use mig", g, n.Hostname)
+			break
+		}
+	}
 }
 
 // behaviourParams lists the parameters each behaviour reads; setting another
