@@ -25,23 +25,7 @@ import (
 // the analyzer gets wrong there. They are the analyzer's errors by the
 // source, kept in view: the test fails when any other case goes wrong and
 // when one of these goes right (then delete its line).
-var sourceDisagreements = map[string]string{
-	// Job Defense Shield counts a GPU unused only at 0 %; gpuwatch's
-	// idle.util_percent (5) calls 4.5 % idle, and the job CPU-only, a
-	// reclaiming finding.
-	"default counters: CPU job probing its GPU, util 4.5 %":                    "false cpu_only, missed low_utilization",
-	"profiling counters with SM activity: CPU job probing its GPU, util 4.5 %": "false cpu_only, missed low_utilization",
-	// Job Defense Shield's low-utilization line is 15 %; gpuwatch's
-	// max_mean_util_percent (20) and max_mean_sm_active (0.15) call 17.5 %
-	// (SM activity 0.13) light use.
-	// Job Defense Shield's GPU Model Too Powerful check considers jobs
-	// from 61 minutes; gpuwatch's low_utilization.min_duration (2h) leaves
-	// a light run of 1 h 45 m alone.
-	"default counters: light model at util 10 % for 1 h 45 m":                    "missed low_utilization",
-	"profiling counters with SM activity: light model at util 10 % for 1 h 45 m": "missed low_utilization",
-	"default counters: light model at util 17.5 %":                               "false low_utilization",
-	"profiling counters with SM activity: light model at util 17.5 %":            "false low_utilization",
-}
+var sourceDisagreements = map[string]string{}
 
 // borderlineAnalysis analyzes format i of the borderline site under cfg.
 func borderlineAnalysis(t *testing.T, i int, cfg config.Config) (*fieldgen.Site, []finding.Finding) {

@@ -25,6 +25,11 @@ const (
 		"kernel) reads a few percent of util: Job Defense Shield's zero-utilization check counts a GPU " +
 		"unused only at 0 %, so at 4.5 % it is its low-utilization check (under 15 % util) that counts " +
 		"the job, as light use"
+	whyAboveZero = "Job Defense Shield counts a GPU unused only at 0 %: a job whose kernels run a few " +
+		"percent of the time uses its GPU, lightly (its low-utilization check, under 15 % util)"
+	whyCullerThread = "jupyterhub-idle-culler culls a server whose kernels ran no cell for its timeout " +
+		"(--timeout=3600), whatever a thread of the kernel does meanwhile: a notebook idle 3 h while a " +
+		"metrics thread reduces a GPU tensor every few seconds is culled, its idle time lost"
 	whyPolling = "a CUDA context whose host thread polls it launches next to nothing: util reads 0 % " +
 		"(one scrape in twenty at 1 %), which Job Defense Shield's zero-utilization check counts unused"
 	whyLockedClocks = "a GPU whose clocks an administrator locked high (nvidia-smi --lock-gpu-clocks) " +
@@ -40,7 +45,7 @@ const (
 	whyProbeRank = "a rank that only runs the launcher's warm-up and a health probe every two hours holds " +
 		"its GPU for nothing: Job Defense Shield's multi-GPU check"
 	whyModerate = "Job Defense Shield's low-utilization check (GPU Model Too Powerful) flags jobs under 15 % " +
-		"util; a job above that line is not light use by it, however far under gpuwatch's own line"
+		"util: a job under that line is light use by it, one above it is not"
 	whyPeak = "right-sizing sizes for the peak (Kubernetes' VPA recommends from a high percentile): a " +
 		"job whose peak takes more than a 3g MIG slice's 3/7 of the SMs cannot move to one; one whose " +
 		"peak fits, and whose mean is under Job Defense Shield's 15 % line, is light use"
@@ -59,7 +64,7 @@ const (
 	whyCuller = "jupyterhub-idle-culler's documented timeout is an hour (--timeout=3600): a session idle " +
 		"50 minutes is kept, one idle 70 is culled, its idle time lost"
 	whyTooPowerful = "Job Defense Shield's GPU Model Too Powerful check considers jobs of 61 minutes and " +
-		"more under 15 % util: a light model run for 1 h 45 m is light use by it as much as one of 2 h 20 m"
+		"more under 15 % util: a light model run for 70 minutes is light use by it, one of 50 is past its reach"
 	whyMemorySlice = "a light job moves to a MIG slice only if its memory fits one: an 80 GB A100's 3g.40gb " +
 		"and 4g.40gb profiles hold half its memory (NVIDIA MIG user guide), so a job holding 0.45 of it " +
 		"fits, one holding 0.55 needs the whole GPU"
@@ -255,20 +260,25 @@ func serial(sm, dram, memCopy, above float64) signals {
 func idleBorder() []Work {
 	h, m := time.Hour, time.Minute
 	return []Work{
-		// idle.util_percent (5): 4.5 % is a probe, 5.6 % a light model.
+		// idle.util_percent (3): a notebook left idle while a thread of its
+		// kernel polls the GPU, beside a small model whose kernels run a
+		// little more often; a probe further up is light use as well.
+		{Case: "notebook idle 3 h while a thread polls the GPU, util 2.4 %", Node: "edge-a07", GPUs: []int{6}, Holder: pod("lab", "jupyter-hana"), Start: 1 * h, End: 6 * h,
+			Shape: then(Training(90), 2*h, steady(signals{util: 2.4, sm: 0.008, dram: 0.001, fbMiB: 9 * 1024, above: 0.02})),
+			Waste: pastRule(3*h, cullerTimeout, schema.IdleSession, 3), Why: whyCullerThread, Pins: pin("idle.util_percent", 2.4)},
+		{Case: "small model at util 3.6 %", Node: "edge-a01", GPUs: []int{1}, Holder: slurm("81002"), Start: 1 * h, End: 9 * h,
+			Shape: steady(signals{util: 3.6, sm: 0.03, dram: 0.005, memCopy: 0.5, fbMiB: 900, above: 0.03}),
+			Waste: lightUse(3.6, 8), Why: whyAboveZero, Pins: pin("idle.util_percent", 3.6)},
 		{Case: "CPU job probing its GPU, util 4.5 %", Node: "edge-a01", GPUs: []int{0}, Holder: slurm("81001"), Start: 1 * h, End: 7 * h,
 			Shape: steady(signals{util: 4.5, sm: 0.004, dram: 0.002, memCopy: 0.3, fbMiB: 610, above: 0.02}),
-			Waste: lightUse(4.5, 6), Why: whyProbe, Pins: pin("idle.util_percent", 4.5)},
-		{Case: "small model at util 5.6 %", Node: "edge-a01", GPUs: []int{1}, Holder: slurm("81002"), Start: 1 * h, End: 9 * h,
-			Shape: steady(signals{util: 5.6, sm: 0.005, dram: 0.01, memCopy: 1, fbMiB: 900, above: 0.04}),
-			Waste: lightUse(5.6, 8), Why: whyLight, Pins: pin("idle.util_percent", 5.6)},
+			Waste: lightUse(4.5, 6), Why: whyProbe},
 		// idle.sm_active (0.01).
 		{Case: "CUDA context with a polling thread, SM activity 0.0087", Node: "edge-a01", GPUs: []int{2}, Holder: slurm("81003"), Start: 1 * h, End: 7 * h,
 			Shape: steady(signals{util: 0.05, sm: 0.0087, dram: 0.001, fbMiB: 500, above: 0.015}),
 			Waste: waste(schema.CPUOnly, 6), Also: light, Why: whyPolling, Pins: pin("idle.sm_active", 0.0087)},
-		{Case: "sparse kernels on a few SMs, util 3.5 %, SM activity 0.011", Node: "edge-a01", GPUs: []int{3}, Holder: slurm("81004"), Start: 1 * h, End: 7 * h,
-			Shape: steady(signals{util: 3.5, sm: 0.011, dram: 0.006, memCopy: 1, fbMiB: 900, above: 0.03}),
-			Waste: lightUse(3.5, 6), Why: whyLight, Profiling: true, Pins: pin("idle.sm_active", 0.011)},
+		{Case: "sparse kernels on a few SMs, util 1.8 %, SM activity 0.011", Node: "edge-a01", GPUs: []int{3}, Holder: slurm("81004"), Start: 1 * h, End: 7 * h,
+			Shape: steady(signals{util: 1.8, sm: 0.011, dram: 0.006, memCopy: 1, fbMiB: 900, above: 0.03}),
+			Waste: lightUse(1.8, 6), Why: whyAboveZero, Profiling: true, Pins: pin("idle.sm_active", 0.011)},
 		// idle.power_veto_above_floor (0.3 of the way from the model's idle
 		// floor to its limit): pinned against the board's bare idle draw,
 		// a few watts under the floor the analyzer learns from the site's
@@ -345,15 +355,18 @@ func spinBorder() []Work {
 func lightBorder() []Work {
 	h, m := time.Hour, time.Minute
 	return []Work{
-		// low_utilization.max_mean_util_percent (20).
+		// low_utilization.max_mean_util_percent (15) and max_mean_sm_active
+		// (0.1): a light model under Job Defense Shield's 15 % line beside
+		// one above it, their kernels keeping about two thirds of the SMs
+		// busy while they run.
+		{Case: "light model at util 13 %", Node: "edge-a04", GPUs: []int{2}, Holder: slurm("81021"), Start: 1 * h, End: 9 * h,
+			Shape: steady(signals{util: 13, sm: 0.09, dram: 0.07, memCopy: 5, fbMiB: 6 * 1024, above: 0.1}),
+			Waste: lightUse(13, 8), Why: whyModerate,
+			Pins: append(pin("patterns.low_utilization.max_mean_util_percent", 13), pin("patterns.low_utilization.max_mean_sm_active", 0.09)...)},
 		{Case: "light model at util 17.5 %", Node: "edge-a04", GPUs: []int{1}, Holder: slurm("81020"), Start: 1 * h, End: 9 * h,
-			Shape: steady(signals{util: 17.5, sm: 0.13, dram: 0.08, memCopy: 6, fbMiB: 6 * 1024, above: 0.12}),
+			Shape: steady(signals{util: 17.5, sm: 0.12, dram: 0.08, memCopy: 6, fbMiB: 6 * 1024, above: 0.12}),
 			Waste: lightUse(17.5, 8), Why: whyModerate,
-			Pins: append(pin("patterns.low_utilization.max_mean_util_percent", 17.5), pin("patterns.low_utilization.max_mean_sm_active", 0.13)...)},
-		{Case: "inference at util 22.5 %, SM activity 0.17", Node: "edge-a04", GPUs: []int{2}, Holder: slurm("81021"), Start: 1 * h, End: 9 * h,
-			Shape: steady(signals{util: 22.5, sm: 0.17, dram: 0.1, memCopy: 8, fbMiB: 6 * 1024, above: 0.15}),
-			Waste: lightUse(22.5, 8), Why: whyModerate,
-			Pins: append(pin("patterns.low_utilization.max_mean_util_percent", 22.5), pin("patterns.low_utilization.max_mean_sm_active", 0.17)...)},
+			Pins: append(pin("patterns.low_utilization.max_mean_util_percent", 17.5), pin("patterns.low_utilization.max_mean_sm_active", 0.12)...)},
 		// low_utilization.max_peak_ratio (0.4).
 		{Case: "light job with a 40-minute phase at 36 %", Node: "edge-a04", GPUs: []int{3}, Holder: slurm("81022"), Start: 1 * h, End: 9 * h,
 			Shape: every(steady(signals{util: 8, sm: 0.07, dram: 0.04, memCopy: 3, fbMiB: 6 * 1024, above: 0.08}), 8*h, 4*h, 40*m,
@@ -384,13 +397,13 @@ func lightModel(util, mem float64) signals {
 func runBorder() []Work {
 	h, m := time.Hour, time.Minute
 	return []Work{
-		// patterns.low_utilization.min_duration (2h).
-		{Case: "light model at util 10 % for 1 h 45 m", Node: "edge-a07", GPUs: []int{0}, Holder: slurm("81033"), Start: 1 * h, End: 2*h + 45*m,
-			Shape: steady(lightModel(10, 0.08)), Waste: tooPowerful(105*m, 10, 1.75), Why: whyTooPowerful,
-			Pins: pinD("patterns.low_utilization.min_duration", 105*m)},
-		{Case: "light model at util 10 % for 2 h 20 m", Node: "edge-a07", GPUs: []int{1}, Holder: slurm("81034"), Start: 1 * h, End: 3*h + 20*m,
-			Shape: steady(lightModel(10, 0.08)), Waste: tooPowerful(140*m, 10, 140.0/60), Why: whyTooPowerful,
-			Pins: pinD("patterns.low_utilization.min_duration", 140*m)},
+		// patterns.low_utilization.min_duration (1h).
+		{Case: "light model at util 10 % for 50 minutes", Node: "edge-a07", GPUs: []int{0}, Holder: slurm("81033"), Start: 1 * h, End: 1*h + 50*m,
+			Shape: steady(lightModel(10, 0.08)), Waste: tooPowerful(50*m, 10, 50.0/60), Why: whyTooPowerful,
+			Pins: pinD("patterns.low_utilization.min_duration", 50*m)},
+		{Case: "light model at util 10 % for 70 minutes", Node: "edge-a07", GPUs: []int{1}, Holder: slurm("81034"), Start: 1 * h, End: 2*h + 10*m,
+			Shape: steady(lightModel(10, 0.08)), Waste: tooPowerful(70*m, 10, 70.0/60), Why: whyTooPowerful,
+			Pins: pinD("patterns.low_utilization.min_duration", 70*m)},
 		// patterns.low_utilization.max_memory_ratio (0.5).
 		{Case: "light model holding 0.45 of the GPU's memory", Node: "edge-a07", GPUs: []int{2}, Holder: slurm("81035"), Start: 1 * h, End: 9 * h,
 			Shape: steady(lightModel(10, 0.45)), Waste: fitsSlice(10, 0.45, 8), Why: whyMemorySlice,
