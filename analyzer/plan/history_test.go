@@ -16,7 +16,6 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
-	"github.com/gpuwatch/gpuwatch/internal/testtool"
 )
 
 // replaySpan replays a built-in scenario over (from, to] (offsets from its
@@ -82,14 +81,6 @@ func TestPlanRefusesShortHistory(t *testing.T) {
 // coverage against the week asked for, no forecast (it needs a week) and
 // the table's every sentence whole.
 func TestPlanOnPartHistory(t *testing.T) {
-	if testtool.Race {
-		// Thirty hours at 30 s through the planner's queries: 7 s without
-		// the race detector, two minutes with it on two cores. Build's
-		// concurrent paths (pools, teams and allocations side by side, the
-		// heat map beside the packing) are race-checked by the package's
-		// other plans, TestForecastMonth's with a forecast among them.
-		t.Skip("a plan of 30 hours' samples runs without -race: scripts/test.sh runs it beside the corpus week")
-	}
 	t.Parallel()
 	db, origin := replaySpan(t, "planner-daynight", 0, 30*time.Hour)
 	to := origin.Add(30 * time.Hour)
