@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -245,6 +246,53 @@ func fleetScenario(shard, nodes int) string {
 	return b.String()
 }
 
+// cycleFleetBlocks is the fleet of TestBenchCycle10kPrometheus (nodes of
+// 8 GPUs, 75 minutes at 60 s from origin) simulated into an OpenMetrics
+// file and backfilled by promtool into the blocks under the folder it
+// returns, through the replay cache: on two cores the simulation and the
+// backfill of 10,000 GPUs are a minute before the cycles the test times,
+// and they are the same blocks on every run of the same simulator,
+// scenario and promtool. It reports whether the cache served them.
+func cycleFleetBlocks(t *testing.T, nodes int, origin time.Time) (string, bool) {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "data")
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testtool.Replay{Name: fmt.Sprintf("bench-cycle-%d-nodes", nodes),
+		Packages: []string{"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"},
+		Files:    []string{"analyzer/engine/bench_test.go", "analyzer/engine/prometheus_test.go", promtool},
+		Extra:    fmt.Sprintf("%d nodes from %s, 75 minutes at 60 s, seeds 3 up", nodes, origin.UTC().Format(time.RFC3339))}
+	cached, err := testtool.CachedReplay(t, r, data, func(data string) error {
+		dir := t.TempDir()
+		om := simload.NewOpenMetrics(dir)
+		// The simulator caps one fleet at 4096 GPUs: simulate shards of
+		// at most 500 nodes, each with its own host names, into one file.
+		for shard, done := 0, 0; done < nodes; shard++ {
+			k := min(500, nodes-done)
+			sc, err := sim.ParseScenario("bench-fleet.yaml", []byte(fleetScenario(shard, k)))
+			if err != nil {
+				return err
+			}
+			if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: int64(3 + shard), Origin: origin,
+				From: 0, To: 75 * time.Minute, Resolution: time.Minute}, om.Sink); err != nil {
+				return err
+			}
+			done += k
+		}
+		path := filepath.Join(dir, "fleet.om")
+		if err := om.Close(path); err != nil {
+			return err
+		}
+		return promtoolBlocks(path, data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, cached
+}
+
 // TestBenchCycle10kPrometheus: incremental cycles over 10,000 simulated
 // GPUs against a real Prometheus. The store holds 75 minutes of the
 // fleet at 60 s, long enough for the half-hour spin of its hung jobs and
@@ -257,29 +305,11 @@ func TestBenchCycle10kPrometheus(t *testing.T) {
 	needProm(t)
 	nodes, timed := benchSize(t, 1250, 8, "GPUWATCH_BENCH_NODES")
 	origin := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	dir := t.TempDir()
-	om := simload.NewOpenMetrics(dir)
 	start := time.Now()
-	// The simulator caps one fleet at 4096 GPUs: simulate shards of at most
-	// 500 nodes, each with its own host names, into one file.
-	for shard, done := 0, 0; done < nodes; shard++ {
-		k := min(500, nodes-done)
-		sc, err := sim.ParseScenario("bench-fleet.yaml", []byte(fleetScenario(shard, k)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := simload.Replay(context.Background(), sc, simload.Options{Seed: int64(3 + shard), Origin: origin,
-			From: 0, To: 75 * time.Minute, Resolution: time.Minute}, om.Sink); err != nil {
-			t.Fatal(err)
-		}
-		done += k
-	}
-	path := dir + "/fleet.om"
-	if err := om.Close(path); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("simulated %d GPUs for 75 minutes at 60 s in %s", nodes*8, time.Since(start).Round(time.Second))
-	ps := startPrometheus(t, path)
+	data, cached := cycleFleetBlocks(t, nodes, origin)
+	t.Logf("simulated %d GPUs for 75 minutes at 60 s and backfilled them with promtool in %s (from the replay cache: %v)",
+		nodes*8, time.Since(start).Round(time.Second), cached)
+	ps := servePrometheus(t, data)
 	c, err := promapi.New(ps.url, promapi.Options{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -32,14 +32,23 @@ func startPrometheus(t testing.TB, openMetrics string) promServer {
 	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
 	start := time.Now()
+	if err := promtoolBlocks(openMetrics, data); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("promtool backfill in %s", time.Since(start).Round(time.Millisecond))
+	return servePrometheus(t, data)
+}
+
+// promtoolBlocks backfills the OpenMetrics file into TSDB blocks under data
+// with promtool.
+func promtoolBlocks(openMetrics, data string) error {
 	out, err := exec.Command("promtool", "tsdb", "create-blocks-from", "openmetrics",
 		// Without it 2.42 rereads the whole file for every 2h block.
 		"--max-block-duration=256h", openMetrics, data).CombinedOutput()
 	if err != nil {
-		t.Fatalf("promtool create-blocks-from: %v\n%s", err, tail(out))
+		return fmt.Errorf("promtool create-blocks-from: %w\n%s", err, tail(out))
 	}
-	t.Logf("promtool backfill in %s", time.Since(start).Round(time.Millisecond))
-	return servePrometheus(t, data)
+	return nil
 }
 
 // promServer is a real Prometheus the test started.

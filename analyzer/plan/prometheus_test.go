@@ -56,7 +56,8 @@ func dirSize(dir string) int64 {
 // cores held as a ratio to a calibration measured in the same run (see
 // calibrate and promScaleCPU): packages test side by side and other work
 // may share the machine, so an absolute bound that one machine meets fails
-// on the next. The blocks are written with the TSDB library and served by
+// on the next. The blocks are written with the TSDB library (once per
+// version of the code that writes them: cachedFleetBlocks) and served by
 // the prometheus binary. Then it plans the same week from the planner's
 // recorded figures, written into the same blocks, recordedRuns times: the
 // same plan each time, the median run at a fraction of the raw plan's CPU
@@ -68,10 +69,10 @@ func TestPrometheusScale(t *testing.T) {
 	const n = 10000
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
 	span := 7 * 24 * time.Hour
-	data := filepath.Join(t.TempDir(), "data")
 	start := time.Now()
-	samples := writeFleetBlocks(t, data, n, from, span, time.Minute, withRecorded)
-	t.Logf("wrote %d samples (%.2f GiB of blocks) in %s", samples, float64(dirSize(data))/(1<<30), time.Since(start).Round(time.Second))
+	data, samples, cached := cachedFleetBlocks(t, n, from, span, time.Minute, withRecorded)
+	t.Logf("wrote %d samples (%.2f GiB of blocks) in %s (from the replay cache: %v)", samples, float64(dirSize(data))/(1<<30),
+		time.Since(start).Round(time.Second), cached)
 	ps := startPrometheus(t, data)
 	// The bound is the ratio to the calibration below, not this timeout.
 	c, err := promapi.New(ps.URL, promapi.Options{Timeout: 10 * time.Minute})
@@ -187,7 +188,10 @@ type recordedRun struct{ wall, cpu, pcpu time.Duration }
 // the same Prometheus. At 10,000 GPUs the backfill alone takes longer than
 // CI's step allows on two cores, so this runs a 2,000-GPU week; the
 // 10,000-GPU plans, raw and from the recorded figures (written by the test
-// as the rules store them), are TestPrometheusScale.
+// as the rules store them), are TestPrometheusScale. The raw week and the
+// backfill's blocks come from the replay cache when the code that writes
+// them is unchanged (cachedFleetBlocks, cachedRecordRules); the small
+// fleet of TestRecordedMatchesRaw goes through promtool on every run.
 func TestPrometheusScaleRecorded(t *testing.T) {
 	if testtool.Race {
 		t.Skip("timing targets do not hold under the race detector; scripts/test.sh runs it in its non-race step")
@@ -195,8 +199,9 @@ func TestPrometheusScaleRecorded(t *testing.T) {
 	const n = 2000
 	from := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
 	span := 7 * 24 * time.Hour
-	data := filepath.Join(t.TempDir(), "data")
-	writeFleetBlocks(t, data, n, from, span, time.Minute, rawOnly)
+	start := time.Now()
+	data, samples, cached := cachedFleetBlocks(t, n, from, span, time.Minute, rawOnly)
+	t.Logf("wrote %d samples in %s (from the replay cache: %v)", samples, time.Since(start).Round(time.Second), cached)
 	ps := startPrometheus(t, data)
 	c, err := promapi.New(ps.URL, promapi.Options{Timeout: 10 * time.Minute})
 	if err != nil {
@@ -205,7 +210,7 @@ func TestPrometheusScaleRecorded(t *testing.T) {
 	// No calibration: the bound is the ratio to the raw plan of the same run.
 	cq := &query.Counting{Q: c}
 	cpu0, pcpu0 := testtool.CPUTime(), ps.cpu()
-	start := time.Now()
+	start = time.Now()
 	p, err := Build(context.Background(), cq, from, from.Add(span), scaleOptions(demand.RulesOff))
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +223,7 @@ func TestPrometheusScaleRecorded(t *testing.T) {
 	// would have evaluated them as it arrived (promtool's backfill runs
 	// each rule as range queries at the group's interval), then served
 	// beside the raw blocks.
-	ps = recordRules(t, ps, data, from.Add(time.Hour), from.Add(span))
+	ps = cachedRecordRules(t, ps, data, n, from, span, time.Minute, from.Add(time.Hour), from.Add(span))
 	if c, err = promapi.New(ps.URL, promapi.Options{Timeout: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -265,6 +270,34 @@ func TestPrometheusScaleRecorded(t *testing.T) {
 // serves it again; it returns the new server.
 func recordRules(t *testing.T, ps *prometheusServer, data string, start, end time.Time) *prometheusServer {
 	t.Helper()
+	out := filepath.Join(t.TempDir(), "recorded")
+	backfillRules(t, ps, start, end, out)
+	ps.stop()
+	moveBlocks(t, out, data)
+	return startPrometheus(t, data)
+}
+
+// moveBlocks moves the blocks under src into the data folder dst (of a
+// stopped server) and returns how many it moved.
+func moveBlocks(t testing.TB, src, dst string) int {
+	t.Helper()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return len(ents)
+}
+
+// backfillRules evaluates the planner's recording rules over [start, end]
+// against the Prometheus ps with promtool's backfill and writes the
+// blocks, compacted by day, under dst.
+func backfillRules(t *testing.T, ps *prometheusServer, start, end time.Time, dst string) {
+	t.Helper()
 	promtool := testtool.Need(t, "promtool")
 	f, err := rules.Load(rules.RecordingFile)
 	if err != nil {
@@ -303,10 +336,11 @@ func recordRules(t *testing.T, ps *prometheusServer, data string, start, end tim
 	t.Logf("RULES backfilled %s over %s in %s (Prometheus CPU %s, promtool CPU %s); %.0f MiB of blocks",
 		hourly.Group, end.Sub(start), time.Since(t0).Round(time.Second), (ps.cpu() - pcpu0).Round(time.Second),
 		cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime(), float64(dirSize(out))/(1<<20))
-	ps.stop()
-	n := compactDays(t, out, data)
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	n := compactDays(t, out, dst)
 	t.Logf("RULES %s: %d days of blocks after compaction", hourly.Group, n)
-	return startPrometheus(t, data)
 }
 
 // TestPrometheusFleetIndependent: through a real Prometheus the plan issues

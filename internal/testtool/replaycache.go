@@ -164,6 +164,14 @@ func replayKey(r Replay) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return replayKeyAt(root, r)
+}
+
+// replayKeyAt is replayKey for the checkout at root. The files of the
+// checkout are named by their path within it, not on the machine: a fresh
+// clone of the same code elsewhere (CI clones anew for every run) finds
+// the entries the last one stored.
+func replayKeyAt(root string, r Replay) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s/%s\n%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, r.Extra)
 	files, err := moduleSources(root, r.Packages)
@@ -173,14 +181,15 @@ func replayKey(r Replay) (string, error) {
 	files = append(files, "go.mod", "go.sum")
 	files = append(files, r.Files...)
 	for _, f := range files {
+		path := f
 		if !filepath.IsAbs(f) {
-			f = filepath.Join(root, f)
+			path = filepath.Join(root, f)
 		}
-		b, err := os.ReadFile(f)
+		b, err := os.ReadFile(path)
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(f), len(b))
 		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -57,3 +57,54 @@ func TestCachedReplay(t *testing.T) {
 		t.Errorf("off: cached %v err %v builds %d; want a build", cached, err, builds)
 	}
 }
+
+// The key names a checkout's files by their path within it: two clones of
+// the same code in different folders share entries (CI clones anew for
+// every run, and a cache that missed on every clone would never serve),
+// and a change in either's code still makes a new key.
+func TestReplayKeyIgnoresCloneLocation(t *testing.T) {
+	clone := func() string {
+		root := t.TempDir()
+		for name, body := range map[string]string{
+			"go.mod":          "module " + rootModule + "\n\ngo 1.22\n",
+			"go.sum":          "",
+			"sim/sim.go":      "package sim\n\nconst Seed = 1\n",
+			"scenario.yaml":   "nodes: 2\n",
+			"sim/sim_test.go": "package sim\n",
+		} {
+			p := filepath.Join(root, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return root
+	}
+	a, b := clone(), clone()
+	r := Replay{Name: "unit", Packages: []string{rootModule + "/sim"}, Files: []string{"scenario.yaml"}, Extra: "seed 1"}
+	key := func(root string) string {
+		t.Helper()
+		k, err := replayKeyAt(root, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	ka, kb := key(a), key(b)
+	if ka != kb {
+		t.Errorf("two clones of the same code: keys %s and %s", ka[:12], kb[:12])
+	}
+	prev := kb
+	for _, f := range []string{"sim/sim.go", "scenario.yaml"} {
+		if err := os.WriteFile(filepath.Join(b, f), []byte("package sim\n\nconst Seed = 2\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		k := key(b)
+		if k == prev {
+			t.Errorf("%s changed in one clone: the same key %s", f, k[:12])
+		}
+		prev = k
+	}
+}
