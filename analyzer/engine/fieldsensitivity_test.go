@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,15 +71,32 @@ func borderline(t *testing.T, i int) (*fieldgen.Site, *stepCache) {
 			return
 		}
 		defer os.RemoveAll(dir)
-		db, err := embedded.Open(filepath.Join(dir, "tsdb"), embedded.Options{})
+		// The replay is a pure function of fieldgen's code and the format:
+		// a second run of the suite reads it from the replay cache.
+		r := testtool.Replay{Name: "borderline-" + strings.ReplaceAll(bf.name, " ", "-"),
+			Packages: []string{"github.com/gpuwatch/gpuwatch/analyzer/internal/fieldgen", "github.com/gpuwatch/gpuwatch/analyzer/query/embedded"},
+			Files:    []string{"analyzer/engine/fieldsensitivity_test.go", "analyzer/engine/fieldcorpus_test.go"},
+			Extra:    fmt.Sprintf("fieldgen.Borderline(), seed 11, %+v", bf.f)}
+		tsdb := filepath.Join(dir, "tsdb")
+		if _, d.err = testtool.CachedReplay(t, r, tsdb, func(tsdb string) error {
+			db, err := embedded.Open(tsdb, embedded.Options{})
+			if err != nil {
+				return err
+			}
+			err = replaySite(db, d.site, bf.f)
+			if cerr := db.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		}); d.err != nil {
+			return
+		}
+		db, err := embedded.Open(tsdb, embedded.Options{})
 		if err != nil {
 			d.err = err
 			return
 		}
 		defer db.Close()
-		if d.err = replaySite(db, d.site, bf.f); d.err != nil {
-			return
-		}
 		d.cache = newStepCache(db)
 		e, err := d.cache.engine(corpusConfig())
 		if err != nil {
