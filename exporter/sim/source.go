@@ -325,90 +325,10 @@ func (s *Source) snapshot(n *simNode, t time.Time) *source.Snapshot {
 	loads := make([]load, len(n.devs))
 	shared := make([]bool, len(n.devs))
 	for i, d := range n.devs {
-		nz := noiser{seed: s.seed, dev: d.id, step: step}
-		var l load
-		for _, sl := range d.slots {
-			k, off, ok := s.instance(sl.w, e)
-			if !ok {
-				continue
-			}
-			hpc, pod := sl.w.jobID(k)
-			dur := sl.w.End - sl.w.Start
-			switch {
-			case off < dur:
-				wl := sl.w.load(sl.pos, off, e, s.seed, nz)
-				if sl.w.Shared {
-					shared[i] = true
-					l = mergeShared(l, wl)
-				} else {
-					l = merge(l, wl)
-				}
-				snap.Allocations = append(snap.Allocations, source.Allocation{
-					DeviceKey: d.key, Scheduler: sl.w.Scheduler,
-					Pod: pod, Namespace: sl.w.Namespace, Container: containerOf(sl.w),
-					HPCJob: hpc, User: sl.w.User, Account: sl.w.Account, Team: sl.w.Team,
-					Kind: sl.w.Kind, JobName: sl.w.JobName, Labels: maps.Clone(sl.w.Labels),
-					Start: s.origin.Add(e - off),
-				})
-				if wl.process {
-					snap.Processes = append(snap.Processes, s.process(d, sl, k, wl, false))
-				}
-			case s.orphanPhase(sl.w, off):
-				wl := sl.w.orphanLoad(nz)
-				l = merge(l, wl)
-				snap.Processes = append(snap.Processes, s.process(d, sl, k, wl, true))
-			}
-		}
-		// Never hold more than the device has.
-		if limit := (d.memMiB - d.model.ReservedMiB*float64(btoi(d.mig == nil))) / 1024 * 0.98; l.memGiB > limit {
-			l.memGiB = limit
-		}
-		loads[i] = l
+		loads[i], shared[i] = s.deviceLoad(d, e, step, snap)
 	}
 	for i, d := range n.devs {
-		dev := &snap.Devices[i]
-		*dev = source.Device{Index: d.index, UUID: d.uuid, PCIBusID: d.bus, Model: d.model.Name, MIG: d.mig,
-			Up: true, Capabilities: simCapabilities}
-		if d.mig != nil {
-			// MIG instances share the parent's faults; lost means lost.
-			if d.parent.faultState(e).lost {
-				dev.Up = false
-				continue
-			}
-			dev.Samples = migSamples(d, &loads[i])
-			continue
-		}
-		l := loads[i]
-		if d.isParent {
-			l = load{}
-			for _, c := range d.children {
-				cl := loads[c.pos]
-				w := float64(c.slices) / 7
-				l.power += cl.power * w
-				l.memGiB += cl.memGiB
-				l.util = max(l.util, cl.util) // not published; decides gpu_idle
-				l.spin = l.spin || cl.spin
-			}
-		}
-		fs := d.faultState(e)
-		if fs.lost {
-			dev.Up = false
-			// Nothing is drawn while the board is off the bus: skip the gap.
-			if ns := t.UnixNano(); d.init && ns > d.lastNs {
-				d.lastNs = ns
-			}
-			continue
-		}
-		if shared[i] {
-			// The simulator knows each process's own use, as NVML's
-			// per-process utilization tells it on a time-sliced GPU.
-			dev.ProcessUse, dev.Capabilities = true, simSharedCapabilities
-		}
-		dev.Samples = s.gpuSamples(d, &l, &fs, t, step)
-		for _, f := range fs.failing {
-			dev.Samples = dropMetrics(dev.Samples, fieldMetrics[f])
-			snap.Errors = append(snap.Errors, source.FieldError{DeviceKey: d.key, Field: f, Err: errSimulatedUnknown})
-		}
+		s.device(d, i, loads, shared[i], e, t, step, snap)
 	}
 	// Processes on lost devices are not seen.
 	if len(snap.Processes) > 0 {
@@ -426,6 +346,99 @@ func (s *Source) snapshot(n *simNode, t time.Time) *source.Snapshot {
 	}
 	s.jobCPU(n, e, snap)
 	return snap
+}
+
+// deviceLoad sums what the workloads on d do at e (an orphaned process
+// beside a new job, the tenants of a shared GPU), adding their
+// allocations and processes to snap; shared says a shared workload ran.
+func (s *Source) deviceLoad(d *simDevice, e time.Duration, step uint64, snap *source.Snapshot) (l load, shared bool) {
+	nz := noiser{seed: s.seed, dev: d.id, step: step}
+	for _, sl := range d.slots {
+		k, off, ok := s.instance(sl.w, e)
+		if !ok {
+			continue
+		}
+		hpc, pod := sl.w.jobID(k)
+		dur := sl.w.End - sl.w.Start
+		switch {
+		case off < dur:
+			wl := sl.w.load(sl.pos, off, e, s.seed, nz)
+			if sl.w.Shared {
+				shared = true
+				l = mergeShared(l, wl)
+			} else {
+				l = merge(l, wl)
+			}
+			snap.Allocations = append(snap.Allocations, source.Allocation{
+				DeviceKey: d.key, Scheduler: sl.w.Scheduler,
+				Pod: pod, Namespace: sl.w.Namespace, Container: containerOf(sl.w),
+				HPCJob: hpc, User: sl.w.User, Account: sl.w.Account, Team: sl.w.Team,
+				Kind: sl.w.Kind, JobName: sl.w.JobName, Labels: maps.Clone(sl.w.Labels),
+				Start: s.origin.Add(e - off),
+			})
+			if wl.process {
+				snap.Processes = append(snap.Processes, s.process(d, sl, k, wl, false))
+			}
+		case s.orphanPhase(sl.w, off):
+			wl := sl.w.orphanLoad(nz)
+			l = merge(l, wl)
+			snap.Processes = append(snap.Processes, s.process(d, sl, k, wl, true))
+		}
+	}
+	// Never hold more than the device has.
+	if limit := (d.memMiB - d.model.ReservedMiB*float64(btoi(d.mig == nil))) / 1024 * 0.98; l.memGiB > limit {
+		l.memGiB = limit
+	}
+	return l, shared
+}
+
+// device writes device i of the node (d) into snap at t: a MIG instance
+// from its own load, a MIG parent from its instances', a lost board as
+// down, and the samples with the failing fields left out.
+func (s *Source) device(d *simDevice, i int, loads []load, shared bool, e time.Duration, t time.Time, step uint64, snap *source.Snapshot) {
+	dev := &snap.Devices[i]
+	*dev = source.Device{Index: d.index, UUID: d.uuid, PCIBusID: d.bus, Model: d.model.Name, MIG: d.mig,
+		Up: true, Capabilities: simCapabilities}
+	if d.mig != nil {
+		// MIG instances share the parent's faults; lost means lost.
+		if d.parent.faultState(e).lost {
+			dev.Up = false
+			return
+		}
+		dev.Samples = migSamples(d, &loads[i])
+		return
+	}
+	l := loads[i]
+	if d.isParent {
+		l = load{}
+		for _, c := range d.children {
+			cl := loads[c.pos]
+			w := float64(c.slices) / 7
+			l.power += cl.power * w
+			l.memGiB += cl.memGiB
+			l.util = max(l.util, cl.util) // not published; decides gpu_idle
+			l.spin = l.spin || cl.spin
+		}
+	}
+	fs := d.faultState(e)
+	if fs.lost {
+		dev.Up = false
+		// Nothing is drawn while the board is off the bus: skip the gap.
+		if ns := t.UnixNano(); d.init && ns > d.lastNs {
+			d.lastNs = ns
+		}
+		return
+	}
+	if shared {
+		// The simulator knows each process's own use, as NVML's
+		// per-process utilization tells it on a time-sliced GPU.
+		dev.ProcessUse, dev.Capabilities = true, simSharedCapabilities
+	}
+	dev.Samples = s.gpuSamples(d, &l, &fs, t, step)
+	for _, f := range fs.failing {
+		dev.Samples = dropMetrics(dev.Samples, fieldMetrics[f])
+		snap.Errors = append(snap.Errors, source.FieldError{DeviceKey: d.key, Field: f, Err: errSimulatedUnknown})
+	}
 }
 
 // merge combines two holders of one device (an orphaned process next to a
@@ -525,19 +538,7 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 		out = append(out, source.Sample{Metric: met, Value: v})
 	}
 
-	jitter := max(1.2, s.sc.Noise.PowerJitterW)
-	// A process holding a context keeps the board out of its deepest
-	// power state: its quiet draw is then the context figure, where the
-	// model has one.
-	base := d.idleW
-	if l.process {
-		base = max(base, d.ctxW)
-	}
-	power := base + (m.MaxPowerW-base)*l.power + jitter*nz.sym(chPower+50)
-	if fs.power {
-		power = m.PowerLimitW * (0.985 + 0.01*nz.unit(chPower+51))
-	}
-	power = clamp(power, d.idleW*0.85, m.PowerLimitW*1.02)
+	power := s.draw(d, l, fs, nz)
 	heat := (power - m.IdlePowerW) / (m.MaxPowerW - m.IdlePowerW)
 	temp := m.TempIdle + (m.TempMax-m.TempIdle)*heat + d.tempOff + 0.6*nz.sym(chTemp)
 	memTemp := m.MemTempIdle + (m.MemTempMax-m.MemTempIdle)*heat + d.tempOff + 0.6*nz.sym(chMemTemp)
@@ -570,19 +571,7 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 	}
 	sm = float64(int(sm/15) * 15) // NVML reports clocks in 15 MHz steps on these boards
 
-	// Integrate the counters that depend on the path, not just the instant.
-	ns := t.UnixNano()
-	if !d.init {
-		d.init = true
-		d.energyMJ = 1e9 + 4e9*unit(s.seed, d.id, 0xe9e)
-		d.nvlinkBW = 0
-		d.lastNs = ns
-	} else if ns > d.lastNs {
-		dt := float64(ns-d.lastNs) / 1e9
-		d.energyMJ += power * dt * 1000
-		d.nvlinkBW += l.nvlink * m.NVLinkGBps * 1e9 / 1024 * dt // KiB, like DCGM's counter
-		d.lastNs = ns
-	}
+	s.integrate(d, l, power, t.UnixNano())
 
 	usedMiB := l.memGiB * 1024
 	if !d.isParent { // NVML has no utilization for a GPU in MIG mode
@@ -606,6 +595,63 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 	add(schema.ClockEvents, float64(bits))
 	add(schema.PowerViolation, fs.powerNs)
 	add(schema.ThermViolation, fs.thermalNs)
+	out = errorSamples(out, d, fs)
+	if !d.isParent {
+		out = profSamples(out, d, l)
+	}
+	for i, r := range reasons {
+		out = append(out, source.Sample{Metric: schema.ClockEventActive, LabelValues: reasonLabels[i],
+			Value: float64(btoi(bits&r.Bit != 0))})
+	}
+	for i := range d.xids {
+		out = append(out, source.Sample{Metric: schema.XIDErrors, LabelValues: d.xidLabel[i],
+			Value: float64(fs.xidCounts[i])})
+	}
+	return out
+}
+
+// draw is the board's power draw (W) under l: its quiet draw (a context
+// holder's where the model has one) plus the load's share of the rest,
+// with jitter; pinned at the limit while power-capped.
+func (s *Source) draw(d *simDevice, l *load, fs *faultState, nz noiser) float64 {
+	m := d.model
+	jitter := max(1.2, s.sc.Noise.PowerJitterW)
+	// A process holding a context keeps the board out of its deepest
+	// power state: its quiet draw is then the context figure, where the
+	// model has one.
+	base := d.idleW
+	if l.process {
+		base = max(base, d.ctxW)
+	}
+	power := base + (m.MaxPowerW-base)*l.power + jitter*nz.sym(chPower+50)
+	if fs.power {
+		power = m.PowerLimitW * (0.985 + 0.01*nz.unit(chPower+51))
+	}
+	return clamp(power, d.idleW*0.85, m.PowerLimitW*1.02)
+}
+
+// integrate advances the counters that depend on the path, not just the
+// instant (energy, NVLink bytes), to ns.
+func (s *Source) integrate(d *simDevice, l *load, power float64, ns int64) {
+	if !d.init {
+		d.init = true
+		d.energyMJ = 1e9 + 4e9*unit(s.seed, d.id, 0xe9e)
+		d.nvlinkBW = 0
+		d.lastNs = ns
+	} else if ns > d.lastNs {
+		dt := float64(ns-d.lastNs) / 1e9
+		d.energyMJ += power * dt * 1000
+		d.nvlinkBW += l.nvlink * d.model.NVLinkGBps * 1e9 / 1024 * dt // KiB, like DCGM's counter
+		d.lastNs = ns
+	}
+}
+
+// errorSamples appends the error counters (XID, ECC, retired pages, row
+// remapping, PCIe replays, NVLink's) as the faults have set them.
+func errorSamples(out []source.Sample, d *simDevice, fs *faultState) []source.Sample {
+	add := func(met *schema.Metric, v float64) {
+		out = append(out, source.Sample{Metric: met, Value: v})
+	}
 	add(schema.XIDLast, float64(fs.xidLast))
 	add(schema.ECCSBEVol, 0)
 	add(schema.ECCDBEVol, float64(fs.dbe))
@@ -619,23 +665,12 @@ func (s *Source) gpuSamples(d *simDevice, l *load, fs *faultState, t time.Time, 
 	add(schema.RemapFailure, float64(btoi(fs.remapFailed)))
 	add(schema.RemapPending, float64(btoi(fs.remapPending)))
 	add(schema.PCIeReplay, float64(fs.pcieReplays))
-	if m.NVLinks > 0 {
+	if d.model.NVLinks > 0 {
 		add(schema.NVLinkBW, float64(int64(d.nvlinkBW)))
 		add(schema.NVLinkCRCFlit, float64(fs.nvFlit))
 		add(schema.NVLinkCRCData, float64(fs.nvData))
 		add(schema.NVLinkReplay, float64(fs.nvReplay))
 		add(schema.NVLinkRecovery, float64(fs.nvRecovery))
-	}
-	if !d.isParent {
-		out = profSamples(out, d, l)
-	}
-	for i, r := range reasons {
-		out = append(out, source.Sample{Metric: schema.ClockEventActive, LabelValues: reasonLabels[i],
-			Value: float64(btoi(bits&r.Bit != 0))})
-	}
-	for i := range d.xids {
-		out = append(out, source.Sample{Metric: schema.XIDErrors, LabelValues: d.xidLabel[i],
-			Value: float64(fs.xidCounts[i])})
 	}
 	return out
 }
