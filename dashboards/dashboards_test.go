@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
 
 	"github.com/gpuwatch/gpuwatch/internal/cataloguetest"
 	"github.com/gpuwatch/gpuwatch/internal/promqltest"

@@ -9,8 +9,6 @@
 package action
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Step names (policy.StepAction values; repeated here so that actuators do

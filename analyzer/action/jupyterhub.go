@@ -1,8 +1,6 @@
 package action
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"github.com/gpuwatch/gpuwatch/internal/termsafe"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // KubeSpawner's pod annotations: the Hub's user name and server name as

@@ -1,8 +1,6 @@
 package action_test
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +26,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube/kubetest"
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // hubPod is a running pod in ns carrying KubeSpawner's annotations for

@@ -1,8 +1,6 @@
 package action
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,9 +10,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/internal/secret"
-
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
+	"github.com/gpuwatch/gpuwatch/internal/secret"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func post(ctx context.Context, client *http.Client, url string, body any) error {

@@ -1,8 +1,6 @@
 package action
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func warnReq() *Request {

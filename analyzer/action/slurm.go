@@ -1,8 +1,6 @@
 package action
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
 	"github.com/gpuwatch/gpuwatch/internal/execrun"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Slurm signals and cancels batch jobs with scancel, checking the job's

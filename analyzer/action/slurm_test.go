@@ -1,8 +1,6 @@
 package action
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // fakeSlurm answers squeue --json and scancel like a tiny slurmctld of

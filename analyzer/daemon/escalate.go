@@ -7,8 +7,6 @@
 package daemon
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"cmp"
 	"context"
 	"encoding/json"
@@ -27,6 +25,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/leader"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/target"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Results counted by the actions metric besides audit states.

@@ -1,9 +1,6 @@
 package daemon
 
 import (
-	"github.com/gpuwatch/gpuwatch/internal/execrun"
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"fmt"
 	"os"
@@ -17,7 +14,9 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // The whole chain on a real Slurm: the simulator feeds idle telemetry for

@@ -1,14 +1,13 @@
 package demo
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"fmt"
 	"sync"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/action"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // recorder stands in for every actuator: the demo's cluster and its

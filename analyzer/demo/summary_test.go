@@ -1,8 +1,6 @@
 package demo
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"bytes"
 	"context"
 	"errors"
@@ -16,6 +14,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func fnd(job, host, team string, p schema.Pattern, gpus int, wasted float64, end time.Duration) finding.Finding {

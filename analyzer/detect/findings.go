@@ -1,8 +1,6 @@
 package detect
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"fmt"
 	"math"
 	"sort"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func hours(from, to time.Time) float64 { return to.Sub(from).Hours() }

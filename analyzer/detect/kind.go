@@ -1,10 +1,10 @@
 package detect
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"regexp"
 	"strings"
+
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // deploymentPod matches the names Kubernetes gives a Deployment's pods:

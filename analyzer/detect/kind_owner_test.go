@@ -1,12 +1,11 @@
 package detect
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"testing"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // TestKindFromOwnerOutranksName: what the owners said (st.OwnerKinds, from

@@ -1,12 +1,11 @@
 package detect
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"fmt"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/gpumodel"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // low_utilization: whole GPUs used lightly all along, with memory that

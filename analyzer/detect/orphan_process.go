@@ -1,8 +1,6 @@
 package detect
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"fmt"
 	"math"
 	"sort"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // orphan_process: GPU memory held by a process of no live job. It is found

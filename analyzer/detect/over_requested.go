@@ -1,11 +1,10 @@
 package detect
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"fmt"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // over_requested: a multi-GPU job that leaves some of its GPUs idle all

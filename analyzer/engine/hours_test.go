@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"fmt"
 	"math"
 	"strings"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // trueHours is the GPU-hours a labelled allocation wasted by construction,

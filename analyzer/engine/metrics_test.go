@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func TestMetrics(t *testing.T) {

@@ -1,8 +1,6 @@
 package facts_test
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"os"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/kube"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // recorded replays a command's recorded output.

@@ -1,11 +1,11 @@
 package facts
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // TestDocumentedMatchKeys: the table of match keys in docs/configuration.md

@@ -7,8 +7,6 @@
 package facts
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"fmt"
 	"maps"
@@ -17,6 +15,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/exporter/source"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Facts are what the owner of one allocation says about it now.

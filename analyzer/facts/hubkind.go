@@ -1,12 +1,12 @@
 package facts
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // A pod no controller owns is what JupyterHub's KubeSpawner makes, and

@@ -1,8 +1,6 @@
 package facts
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"errors"
 	"strings"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // hubRecord is the Hub's record as a PodRecord: the pods it names, or the

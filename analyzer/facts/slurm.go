@@ -1,12 +1,11 @@
 package facts
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/internal/execrun"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // SlurmSource reads the facts of every job with one `squeue --json` per

@@ -1,9 +1,6 @@
 package facts_test
 
 import (
-	"github.com/gpuwatch/gpuwatch/internal/execrun"
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"fmt"
 	"os"
@@ -16,7 +13,9 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // countingRunner counts scheduler calls.

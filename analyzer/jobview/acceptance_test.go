@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/internal/execrun"
-	"github.com/gpuwatch/gpuwatch/internal/testtool"
-
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/promapi"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
+	"github.com/gpuwatch/gpuwatch/internal/testtool"
 	"github.com/gpuwatch/gpuwatch/schema"
 )
 

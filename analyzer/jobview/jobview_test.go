@@ -1,16 +1,14 @@
 package jobview_test
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-	"math"
-	"regexp"
-	"strconv"
-
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +23,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
 	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 	"github.com/gpuwatch/gpuwatch/exporter/sim"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 var origin = time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)

@@ -1,8 +1,6 @@
 package jobview
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"bytes"
 	"compress/flate"
 	"context"
@@ -20,6 +18,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
 	"github.com/gpuwatch/gpuwatch/internal/termsafe"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // SummaryPrefix starts every end-of-job summary, so that other tools'

@@ -1,8 +1,6 @@
 package kube_test
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"strings"
 	"testing"
@@ -21,6 +19,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
 	"github.com/gpuwatch/gpuwatch/internal/testkube"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // The policy the real pods are judged by: tiers chosen by namespace labels,

@@ -3,10 +3,11 @@ package mail
 import (
 	"errors"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"net/mail"
 	"strings"
 	"time"
+
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 )

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"log/slog"
 	"net/textproto"
 	"os"
@@ -19,6 +18,7 @@ import (
 
 	gomail "github.com/wneessen/go-mail"
 
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 )
 

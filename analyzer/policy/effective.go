@@ -1,13 +1,13 @@
 package policy
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"fmt"
 	"io"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Effective is one rule as it will run: its tier, and the dry-run and

@@ -6,14 +6,13 @@
 package policy
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"path"
 	"strings"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // StepAction is one escalation step.

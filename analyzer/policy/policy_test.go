@@ -1,14 +1,13 @@
 package policy
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 const tiered = `

@@ -1,8 +1,6 @@
 package present
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"bytes"
 	"encoding/json"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func TestParseTime(t *testing.T) {

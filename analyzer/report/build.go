@@ -1,8 +1,6 @@
 package report
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"fmt"
 	"net/url"
@@ -14,6 +12,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/accounting"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Data is what reports read from the store.

@@ -1,8 +1,6 @@
 package report
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"math"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/audit"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 const (

@@ -1,8 +1,6 @@
 package report
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"bytes"
 	"embed"
 	"encoding/base64"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/mail"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 //go:embed templates

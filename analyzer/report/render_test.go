@@ -1,8 +1,6 @@
 package report
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/facts"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 func TestRender(t *testing.T) {

@@ -6,12 +6,11 @@
 package report
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"os"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/detect"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // FileMode is the mode of a report written to a file: reports name users,

@@ -1,14 +1,13 @@
 package web
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 var fixtureNow = time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)

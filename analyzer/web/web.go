@@ -7,8 +7,6 @@
 package web
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"embed"
 	"encoding/json"
@@ -30,6 +28,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/pagestyle"
 	"github.com/gpuwatch/gpuwatch/analyzer/present"
 	"github.com/gpuwatch/gpuwatch/analyzer/report"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // FindingsSource gives the current findings (for the daemon: those of the

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"embed"
 	"fmt"
 	"io/fs"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Behaviour names a workload's GPU usage over time.

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 const okHead = `fleet:

@@ -2,8 +2,6 @@ package sim
 
 import (
 	"cmp"
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // validator converts raw values and collects every error, each at the

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/internal/secret"
-	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 	"io"
 	"os"
 	"os/signal"
@@ -19,6 +17,8 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/internal/buildinfo"
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
+	"github.com/gpuwatch/gpuwatch/internal/secret"
+	"github.com/gpuwatch/gpuwatch/internal/termsafe"
 )
 
 // Command is one subcommand: it adds itself and its flags to app and returns

@@ -20,10 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
-
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpuwatch/gpuwatch/analyzer/plan/hourly"
 	"github.com/gpuwatch/gpuwatch/dashboards"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
 	"github.com/gpuwatch/gpuwatch/internal/promqltest"

@@ -1,8 +1,6 @@
 package reclaim
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +20,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/internal/testtool"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // startAlertmanager runs a private Alertmanager on loopback and returns its URL.

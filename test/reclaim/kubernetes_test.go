@@ -1,8 +1,6 @@
 package reclaim
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"path/filepath"
 	"sort"
@@ -29,6 +27,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
 	"github.com/gpuwatch/gpuwatch/exporter/attribution/teams"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 const kubePolicy = `

@@ -1,9 +1,6 @@
 package reclaim
 
 import (
-	"github.com/gpuwatch/gpuwatch/internal/execrun"
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +23,8 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	slurmjobs "github.com/gpuwatch/gpuwatch/analyzer/slurm"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/internal/execrun"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // The policy of these tests: short delays under an injected clock.

@@ -1,8 +1,6 @@
 package nvmlcheck_test
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"os"
 	"os/exec"
@@ -25,6 +23,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/policy"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // An orphan finding on a real process: killed only while the NVML mock

@@ -4,8 +4,6 @@
 package reporttest
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Fleet describes the fleet to simulate.

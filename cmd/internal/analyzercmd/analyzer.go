@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpuwatch/gpuwatch/internal/secret"
 	"net/url"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -16,6 +15,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/internal/clikit"
 	"github.com/gpuwatch/gpuwatch/internal/command"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
+	"github.com/gpuwatch/gpuwatch/internal/secret"
 )
 
 func Analyzer(app *kingpin.Application) (string, func(ctx context.Context) error) {

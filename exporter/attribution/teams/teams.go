@@ -26,8 +26,6 @@
 package teams
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"fmt"
 	"regexp"
 
@@ -35,6 +33,7 @@ import (
 
 	"github.com/gpuwatch/gpuwatch/exporter/source"
 	"github.com/gpuwatch/gpuwatch/internal/configfile"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Config is the parsed file.
