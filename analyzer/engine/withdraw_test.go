@@ -31,7 +31,7 @@ fleet:
     gpus: 2
 workloads:
   - {id: llm-serve-0, scheduler: kubernetes, namespace: serving, container: vllm, user: svc, team: llm, job_name: llm-serve,
-     node: h100-01, gpus: [0, 1], start: -12h, duration: 72h, behaviour: inference_daily}
+     node: h100-01, gpus: [0, 1], start: -12h, duration: 72h, behaviour: inference_daily, params: {min_util: 5}}
 `))
 	if err != nil {
 		t.Fatal(err)
