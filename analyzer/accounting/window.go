@@ -2,6 +2,8 @@ package accounting
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
@@ -45,7 +47,10 @@ func (b Books) Book(ctx context.Context, from, to time.Time) (*Book, error) {
 // known team). Orphaned processes belong to no team and are left out.
 func (b *Book) Teams() map[string]Totals {
 	out := map[string]Totals{}
-	for _, a := range b.Allocations {
+	// In key order: a sum of floats depends on its order, and the plan and
+	// the reports must read the same hours for the same book every time.
+	for _, k := range slices.Sorted(maps.Keys(b.Allocations)) {
+		a := b.Allocations[k]
 		t := out[a.Team]
 		t.Allocated += a.Allocated
 		t.Used += a.Used
