@@ -57,21 +57,36 @@ func TestLongFuncsMeasure(t *testing.T) {
 // the repository: commands, exporter, analyzer, tools alike.
 func TestNoLongFuncs(t *testing.T) {
 	fset := token.NewFileSet()
+	eachGoFile(t, false, func(f string, src []byte) ([]string, error) {
+		long, err := longFuncs(fset, f, src)
+		for i, l := range long {
+			long[i] = fmt.Sprintf("func %s (at most %d): split it by idea", l, maxFuncLines)
+		}
+		return long, err
+	})
+}
+
+// eachGoFile runs check on every Go file of the repository (tests too
+// when withTests), testdata aside, and reports each problem it returns
+// under the file's name; it fails when it read too few files to mean
+// anything.
+func eachGoFile(t *testing.T, withTests bool, check func(f string, src []byte) ([]string, error)) {
+	t.Helper()
 	checked := 0
 	for _, f := range files(t) {
-		if filepath.Ext(f) != ".go" || strings.HasSuffix(f, "_test.go") || strings.Contains(f, "/testdata/") {
+		if filepath.Ext(f) != ".go" || (!withTests && strings.HasSuffix(f, "_test.go")) || strings.Contains(f, "/testdata/") {
 			continue
 		}
 		src, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		long, err := longFuncs(fset, f, src)
+		problems, err := check(f, src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range long {
-			t.Errorf("%s: func %s (at most %d): split it by idea", f, l, maxFuncLines)
+		for _, p := range problems {
+			t.Errorf("%s: %s", f, p)
 		}
 		checked++
 	}
