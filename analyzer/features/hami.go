@@ -53,26 +53,35 @@ var (
 // ShareWaste is one container's HAMi share of a GPU over a window: what it
 // reserved, what it used, and the quota that would have held its use.
 type ShareWaste struct {
-	Host, UUID                string
-	Namespace, Pod, Container string
+	Host      string `json:"hostname"`
+	UUID      string `json:"uuid"`
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
 	// Hours is the time the container's use was seen in the window.
-	Hours float64
+	Hours float64 `json:"hours"`
 	// HasCores is false where the scheduler's reservation could not be
 	// tied to the container (several containers of one pod on the device:
 	// the scheduler names them by index, the monitor by name).
-	HasCores bool
+	HasCores bool `json:"has_cores"`
 	// ReservedCores is the reserved share of the device's cores (%);
 	// UsedCoresMean and UsedCoresPeak its SM utilization of the device (%).
-	ReservedCores, UsedCoresMean, UsedCoresPeak float64
+	ReservedCores float64 `json:"reserved_cores_percent"`
+	UsedCoresMean float64 `json:"used_cores_mean_percent"`
+	UsedCoresPeak float64 `json:"used_cores_peak_percent"`
 	// ReservedMiB is the memory limit, UsedPeakMiB the most it held.
-	ReservedMiB, UsedPeakMiB float64
+	ReservedMiB float64 `json:"reserved_mib"`
+	UsedPeakMiB float64 `json:"used_peak_mib"`
 	// WastedGPUHours is the reserved cores it did not use, over Hours:
 	// the device time no one else could be given.
-	WastedGPUHours float64
+	WastedGPUHours float64 `json:"wasted_gpu_hours"`
 	// FitCores and FitMiB are the quota that would have held its peak use
 	// with headroom (never more than it reserved): nvidia.com/gpucores and
 	// nvidia.com/gpumem. FitCores 0: it never used the GPU.
-	FitCores, FitMiB float64
+	FitCores float64 `json:"fit_cores_percent"`
+	FitMiB   float64 `json:"fit_mib"`
+	// Advice says it in words (ShareWaste.Advice).
+	Advice string `json:"advice"`
 }
 
 // hamiHeadroom is the room a fitting quota leaves above the window's peak
@@ -205,6 +214,7 @@ func hamiWaste(vec model.Vector, window time.Duration) []ShareWaste {
 			c.HasCores, c.ReservedCores = true, r
 		}
 		c.settle(window, most)
+		c.Advice = c.advice()
 		out = append(out, c.ShareWaste)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -237,9 +247,9 @@ func (c *hamiContainer) settle(window time.Duration, mostSamples float64) {
 // fitUp rounds v up to a multiple of step.
 func fitUp(v, step float64) float64 { return math.Ceil(v/step) * step }
 
-// Advice says a share's waste and the quota that would fit, in HAMi's
+// advice says a share's waste and the quota that would fit, in HAMi's
 // resource names.
-func (w ShareWaste) Advice() string {
+func (w ShareWaste) advice() string {
 	mem := fmt.Sprintf("%.1f of %.1f GiB", w.UsedPeakMiB/1024, w.ReservedMiB/1024)
 	if !w.HasCores {
 		return fmt.Sprintf("Peak memory %s reserved: nvidia.com/gpumem: %.0f would hold it.", mem, w.FitMiB)

@@ -3,100 +3,14 @@ package features_test
 import (
 	"context"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
+	"github.com/gpuwatch/gpuwatch/analyzer/internal/hamitest"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
-	"github.com/gpuwatch/gpuwatch/analyzer/query/embedded"
 )
-
-// hamiScrapes are the recordings of testdata/hami, each as the scrape
-// target Prometheus read it from: HAMi's monitor runs on every node (a
-// DaemonSet pod), its scheduler once.
-var hamiScrapes = []struct {
-	file, instance, pod, container string
-}{
-	{"vgpumonitor.prom", "10.0.7.7:9394", "hami-device-plugin-x7k2p", "vgpu-monitor"},
-	{"scheduler.prom", "10.0.0.3:31993", "hami-scheduler-5d8f7c9b6-q2w4z", "vgpu-scheduler-extender"},
-}
-
-// legacyHAMi are HAMi's names and labels before v2.9 (and under
-// --legacy-metrics), from its cmd/vGPUmonitor/metrics.go and
-// cmd/scheduler/metrics.go legacy descriptors.
-var (
-	legacyHAMiNames = map[string]string{
-		"hami_vgpu_memory_used_bytes":             "vGPU_device_memory_usage_in_bytes",
-		"hami_vgpu_memory_limit_bytes":            "vGPU_device_memory_limit_in_bytes",
-		"hami_container_device_utilization_ratio": "Device_utilization_desc_of_container",
-		"hami_vgpu_core_allocated_ratio":          "vGPUCoreAllocated",
-		"hami_vgpu_memory_allocated_bytes":        "vGPUMemoryAllocated",
-		"hami_host_gpu_memory_used_bytes":         "HostGPUMemoryUsage",
-		"hami_host_gpu_utilization_ratio":         "HostCoreUtilization",
-	}
-	legacyHAMiLabels = map[string]string{"namespace": "podnamespace", "pod": "podname", "container": "ctrname",
-		"vdevice_index": "vdeviceid", "device_uuid": "deviceuuid", "node": "nodename", "container_index": "containeridx",
-		"device_index": "deviceidx", "device_type": "devicetype"}
-)
-
-// loadHAMi reads the recorded scrapes into a new embedded store, as a
-// Prometheus with honor_labels as given would have stored them (legacy:
-// under HAMi's older names and labels).
-func loadHAMi(t *testing.T, honorLabels, legacy bool) query.Querier {
-	t.Helper()
-	db, err := embedded.Open(filepath.Join(t.TempDir(), "tsdb"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	var ss []embedded.Sample
-	for _, sc := range hamiScrapes {
-		f, err := os.Open(filepath.Join("testdata", "hami", sc.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := parser.TextToMetricFamilies(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", sc.file, err)
-		}
-		for name, mf := range fams {
-			if n, ok := legacyHAMiNames[name]; ok && legacy {
-				name = n
-			}
-			for _, m := range mf.GetMetric() {
-				l := map[string]string{"__name__": name, "instance": sc.instance, "job": "hami"}
-				for _, p := range m.GetLabel() {
-					k := p.GetName()
-					if n, ok := legacyHAMiLabels[k]; ok && legacy {
-						k = n
-					}
-					if !honorLabels && (k == "namespace" || k == "pod" || k == "container") {
-						k = features.ExportedPrefix + k
-					}
-					l[k] = p.GetValue()
-				}
-				if !honorLabels {
-					// The scrape target's own labels, as service discovery
-					// gives them.
-					l["namespace"], l["pod"], l["container"] = "kube-system", sc.pod, sc.container
-				}
-				ss = append(ss, embedded.Sample{Labels: l, T: time.UnixMilli(m.GetTimestampMs()), V: m.GetGauge().GetValue()})
-			}
-		}
-	}
-	if err := db.Appender().AppendSamples(context.Background(), ss); err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
 
 // TestHAMiShareWaste: reading HAMi's recorded metrics gives each
 // container's share waste: what it reserved (cores, memory) against what
@@ -106,7 +20,7 @@ func loadHAMi(t *testing.T, honorLabels, legacy bool) query.Querier {
 // kernel. The same figures whatever honor_labels and under HAMi's older
 // names.
 func TestHAMiShareWaste(t *testing.T) {
-	at := time.Date(2026, 9, 1, 1, 0, 0, 0, time.UTC) // the last scrape
+	at := hamitest.At
 	for _, c := range []struct {
 		name                string
 		honorLabels, legacy bool
@@ -117,7 +31,7 @@ func TestHAMiShareWaste(t *testing.T) {
 		{"legacy names, honor_labels false", false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			q := &query.Counting{Q: loadHAMi(t, c.honorLabels, c.legacy)}
+			q := &query.Counting{Q: hamitest.Load(t, c.honorLabels, c.legacy)}
 			ws, err := features.ReadHAMi(context.Background(), q, at, time.Hour)
 			if err != nil {
 				t.Fatal(err)
@@ -155,21 +69,21 @@ func checkHAMiWaste(t *testing.T, ws []features.ShareWaste) {
 	if !near(llm.WastedGPUHours, 0.375) || !near(llm.FitCores, 20) || !near(llm.FitMiB, 8192) {
 		t.Errorf("LLM server waste %.4f GPU-h, fit %v%% and %v MiB; want 0.375, 20 and 8192", llm.WastedGPUHours, llm.FitCores, llm.FitMiB)
 	}
-	if a := llm.Advice(); !strings.Contains(a, "nvidia.com/gpucores: 20") || !strings.Contains(a, "nvidia.com/gpumem: 8192") {
+	if a := llm.Advice; !strings.Contains(a, "nvidia.com/gpucores: 20") || !strings.Contains(a, "nvidia.com/gpumem: 8192") {
 		t.Errorf("LLM server advice %q", a)
 	}
 	emb := by["infer/embed-0/embed"]
 	if !emb.HasCores || !near(emb.WastedGPUHours, 0.0075) || emb.FitCores != emb.ReservedCores || emb.FitMiB != emb.ReservedMiB {
 		t.Errorf("embedder %+v, want its share fitting its use", emb)
 	}
-	if a := emb.Advice(); !strings.Contains(a, "fits its use") {
+	if a := emb.Advice; !strings.Contains(a, "fits its use") {
 		t.Errorf("embedder advice %q", a)
 	}
 	nb := by["lab/nb-ann/notebook"]
 	if !nb.HasCores || !near(nb.WastedGPUHours, 0.2) || nb.FitCores != 0 || nb.UsedCoresPeak != 0 {
 		t.Errorf("notebook %+v, want its whole 20%% wasted for the hour", nb)
 	}
-	if a := nb.Advice(); !strings.Contains(a, "release the share") {
+	if a := nb.Advice; !strings.Contains(a, "release the share") {
 		t.Errorf("notebook advice %q", a)
 	}
 }
