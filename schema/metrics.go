@@ -38,19 +38,23 @@ const (
 
 // Label names of the metric contract: dcgm-exporter's where it has them.
 const (
-	LabelGPU        = "gpu"
-	LabelUUID       = "UUID"
-	LabelPCIBusID   = "pci_bus_id"
-	LabelDevice     = "device"
-	LabelModelName  = "modelName"
-	LabelHostname   = "hostname"
-	LabelOldHost    = "Hostname" // older dcgm-exporter releases; the analyzer accepts both
-	LabelGIProfile  = "GPU_I_PROFILE"
-	LabelGIID       = "GPU_I_ID"
-	LabelPod        = "pod"
-	LabelNamespace  = "namespace"
-	LabelContainer  = "container"
-	LabelHPCJob     = "hpc_job"
+	LabelGPU       = "gpu"
+	LabelUUID      = "UUID"
+	LabelPCIBusID  = "pci_bus_id"
+	LabelDevice    = "device"
+	LabelModelName = "modelName"
+	LabelHostname  = "hostname"
+	LabelOldHost   = "Hostname" // older dcgm-exporter releases; the analyzer accepts both
+	LabelGIProfile = "GPU_I_PROFILE"
+	LabelGIID      = "GPU_I_ID"
+	LabelPod       = "pod"
+	LabelNamespace = "namespace"
+	LabelContainer = "container"
+	LabelHPCJob    = "hpc_job"
+	// LabelVGPU is the time-slicing replica a series' pod holds, on
+	// dcgm-exporter's per-replica copies of a device's series
+	// (KUBERNETES_VIRTUAL_GPUS): every copy carries the device's totals.
+	LabelVGPU       = "vgpu"
 	LabelReason     = "reason"
 	LabelXID        = "xid"
 	LabelField      = "field"

@@ -154,6 +154,10 @@ func allocUnknown(a *Alloc, gs []features.GPU, known func(string) bool) bool {
 // stepActivity is what an allocation's GPUs did in one step.
 type stepActivity struct {
 	allIdle, anyActive, held, allSpin bool
+	// undetermined: a GPU's activity could not be told (a holder of a
+	// busy shared GPU without its own use, sharedBusy): neither idle nor
+	// active, it ends every idle run and may have been the first use.
+	undetermined bool
 	// gpuHours is what the allocation held in the step by the
 	// accounting's share of each GPU (its usage's allocated GPU-hours).
 	gpuHours float64
@@ -165,9 +169,18 @@ type stepActivity struct {
 func (d *Detector) stepGPUs(st *State, a *Alloc, s features.Step, gs []features.GPU, unknown bool, u *store.Usage) stepActivity {
 	stepH := s.End.Sub(s.Start).Hours()
 	act := stepActivity{allIdle: true, allSpin: true}
-	for _, g := range gs {
+	for _, dev := range gs {
+		// A shared device's holder is judged on its own use; its health
+		// is the device's.
+		g := ownView(dev)
 		frac := s.Share(features.DeviceID(g.Host, g.Device), g.Samples)
-		active, spinning := d.active(st, g), d.spin(st, g)
+		undetermined := d.sharedBusy(g)
+		active, spinning := false, false
+		if undetermined {
+			act.allIdle, act.undetermined = false, true
+		} else {
+			active, spinning = d.active(st, g), d.spin(st, g)
+		}
 		u.GPUs++
 		u.AllocatedGPUHours += frac * stepH
 		act.gpuHours += frac * stepH
@@ -185,7 +198,7 @@ func (d *Detector) stepGPUs(st *State, a *Alloc, s features.Step, gs []features.
 		if !spinning {
 			act.allSpin = false
 		}
-		if !unknown {
+		if !unknown && !undetermined {
 			d.gpu(a, g, active, frac*stepH)
 		}
 		gst := a.GPUs[g.Device]
@@ -193,7 +206,10 @@ func (d *Detector) stepGPUs(st *State, a *Alloc, s features.Step, gs []features.
 			gst = &GPUState{UUID: g.UUID, Model: g.Model}
 			a.GPUs[g.Device] = gst
 		}
-		d.observeHealth(st, gst, g, s.End, s.End.Sub(s.Start), frac*stepH, active && !unknown)
+		if undetermined && !unknown {
+			gst.Undetermined++
+		}
+		d.observeHealth(st, gst, dev, s.End, s.End.Sub(s.Start), frac*stepH, active && !unknown)
 	}
 	return act
 }
@@ -211,7 +227,9 @@ func (d *Detector) advanceRuns(st *State, a *Alloc, s features.Step, act stepAct
 	if a.KnownSteps == 1 {
 		runStart = a.Start
 	}
-	firstActiveNow, firstAt := act.anyActive && a.FirstActive.IsZero(), 0.0
+	// A step whose activity could not be told may hold the first use: an
+	// earlier first use never makes a startup delay or a CPU-only job.
+	firstActiveNow, firstAt := (act.anyActive || act.undetermined) && a.FirstActive.IsZero(), 0.0
 	if firstActiveNow {
 		a.FirstActive = runStart
 		if a.KnownSteps > 1 {

@@ -52,8 +52,12 @@ func (d *Detector) newJudge(a *Alloc, t time.Time) *judge {
 	}
 	h := history{lowAll: true}
 	for _, g := range a.GPUs {
-		if g.KnownSteps == 0 {
+		if g.KnownSteps == 0 || g.Undetermined > 0 {
+			// Light use is not known of steps whose use could not be
+			// told: low utilization would charge them too.
 			h.lowAll = false
+		}
+		if g.KnownSteps == 0 {
 			continue
 		}
 		ratio := float64(g.ActiveSteps) / float64(g.KnownSteps)

@@ -38,6 +38,10 @@ type GPUState struct {
 	HeldHours float64 `json:"held_hours,omitempty"`
 	// Health is the GPU's throttling and faults (health.go).
 	Health GPUHealth `json:"health,omitzero"`
+	// Undetermined counts the known steps in which the GPU's activity for
+	// this holder could not be told (a busy shared GPU without the
+	// holder's own use): none of the counts above includes them.
+	Undetermined int `json:"undetermined,omitempty"`
 }
 
 // Alloc is one allocation (host, job) and what the detectors remember of it.

@@ -35,6 +35,10 @@ type Coverage struct {
 	// (the power veto, the hang's spin signature): learnt from the fleet's
 	// idle steps, or the published figure.
 	IdleFloors []detect.IdleFloor `json:"idle_floors,omitempty"`
+	// Shares are the HAMi containers' shares of GPUs seen in the window:
+	// reserved against used, and the quota that would fit
+	// (features.ReadHAMi); none without HAMi's series.
+	Shares []features.ShareWaste `json:"hami_shares,omitempty"`
 }
 
 // coverageCounter accumulates Coverage over steps.

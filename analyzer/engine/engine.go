@@ -211,7 +211,23 @@ func (e *Engine) analyzeGrid(ctx context.Context, from time.Time, n int) (Analys
 	c := cov.result(from, end, len(fs))
 	c.Exporters = mem.Exporters.List()
 	c.IdleFloors = st.Floors.Floors(e.o.Config.Idle)
+	c.Shares = e.hamiShares(ctx, end, end.Sub(from))
 	return Analysis{Findings: fs, Coverage: c, Book: ledger.Close()}, nil
+}
+
+// hamiShares reads the HAMi shares of the window (one query). A failed
+// read costs the shares only, never the findings: the data a HAMi fleet
+// adds is advice on quotas, not a judgement.
+func (e *Engine) hamiShares(ctx context.Context, end time.Time, window time.Duration) []features.ShareWaste {
+	if e.replay != nil {
+		return nil // replayed steps, no store to ask
+	}
+	ws, err := features.ReadHAMi(ctx, e.o.Querier, end, window)
+	if err != nil {
+		e.o.Logger.Warn("HAMi shares not read; findings unaffected", "err", err)
+		return nil
+	}
+	return ws
 }
 
 // fetchChunks reads total steps from start, ChunkSteps at a time, one

@@ -68,6 +68,19 @@ type GPU struct {
 	Health Health
 	// Cluster is the series' cluster label, "" where it has none.
 	Cluster string
+	// Holders is the number of holders the device had in the step: above
+	// one it is shared (time-slicing, MPS), and every device counter above
+	// is the sum of all their use, no one holder's.
+	Holders int
+	// Own is the holder's own use of a shared device, from the
+	// gpuwatch_holder_* series (NVML's per-process use summed per holder);
+	// HasOwn is false where no exporter read it (dcgm-exporter's per-vgpu
+	// copies, MIG instances, old drivers).
+	Own    OwnUse
+	HasOwn bool
+	// replica: a series of the row is one of dcgm-exporter's per-replica
+	// copies of a shared device's series (a vgpu label).
+	replica bool
 }
 
 // Info is gpuwatch_allocation_info for one holder of one device.
@@ -108,7 +121,7 @@ func DeviceID(host, device string) string { return host + "|" + device }
 
 // Queries is the number of queries Fetch issues, whatever the fleet size and
 // the number of steps.
-const Queries = 16
+const Queries = 18
 
 // parallel bounds the queries in flight at once.
 const parallel = 4
@@ -132,6 +145,8 @@ const (
 	fOrphan
 	fThrottle
 	fFaults
+	fOwnSM
+	fOwnMem
 	nFeatures
 )
 
@@ -162,6 +177,8 @@ func Exprs(step time.Duration) []string {
 		fOrphan:     o("count", schema.ProcessOrphaned),
 		fThrottle:   throttle,
 		fFaults:     faults,
+		fOwnSM:      o("avg", schema.HolderSMUtil),
+		fOwnMem:     o("max", schema.HolderMemory),
 	}
 }
 
@@ -200,10 +217,10 @@ func FetchWith(ctx context.Context, q query.Querier, end time.Time, n int, step 
 		ends[i] = steps[i].End
 	}
 	mem.Exporters.classify(results, results[fCount], ends)
-	// rows[step][series identity] accumulates the features of one holder.
-	rows := make([]map[string]*GPU, n)
+	// rows[step] accumulates the features of each holder.
+	rows := make([]stepRows, n)
 	for i := range rows {
-		rows[i] = map[string]*GPU{}
+		rows[i] = stepRows{gpus: map[string]*GPU{}, own: map[string]map[string]*OwnUse{}}
 	}
 	for f, m := range results {
 		for _, ss := range m {
@@ -267,11 +284,23 @@ func queryAll(ctx context.Context, q query.Querier, exprs []string, r query.Rang
 	return results, nil
 }
 
+// stepRows is what one step's samples build: each series holder's row
+// (gpus, by DeviceID|job) and each holder's own use of a shared device
+// (own, by DeviceID, then job).
+type stepRows struct {
+	gpus map[string]*GPU
+	own  map[string]map[string]*OwnUse
+}
+
 // addSample adds one sample of feature f, from the series with labels m
 // held by id, to its step s: an info or orphan series is the step's own,
-// every other feature goes into the holder's row in rows.
-func addSample(s *Step, rows map[string]*GPU, f feature, m model.Metric, id GPU, val float64) {
+// a holder's own use goes to rows.own, every other feature into the
+// holder's row in rows.gpus.
+func addSample(s *Step, rows stepRows, f feature, m model.Metric, id GPU, val float64) {
 	switch f {
+	case fOwnSM, fOwnMem:
+		addOwn(rows.own, f, id, val)
+		return
 	case fInfo:
 		if val > 0 {
 			s.Info[DeviceID(id.Host, id.Device)+"|"+infoJob(m, id)] = info(m)
@@ -286,11 +315,11 @@ func addSample(s *Step, rows map[string]*GPU, f feature, m model.Metric, id GPU,
 		return
 	}
 	key := DeviceID(id.Host, id.Device) + "|" + id.Job
-	g := rows[key]
+	g := rows.gpus[key]
 	if g == nil {
 		c := id
 		g = &c
-		rows[key] = g
+		rows.gpus[key] = g
 	}
 	if f == fThrottle || f == fFaults {
 		setHealth(g, f, m, val)
@@ -299,9 +328,11 @@ func addSample(s *Step, rows map[string]*GPU, f feature, m model.Metric, id GPU,
 	set(g, f, val)
 }
 
-// finishStep turns the step's rows into its GPUs, each device's samples
-// counted, in a stable order.
-func finishStep(s *Step, rows map[string]*GPU) {
+// finishStep turns the step's rows into its GPUs, a shared device's
+// holders told apart (splitShared), each device's samples counted, in a
+// stable order.
+func finishStep(s *Step, sr stepRows) {
+	rows := splitShared(sr.gpus, sr.own)
 	for _, g := range rows {
 		if g.Samples <= 0 {
 			continue // a holder with no memory sample this step is not there
@@ -314,6 +345,7 @@ func finishStep(s *Step, rows map[string]*GPU) {
 		d := DeviceID(g.Host, g.Device)
 		s.DeviceSamples[d] += g.Samples
 	}
+	countHolders(s.GPUs)
 	sort.Slice(s.GPUs, func(a, b int) bool {
 		x, y := &s.GPUs[a], &s.GPUs[b]
 		if x.Host != y.Host {
@@ -411,7 +443,7 @@ func identifyRaw(m model.Metric) (GPU, bool) {
 		dev = uuid + "/" + gi
 	}
 	g := GPU{Host: Host(m), Device: dev, UUID: uuid, Model: lv(m, schema.LabelModelName),
-		HPCJob: lv(m, schema.LabelHPCJob), Cluster: Cluster(m)}
+		HPCJob: lv(m, schema.LabelHPCJob), Cluster: Cluster(m), replica: lv(m, schema.LabelVGPU) != ""}
 	g.Pod, g.NS = Holder(m)
 	g.setJob()
 	return g, true

@@ -135,6 +135,7 @@ func Table(w io.Writer, fs []finding.Finding, cov *engine.Coverage, book *accoun
 		tail = append(tail, CoverageLine(*cov))
 		tail = append(tail, FloorLines(cov.IdleFloors)...)
 		tail = append(tail, ExporterLines(cov.Exporters)...)
+		tail = append(tail, ShareLines(cov.Shares)...)
 	}
 	for _, l := range tail {
 		if _, err := io.WriteString(w, l+"\n"); err != nil {
@@ -194,6 +195,20 @@ func ExporterLines(xs []features.Exporter) []string {
 			break
 		}
 		out = append(out, termsafe.String(fmt.Sprintf("  %s/%s: %s", x.Namespace, x.Pod, x.Reason)))
+	}
+	return out
+}
+
+// ShareLines says each HAMi container's share of a GPU, its waste and the
+// quota that would fit, one line each after a heading; none without shares.
+func ShareLines(ws []features.ShareWaste) []string {
+	if len(ws) == 0 {
+		return nil
+	}
+	out := []string{"HAMi shares (reserved against used):"}
+	for _, w := range ws {
+		out = append(out, termsafe.String(fmt.Sprintf("  %s/%s/%s on %s %s: %s GPU-h of reserved cores unused over %s h. %s",
+			w.Namespace, w.Pod, w.Container, w.Host, w.UUID, num(w.WastedGPUHours), num(w.Hours), w.Advice)))
 	}
 	return out
 }

@@ -13,7 +13,7 @@ import (
 
 // VGPULabel is the label dcgm-exporter adds with --kubernetes-virtual-gpus:
 // the time-slicing replica a series' pod holds.
-const VGPULabel = "vgpu"
+const VGPULabel = schema.LabelVGPU
 
 // Pod is one holder of a shared GPU, from From until To (zero: from the
 // start, to the end).

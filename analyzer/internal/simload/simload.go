@@ -115,6 +115,8 @@ func (f Format) keeps(name string) bool {
 var Read = []*schema.Metric{schema.GPUUtil, schema.MemCopyUtil, schema.FBUsed, schema.FBFree, schema.PowerUsage,
 	schema.PowerLimit, schema.ProfSMActive, schema.ProfDRAMActive, schema.ProfGrEngineActive, schema.ProfTensorActive,
 	schema.AllocationInfo, schema.ProcessOrphaned,
+	// a shared device's holders' own use (analyzer/features/holders.go)
+	schema.HolderSMUtil, schema.HolderMemory,
 	// health signals (analyzer/features/health.go)
 	schema.ClockEvents, schema.SMClock, schema.PowerViolation, schema.ThermViolation,
 	schema.XIDErrors, schema.XIDLast, schema.ECCDBEVol, schema.RemapUncorr, schema.RemapFailure, schema.PCIeReplay}
@@ -195,9 +197,19 @@ func trim(s *source.Snapshot, keep map[string]bool) {
 		d.Samples = kept
 		d.Capabilities = nil
 	}
+	// Orphans are read; so is each process's own use on a device that
+	// publishes it, summed per holder (gpuwatch_holder_*).
+	ownUse := map[string]bool{}
+	if keep[schema.HolderSMUtil.Name] || keep[schema.HolderMemory.Name] {
+		for i := range s.Devices {
+			if s.Devices[i].ProcessUse {
+				ownUse[s.Devices[i].Key()] = true
+			}
+		}
+	}
 	procs := s.Processes[:0]
 	for _, p := range s.Processes {
-		if p.Orphan {
+		if p.Orphan || ownUse[p.DeviceKey] {
 			procs = append(procs, p)
 		}
 	}
