@@ -1,8 +1,6 @@
 package detect
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"math"
 	"sort"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Detector applies one configuration.

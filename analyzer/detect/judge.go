@@ -1,14 +1,13 @@
 package detect
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"math"
 	"sort"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // judge is what every detector may read about one allocation at one step:

@@ -12,13 +12,12 @@
 package detect
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // GPUState accumulates one GPU of an allocation.

@@ -7,8 +7,6 @@
 package engine
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -28,6 +26,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/analyzer/query"
 	"github.com/gpuwatch/gpuwatch/analyzer/store"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // Options configure an Engine.

@@ -4,8 +4,6 @@
 package present
 
 import (
-	"github.com/gpuwatch/gpuwatch/schema"
-
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,6 +21,7 @@ import (
 	"github.com/gpuwatch/gpuwatch/analyzer/features"
 	"github.com/gpuwatch/gpuwatch/analyzer/finding"
 	"github.com/gpuwatch/gpuwatch/internal/termsafe"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // ParseTime reads "now", a relative time ("-7d", "-90m", "now-2h") or an
