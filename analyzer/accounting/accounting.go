@@ -108,6 +108,25 @@ type Allocation struct {
 	WholeGPUHours float64 `json:"-"`
 }
 
+// sharedBelow is the share under which an allocation held shares of
+// shared GPUs: one alone on its GPUs holds 1, and one that shared a
+// single step at a window's edge stays a hair under.
+const sharedBelow = 0.99
+
+// Share is the part of its GPUs' time the allocation held: 1 on GPUs of
+// its own, a quarter as one of four holders of a time-sliced GPU (1 when
+// it has no hours).
+func (a *Allocation) Share() float64 {
+	if a.WholeGPUHours <= 0 {
+		return 1
+	}
+	return min(1, a.Allocated/a.WholeGPUHours)
+}
+
+// Shared reports whether the allocation held shares of shared GPUs
+// (time-slicing, MPS, a HAMi quota) rather than GPUs of its own.
+func (a *Allocation) Shared() bool { return a.Allocated > 0 && a.Share() < sharedBelow }
+
 // Book is the accounting of a window.
 type Book struct {
 	From, To time.Time

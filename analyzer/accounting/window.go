@@ -46,11 +46,25 @@ func (b Books) Book(ctx context.Context, from, to time.Time) (*Book, error) {
 // Teams sums the book's allocations per team ("" for allocations of no
 // known team). Orphaned processes belong to no team and are left out.
 func (b *Book) Teams() map[string]Totals {
+	return b.teams(func(*Allocation) bool { return true })
+}
+
+// SharedTeams is Teams over the allocations that held shares of shared
+// GPUs only: per team, the shares' GPU-hours and what was made of them.
+func (b *Book) SharedTeams() map[string]Totals {
+	return b.teams((*Allocation).Shared)
+}
+
+// teams sums the allocations keep takes per team.
+func (b *Book) teams(keep func(*Allocation) bool) map[string]Totals {
 	out := map[string]Totals{}
 	// In key order: a sum of floats depends on its order, and the plan and
 	// the reports must read the same hours for the same book every time.
 	for _, k := range slices.Sorted(maps.Keys(b.Allocations)) {
 		a := b.Allocations[k]
+		if !keep(a) {
+			continue
+		}
 		t := out[a.Team]
 		t.Allocated += a.Allocated
 		t.Used += a.Used

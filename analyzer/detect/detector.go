@@ -197,15 +197,18 @@ func (d *Detector) stepGPUs(st *State, a *Alloc, s features.Step, gs []features.
 		if !spinning {
 			act.allSpin = false
 		}
-		if !unknown && !undetermined {
-			d.gpu(a, g, active, frac*stepH)
+		bounded := undetermined && d.lightBound(g)
+		if !unknown && (!undetermined || bounded) {
+			// A shared device used lightly bounds each holder's use: light
+			// use is judged of it (never idle: counted as activity).
+			d.gpu(a, g, active || bounded, frac*stepH)
 		}
 		gst := a.GPUs[g.Device]
 		if gst == nil {
 			gst = &GPUState{UUID: g.UUID, Model: g.Model}
 			a.GPUs[g.Device] = gst
 		}
-		if undetermined && !unknown {
+		if undetermined && !bounded && !unknown {
 			gst.Undetermined++
 		}
 		d.observeHealth(st, gst, dev, s.End, s.End.Sub(s.Start), frac*stepH, active && !unknown)

@@ -51,3 +51,22 @@ func (d *Detector) sharedBusy(g features.GPU) bool {
 	}
 	return false
 }
+
+// lightBound reports whether a busy shared device's step is still light
+// enough for low utilization (no step above its max_peak_ratio): its use
+// then bounds each holder's from above, so a holder of a device used
+// lightly all along is lightly used, for its share, though its activity
+// in the step is undetermined. sharedBusy's line is low utilization's
+// mean, which steps of a lightly used device cross and recross.
+func (d *Detector) lightBound(g features.GPU) bool {
+	peak := float64(d.cfg.Patterns.LowUtilization.MaxPeakRatio)
+	switch {
+	case g.HasSM:
+		return g.SMAvg <= peak
+	case g.HasUtil:
+		return g.UtilAvg/100 <= peak
+	case g.HasGR:
+		return g.GRAvg <= peak
+	}
+	return false
+}

@@ -85,7 +85,7 @@ func Build(ctx context.Context, o Options, ref Ref) (*Report, error) {
 	// The findings do not depend on the figures: they are read side by
 	// side, and the figures must be in place before the sparklines.
 	var fs []Finding
-	var held heldShare
+	var held holding
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -113,34 +113,21 @@ func Build(ctx context.Context, o Options, ref Ref) (*Report, error) {
 	}
 	r.finish(o)
 	r.Totals.GPUHours *= held.fraction()
+	r.Tenants = held.tenants
 	return r, nil
 }
 
-// heldShare is what the accounting's book of the job's analysis says it
-// held: GPU-hours by its share of each GPU, and the same steps counted
-// with whole GPUs.
-type heldShare struct{ shared, whole float64 }
-
-// fraction is the part of its GPUs' time the job held: 1 on GPUs of its
-// own, a quarter as one of four holders of a time-sliced GPU; 1 when the
-// book has no step of it.
-func (h heldShare) fraction() float64 {
-	if h.whole <= 0 {
-		return 1
-	}
-	return min(1, h.shared/h.whole)
-}
-
 // findings runs the analyzer's engine over the job's devices in its window
-// and keeps the findings on the job, and what the accounting says it held.
-func findings(ctx context.Context, o Options, ref Ref, start, end time.Time, devs []device) ([]Finding, heldShare, error) {
+// and keeps the findings on the job, and what the accounting says it and
+// the other holders of its GPUs held.
+func findings(ctx context.Context, o Options, ref Ref, start, end time.Time, devs []device) ([]Finding, holding, error) {
 	uuids := make([]string, 0, len(devs))
 	for _, d := range devs {
 		uuids = append(uuids, d.uuid)
 	}
 	sq, err := newScoped(o.Querier, uuids)
 	if err != nil {
-		return nil, heldShare{}, err
+		return nil, holding{}, err
 	}
 	step := o.Config.Step.D()
 	// Steps are (end-step, end]: the first one must hold the first sample,
@@ -156,19 +143,13 @@ func findings(ctx context.Context, o Options, ref Ref, start, end time.Time, dev
 	}
 	e, err := engine.New(engine.Options{Querier: sq, Config: o.Config, ChunkSteps: maxSteps})
 	if err != nil {
-		return nil, heldShare{}, err
+		return nil, holding{}, err
 	}
 	an, err := e.AnalyzeWindow(ctx, from, to)
 	if err != nil {
-		return nil, heldShare{}, err
+		return nil, holding{}, err
 	}
-	var held heldShare
-	for _, a := range an.Book.Allocations {
-		if a.Job == ref.String() {
-			held.shared += a.Allocated
-			held.whole += a.WholeGPUHours
-		}
-	}
+	held := holdingOf(an.Book, ref.String())
 	var out []Finding
 	for _, f := range an.Findings {
 		if f.Job != ref.String() {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/config"
 	"github.com/gpuwatch/gpuwatch/analyzer/engine"
@@ -311,7 +312,8 @@ func checkJobPage(t *testing.T, page string) {
 }
 
 func TestParseRef(t *testing.T) {
-	for in, want := range map[string]string{"123": `{hpc_job="123"}`, "12_3": `{hpc_job="12_3"}`, "ml/nb-0": `{namespace="ml",pod="nb-0"}`} {
+	for in, want := range map[string]string{"123": `{hpc_job=~"(?:.*,)?123(?:,.*)?"}`, "12_3": `{hpc_job=~"(?:.*,)?12_3(?:,.*)?"}`,
+		"ml/nb-0": `{namespace=~"(?:.*,)?ml(?:,.*)?",pod=~"(?:.*,)?nb-0(?:,.*)?"}`, "ml/nb.0": `{namespace=~"(?:.*,)?ml(?:,.*)?",pod=~"(?:.*,)?nb\\.0(?:,.*)?"}`} {
 		r, err := jobview.ParseRef(in)
 		if err != nil || r.Selector() != want {
 			t.Errorf("%s: %v %q", in, err, r.Selector())
@@ -320,6 +322,26 @@ func TestParseRef(t *testing.T) {
 	for _, bad := range []string{"", "x", "1;2", `a/b"}`, "A/b", "ns/", "/pod", "12 3"} {
 		if _, err := jobview.ParseRef(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestSelectorFindsJoinedHolders: a shared GPU's series name every holder
+// in one label, joined with commas; the job's selector picks the job out
+// of such a list, and never a job whose id holds its id.
+func TestSelectorFindsJoinedHolders(t *testing.T) {
+	r, err := jobview.ParseRef("123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := parser.NewParser(parser.Options{}).ParseMetricSelector(r.Selector())
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("selector %q: %v", r.Selector(), err)
+	}
+	for v, want := range map[string]bool{"123": true, "7,123": true, "123,7": true, "1,123,7": true, "123,+2": true,
+		"1234": false, "12": false, "7,1234": false, "0123,7": false, "": false} {
+		if got := ms[0].Matches(v); got != want {
+			t.Errorf("hpc_job=%q: matched %v, want %v", v, got, want)
 		}
 	}
 }

@@ -68,6 +68,9 @@ type Report struct {
 	NotEnoughData string    `json:"not_enough_data,omitempty"`
 	Findings      []Finding `json:"findings"`
 	Totals        Totals    `json:"totals"`
+	// Tenants are the holders of the job's GPUs, the job among them, when
+	// it shared them with others: each one's share and what it used.
+	Tenants []Tenant `json:"tenants,omitempty"`
 	// Health says which of the health signals (docs/health.md) the job's
 	// series carry, and whether the job ended of a GPU fault.
 	Health *Health `json:"health,omitempty"`

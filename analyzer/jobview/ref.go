@@ -48,16 +48,18 @@ func (r Ref) String() string {
 	return r.Namespace + "/" + r.Pod
 }
 
-// Selector returns the label matchers that pick the job's GPU series.
+// Selector returns the label matchers that pick the job's GPU series:
+// those it holds alone, and those of a GPU it shares (time-slicing, MPS),
+// whose label lists every holder joined with commas.
 func (r Ref) Selector() string {
 	if r.Slurm != "" {
-		return "{" + eq(schema.LabelHPCJob, r.Slurm) + "}"
+		return "{" + listed(schema.LabelHPCJob, r.Slurm) + "}"
 	}
 	ns, pod := schema.LabelNamespace, schema.LabelPod
 	if r.exported {
 		ns, pod = features.ExportedPrefix+ns, features.ExportedPrefix+pod
 	}
-	return "{" + eq(ns, r.Namespace) + "," + eq(pod, r.Pod) + "}"
+	return "{" + listed(ns, r.Namespace) + "," + listed(pod, r.Pod) + "}"
 }
 
 // JobSelector picks the job's series that name it by job_id
@@ -66,4 +68,11 @@ func (r Ref) JobSelector() string { return "{" + eq(schema.LabelJob, r.String())
 
 func eq(name, value string) string {
 	return labels.MustNewMatcher(labels.MatchEqual, name, value).String()
+}
+
+// listed matches a label whose value is value, or a comma-joined list of
+// holders that names value as one of its items (never as part of one:
+// job 12 is not in "123,7").
+func listed(name, value string) string {
+	return labels.MustNewMatcher(labels.MatchRegexp, name, "(?:.*,)?"+regexp.QuoteMeta(value)+"(?:,.*)?").String()
 }

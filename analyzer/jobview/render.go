@@ -99,6 +99,7 @@ func Text(w io.Writer, r *Report) error {
 		p("; %.2f degraded (slowed by its GPUs, not waste)", r.Totals.DegradedGPUHours)
 	}
 	p("\n")
+	writeTenants(&b, r.Tenants)
 	if h := r.Health; h != nil {
 		for _, s := range h.Missing {
 			p("Health signal missing: %s (%s): %s\n", termsafe.String(s.Name), termsafe.String(s.Metrics), termsafe.String(s.Without))
@@ -118,6 +119,25 @@ func Text(w io.Writer, r *Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeTenants writes the holders of the job's shared GPUs, when it
+// shared them: a line each, with its share and what it made of it.
+func writeTenants(b *strings.Builder, tenants []Tenant) {
+	if len(tenants) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nShared GPU: %d holders in the job's window (the GPU figures above are the device's, every holder's use together)\n", len(tenants))
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  HOLDER\tUSER\tSHARE\tGPU-H\tUSED\tWASTED")
+	for _, t := range tenants {
+		name := termsafe.String(t.Job)
+		if t.Self {
+			name += " (this job)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%.0f%%\t%.2f\t%.2f\t%.2f\n", name, termsafe.String(dash(t.User)), t.SharePercent(), t.GPUHours, t.UsedGPUHours, t.WastedGPUHours)
+	}
+	tw.Flush()
 }
 
 //go:embed templates/job.html

@@ -1,14 +1,17 @@
 package jobview_test
 
 import (
+	"bytes"
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload"
 	"github.com/gpuwatch/gpuwatch/analyzer/internal/simload/simloadtest"
 	"github.com/gpuwatch/gpuwatch/analyzer/jobview"
+	"github.com/gpuwatch/gpuwatch/schema"
 )
 
 // sharedFleet: GPU 0 of nb-01 is jupyter-ann's and time-sliced with three
@@ -74,5 +77,73 @@ func TestSharedGPUHoursInJobView(t *testing.T) {
 	}
 	if math.Abs(sum-sole.Totals.GPUHours) > 0.03*sole.Totals.GPUHours {
 		t.Errorf("the shared GPU's four notebooks hold %.3f GPU-h together, want the device's %.3f once", sum, sole.Totals.GPUHours)
+	}
+}
+
+// tenantsFleet: GPU 0 of ten-01 is time-sliced among three servers at
+// about 30 % of the device each and a notebook idle after its first 10
+// minutes, the simulator publishing each holder's own use (shared: true)
+// and naming them all, joined, in the device series' pod label, as
+// gpuwatch's exporter does.
+const tenantsFleet = `
+name: jobview-tenants
+fleet: [{hostname: ten-01, model: H100-SXM5-80GB, gpus: 1}]
+workloads:
+  - {id: serve-a, scheduler: kubernetes, namespace: hub, container: main, user: ana, team: search, kind: service, node: ten-01, gpus: [0], shared: true, start: 0s, duration: 4h, behaviour: training, params: {util: 30, memory_gib: 8}}
+  - {id: serve-b, scheduler: kubernetes, namespace: hub, container: main, user: ana, team: search, kind: service, node: ten-01, gpus: [0], shared: true, start: 0s, duration: 4h, behaviour: training, params: {util: 30, memory_gib: 8}}
+  - {id: serve-c, scheduler: kubernetes, namespace: hub, container: main, user: ana, team: search, kind: service, node: ten-01, gpus: [0], shared: true, start: 0s, duration: 4h, behaviour: training, params: {util: 30, memory_gib: 8}}
+  - {id: jupyter-bo, scheduler: kubernetes, namespace: hub, container: notebook, user: bo, team: search, kind: interactive, node: ten-01, gpus: [0], shared: true, start: 0s, duration: 4h, behaviour: idle_notebook, params: {active: 10m, util: 30, memory_gib: 4}}
+`
+
+// TestJobViewShowsTenants (issue 57): the view of a tenant of a shared
+// GPU finds the job in the device series' joined holder label, and lists
+// the GPU's four holders with each one's share and what it made of it:
+// the idle notebook's quarter wasted, each server's quarter used; the
+// notebook's finding is on its own use. The text and the page say so.
+func TestJobViewShowsTenants(t *testing.T) {
+	t.Parallel()
+	db := simloadtest.Formatted(t, simloadtest.Parse(t, "tenants.yaml", tenantsFleet),
+		simload.Options{Seed: 5, Origin: origin, From: 30 * time.Second, To: 4*time.Hour + 10*time.Minute, Resolution: 30 * time.Second})
+	ref, err := jobview.ParseRef("hub/jupyter-bo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := jobview.Build(context.Background(), jobview.Options{Querier: db, Now: origin.Add(6 * time.Hour), Lookback: 24 * time.Hour}, ref)
+	if err != nil {
+		t.Fatalf("the view of a shared GPU's tenant: %v", err)
+	}
+	if len(r.Tenants) != 4 {
+		t.Fatalf("tenants %+v, want the GPU's four holders", r.Tenants)
+	}
+	for _, tn := range r.Tenants {
+		if tn.Share < 0.22 || tn.Share > 0.28 {
+			t.Errorf("%s: share %.2f, want a quarter", tn.Job, tn.Share)
+		}
+		switch {
+		case tn.Job == "hub/jupyter-bo":
+			if !tn.Self || tn.WastedGPUHours < 0.8*tn.GPUHours {
+				t.Errorf("the idle notebook: %+v, want this job, its share wasted", tn)
+			}
+		case tn.Self || tn.UsedGPUHours < 0.9*tn.GPUHours || tn.WastedGPUHours > 0:
+			t.Errorf("busy server: %+v, want its share used", tn)
+		}
+	}
+	if len(r.Findings) != 1 || r.Findings[0].Pattern != schema.IdleSession {
+		t.Errorf("findings %+v, want the notebook's idle session", r.Findings)
+	}
+	var text, page bytes.Buffer
+	if err := jobview.Text(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobview.HTML(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Shared GPU: 4 holders", "hub/jupyter-bo (this job)", "hub/serve-c"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if !strings.Contains(page.String(), "Shared with other holders") || !strings.Contains(page.String(), "hub/serve-a") {
+		t.Errorf("page lacks the tenants")
 	}
 }

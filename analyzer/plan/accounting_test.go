@@ -26,7 +26,9 @@ import (
 )
 
 // teamsFleet: two teams' services and an idle notebook of a third on one
-// node, a day long, so the teams' accounting has use and waste in it.
+// node, a day long, so the teams' accounting has use and waste in it; the
+// third team also time-slices GPU 3 between an idle notebook and a
+// training run (each holder's own use published).
 const teamsFleet = `
 name: plan-teams
 origin: 2026-11-02T00:00:00Z
@@ -35,6 +37,8 @@ workloads:
   - {id: chat-0, scheduler: kubernetes, namespace: chat, user: svc, team: chat, kind: service, node: node-t, gpus: [0], start: -1h, end: 2d, behaviour: inference_daily}
   - {id: score-0, scheduler: kubernetes, namespace: scoring, user: svc, team: scoring, kind: service, node: node-t, gpus: [1], start: -1h, end: 2d, behaviour: inference_daily, params: {phase: 12h}}
   - {id: jupyter-ann, scheduler: kubernetes, namespace: lab, user: ann, team: lab, node: node-t, gpus: [2], start: 1h, duration: 20h, behaviour: idle_notebook}
+  - {id: jupyter-bo, scheduler: kubernetes, namespace: lab, user: bo, team: lab, kind: interactive, node: node-t, gpus: [3], shared: true, start: 1h, duration: 20h, behaviour: idle_notebook, params: {active: 10m, util: 20, memory_gib: 4}}
+  - {id: train-cy, scheduler: kubernetes, namespace: lab, user: cy, team: lab, kind: batch, node: node-t, gpus: [3], shared: true, start: 1h, duration: 20h, behaviour: training, params: {util: 40, memory_gib: 8}}
 `
 
 // TestTeamGPUHoursAreTheAccountings: given the analyzer's records (the
@@ -110,6 +114,7 @@ func TestTeamGPUHoursAreTheAccountings(t *testing.T) {
 	if len(rows) != 3 || wasted <= 0 {
 		t.Errorf("%d report teams, %.2f GPU-hours wasted in the plan; want 3 teams and the notebook's waste", len(rows), wasted)
 	}
+	sharedPlanAndReportAgree(t, p, rep)
 	srv := httptest.NewServer(web.Handler(web.Options{Planner: windowSource{&plan.Source{Querier: db, Options: plan.Options{Books: accounting.Books{Records: st}}}, from, to}}))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/planner")
@@ -118,6 +123,9 @@ func TestTeamGPUHoursAreTheAccountings(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if !strings.Contains(string(body), "Shared GPUs: team lab held") {
+		t.Errorf("planner page lacks lab's shares of shared GPUs")
+	}
 	for _, tm := range p.Teams {
 		if tm.GPUHours == nil {
 			continue
@@ -127,5 +135,45 @@ func TestTeamGPUHoursAreTheAccountings(t *testing.T) {
 				t.Errorf("planner page lacks team %s's %s GPU-hours", tm.Team, s)
 			}
 		}
+	}
+}
+
+// sharedPlanAndReportAgree: the pooling view counts the shares each team
+// reserved on shared GPUs and used, as the report's shared holders list
+// them: lab's two holders of GPU 3 (the idle notebook's share wasted, the
+// training's used), no shared hours for the teams with GPUs of their own.
+func sharedPlanAndReportAgree(t *testing.T, p *plan.Plan, rep *report.Report) {
+	t.Helper()
+	var alloc, used, wasted float64
+	holders := 0
+	for _, r := range rep.Shared {
+		if r.Team == "lab" {
+			alloc, used, wasted = alloc+r.AllocatedGPUHours, used+r.ActiveGPUHours, wasted+r.WastedGPUHours
+			holders++
+		}
+	}
+	if holders != 2 {
+		t.Fatalf("report's shared holders %+v, want lab's two holders of GPU 3", rep.Shared)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 0.05 }
+	for _, tm := range p.Teams {
+		s := tm.SharedGPUHours
+		switch {
+		case tm.Team != "lab":
+			if s != nil {
+				t.Errorf("team %s held no shared GPU, plan says %+v", tm.Team, *s)
+			}
+		case s == nil:
+			t.Errorf("team lab: no shared GPU-hours in the plan")
+		case !near(s.Allocated, alloc) || !near(s.Used, used) || !near(s.Wasted, wasted) || s.Wasted <= 0 || s.Used <= 0:
+			t.Errorf("team lab's shares: plan %+v, report %.2f allocated %.2f used %.2f wasted; want equal, with use and waste", *s, alloc, used, wasted)
+		}
+	}
+	var text strings.Builder
+	if err := plan.Table(&text, p); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "Shared GPUs: team lab held") {
+		t.Errorf("the plan's text lacks lab's shares:\n%s", text.String())
 	}
 }

@@ -215,6 +215,11 @@ type Team struct {
 	// as the reports and the web page); nil where the planner was given no
 	// records (Options.Books), as `gpuwatch plan` against a Prometheus.
 	GPUHours *accounting.Totals `json:"gpu_hours,omitempty"`
+	// SharedGPUHours is the part of GPUHours the team held as shares of
+	// shared GPUs (time-slicing, MPS, HAMi quotas): the shares reserved
+	// (allocated) and what its holders used of them, each judged on its
+	// own use; nil where it held none, or without records.
+	SharedGPUHours *accounting.Totals `json:"shared_gpu_hours,omitempty"`
 	// GPUs held at some time, and needed when the team's work is packed
 	// on its own per pool.
 	Held     int `json:"gpus_held"`
@@ -298,6 +303,16 @@ func (p *Plan) account(book *accounting.Book) {
 	}
 	for name, t := range byTeam {
 		p.Teams = append(p.Teams, Team{Team: name, GPUHours: &t})
+	}
+	shared := book.SharedTeams()
+	for i := range p.Teams {
+		name := p.Teams[i].Team
+		if name == NoTeam {
+			name = ""
+		}
+		if t, ok := shared[name]; ok {
+			p.Teams[i].SharedGPUHours = &t
+		}
 	}
 	sort.Slice(p.Teams, func(a, b int) bool { return p.Teams[a].Team < p.Teams[b].Team })
 }

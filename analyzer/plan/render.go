@@ -162,6 +162,12 @@ func teamsTable(w io.Writer, p *Plan) {
 		row(t.Team, alloc, used, wasted, itoa(t.Held), itoa(t.Needed), itoa(t.Freeable))
 	}
 	tw.Flush()
+	for _, t := range p.Teams {
+		if s := t.SharedGPUHours; s != nil {
+			fmt.Fprintf(w, "Shared GPUs: team %s held %s GPU-hours as shares of shared GPUs, used %s, wasted %s (each holder judged on its own use)\n",
+				t.Team, num(s.Allocated), num(s.Used), num(s.Wasted))
+		}
+	}
 	if !accounted && len(p.Teams) > 0 {
 		fmt.Fprintln(w, "GPU-hours: the analyzer's accounting (docs/accounting.md), which `gpuwatch analyze` over the window, the reports and the web page show; the planner judges no waste itself.")
 	}

@@ -137,6 +137,16 @@ func (b *Builder) aggregate(p Period, days []Period, usage []store.Usage, findin
 			get(team).addUsage(u, used, d, price)
 		}
 	}
+	for _, al := range book.Allocations {
+		row, ok := sharedRow(al)
+		if !ok {
+			continue
+		}
+		fleet.shared = append(fleet.shared, row)
+		if team := teamOf(al.Team); admin || want[team] {
+			get(team).shared = append(get(team).shared, row)
+		}
+	}
 	for i := range book.Entries {
 		e := &book.Entries[i]
 		f := e.Finding
@@ -288,6 +298,7 @@ type agg struct {
 	jobIDs                                  map[string]bool
 	patterns                                map[schema.Pattern]*patAgg
 	findings                                []adviceItem
+	shared                                  []SharedRow
 }
 
 type patAgg struct {
@@ -440,6 +451,35 @@ func (a *agg) fill(r *Report, days []Period, cfg *Config, p Period) {
 		r.Advice = append(r.Advice, AdviceRow{Job: f.Job, User: f.User, Hostname: f.Hostname, Pattern: f.Pattern,
 			WastedGPUHours: it.w, Advice: Advise(f), Link: cfg.link(cfg.Grafana.JobDashboard, p, "job", f.Job, "hostname", f.Hostname)})
 	}
+	r.Shared = a.topShared(cfg, p)
+}
+
+// sharedRow is an allocation's row in the shared GPUs' list, when it held
+// shares of its GPUs rather than the whole of them.
+func sharedRow(al *accounting.Allocation) (SharedRow, bool) {
+	if !al.Shared() {
+		return SharedRow{}, false
+	}
+	return SharedRow{Job: al.Job, User: al.User, Team: al.Team, Hostname: al.Hostname, Share: al.Share(),
+		AllocatedGPUHours: al.Allocated, ActiveGPUHours: al.Used, WastedGPUHours: al.Wasted}, true
+}
+
+// topShared is the aggregate's holders of shared GPUs, most wasted first,
+// at most cfg.Top of them, each linked to its job's dashboard.
+func (a *agg) topShared(cfg *Config, p Period) []SharedRow {
+	rows := append([]SharedRow(nil), a.shared...)
+	sort.Slice(rows, func(i, k int) bool {
+		x, y := rows[i], rows[k]
+		if x.WastedGPUHours != y.WastedGPUHours {
+			return x.WastedGPUHours > y.WastedGPUHours
+		}
+		return x.Hostname+"|"+x.Job < y.Hostname+"|"+y.Job
+	})
+	rows = top(rows, cfg.Top)
+	for i := range rows {
+		rows[i].Link = cfg.link(cfg.Grafana.JobDashboard, p, "job", rows[i].Job, "hostname", rows[i].Hostname)
+	}
+	return rows
 }
 
 func top[T any](s []T, n int) []T {

@@ -41,6 +41,10 @@ type Report struct {
 	TopJobs  []JobRow    `json:"top_jobs"`
 	TopUsers []UserRow   `json:"top_users"`
 	Advice   []AdviceRow `json:"advice"`
+	// Shared lists the holders of shared GPUs (time-slicing, MPS, a HAMi
+	// share) in the period, most wasted first: each one's share of the
+	// GPUs it held and what it made of that share.
+	Shared []SharedRow `json:"shared,omitempty"`
 	// Teams and Actions fill the administrators' report only.
 	Teams       []TeamRow     `json:"teams,omitempty"`
 	Actions     []ActionEntry `json:"actions,omitempty"`
@@ -124,6 +128,23 @@ type UserRow struct {
 	ActiveGPUHours    float64 `json:"active_gpu_hours"`
 	WastedGPUHours    float64 `json:"wasted_gpu_hours"`
 	WastedCost        float64 `json:"wasted_cost"`
+	Link              string  `json:"link,omitempty"`
+}
+
+// SharedRow is one holder of a shared GPU over the period, as the
+// accounting books it: its hours are its share of the device's, never the
+// whole device's, judged on its own use where the exporter reads it.
+type SharedRow struct {
+	Job      string `json:"job"`
+	User     string `json:"user"`
+	Team     string `json:"team,omitempty"`
+	Hostname string `json:"hostname"`
+	// Share is the part of its GPUs' time it held (0.25 as one of four
+	// holders of a time-sliced GPU).
+	Share             float64 `json:"share"`
+	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
+	ActiveGPUHours    float64 `json:"active_gpu_hours"`
+	WastedGPUHours    float64 `json:"wasted_gpu_hours"`
 	Link              string  `json:"link,omitempty"`
 }
 
