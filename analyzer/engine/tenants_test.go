@@ -74,15 +74,7 @@ func TestSharedGPUTenantsJudgedOnTheirOwnUse(t *testing.T) {
 			t.Errorf("busy server %s: accounting %+v, want its share used", job, al)
 		}
 	}
-	sum := 0.0
-	for _, job := range []string{"hub/jupyter-cat", "hub/jupyter-dan", "hub/jupyter-eve", "hub/jupyter-fay"} {
-		f := idleSessionOf(t, by, job)
-		quarter(t, f, sole)
-		sum += f.WastedGPUHours
-	}
-	if math.Abs(sum-sole.WastedGPUHours) > 0.03*sole.WastedGPUHours {
-		t.Errorf("the four idle holders of GPU 1 waste %.3f GPU-h together, want the device's %.3f once", sum, sole.WastedGPUHours)
-	}
+	idleHoldersShareTheDevice(t, by, sole)
 }
 
 // TestSharedGPUWithoutOwnUseIsUnknownWhenBusy: the same fleet without
@@ -116,15 +108,7 @@ func TestSharedGPUWithoutOwnUseIsUnknownWhenBusy(t *testing.T) {
 		}
 	}
 	sole := idleSessionOf(t, by, "hub/jupyter-sol")
-	sum := 0.0
-	for _, job := range []string{"hub/jupyter-cat", "hub/jupyter-dan", "hub/jupyter-eve", "hub/jupyter-fay"} {
-		f := idleSessionOf(t, by, job)
-		quarter(t, f, sole)
-		sum += f.WastedGPUHours
-	}
-	if math.Abs(sum-sole.WastedGPUHours) > 0.03*sole.WastedGPUHours {
-		t.Errorf("the four idle holders of GPU 1 waste %.3f GPU-h together, want the device's %.3f once", sum, sole.WastedGPUHours)
-	}
+	idleHoldersShareTheDevice(t, by, sole)
 }
 
 // tenantStores replays tenantsScenario in format f into an embedded store
@@ -161,6 +145,22 @@ func idleSessionOf(t *testing.T, by map[string][]finding.Finding, job string) fi
 	}
 	t.Fatalf("no idle_session of %s: %v", job, patternsOf(by[job]))
 	return finding.Finding{}
+}
+
+// idleHoldersShareTheDevice fails unless each of GPU 1's four idle
+// notebooks has an idle session of a quarter of sole's GPU-hours, and the
+// four sum to the device's hours once.
+func idleHoldersShareTheDevice(t *testing.T, by map[string][]finding.Finding, sole finding.Finding) {
+	t.Helper()
+	sum := 0.0
+	for _, job := range []string{"hub/jupyter-cat", "hub/jupyter-dan", "hub/jupyter-eve", "hub/jupyter-fay"} {
+		f := idleSessionOf(t, by, job)
+		quarter(t, f, sole)
+		sum += f.WastedGPUHours
+	}
+	if math.Abs(sum-sole.WastedGPUHours) > 0.03*sole.WastedGPUHours {
+		t.Errorf("the four idle holders of GPU 1 waste %.3f GPU-h together, want the device's %.3f once", sum, sole.WastedGPUHours)
+	}
 }
 
 // quarter fails unless f wasted a quarter of sole's GPU-hours.
